@@ -1,0 +1,159 @@
+#include "solvers/chain_kinematics.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "solvers/limits.h"
+
+namespace reach {
+
+ChainKinematics::ChainKinematics(const ChainProblem& problem, Workspace& ws,
+                                 Pose& pose)
+    : problem_(problem), ws_(ws), pose_(pose) {
+  const int n = static_cast<int>(problem.joints.size());
+  const bool orientation = problem.goal->target_orientation.has_value();
+  task_rows_ = orientation ? 6 : 3;
+  moving_joints_ = orientation ? n : n - 1;
+  inv_length_ = problem.chain_length > 1e-12 ? 1.0 / problem.chain_length : 1.0;
+  for (int k = 0; k < moving_joints_; ++k) {
+    dof_start_[k] = dof_;
+    const Joint& joint = problem.skeleton->joint(problem.joints[k]);
+    switch (joint.type) {
+      case JointType::kHinge:
+        ws.dof_values[dof_] = HingeAngle(joint, pose.local[problem.joints[k]].rotation);
+        // A start pose outside the range is brought inside first.
+        ws.dof_values[dof_] = ConstrainHingeAngle(joint, ws.dof_values[dof_]);
+        WriteHinge(k, ws.dof_values[dof_]);
+        dof_ += 1;
+        break;
+      case JointType::kBall:
+        dof_ += 3;
+        break;
+      case JointType::kFixed:
+        break;
+    }
+  }
+}
+
+void ChainKinematics::WriteHinge(int k, double angle) {
+  pose_.local[problem_.joints[k]].rotation =
+      HingeRotation(problem_.skeleton->joint(problem_.joints[k]), angle);
+}
+
+double ChainKinematics::Evaluate() {
+  ComputeChainGlobals(problem_, pose_, ws_);
+  const Transform& tip = ws_.chain_globals[problem_.joints.size() - 1];
+  const Eigen::Vector3d dp = problem_.goal->target - tip.translation;
+  position_error_ = dp.norm();
+  error_.head<3>() = dp * inv_length_;
+  if (task_rows_ == 6) {
+    const Eigen::Vector3d dr = RotationVector(
+        *problem_.goal->target_orientation * tip.rotation.conjugate());
+    orientation_error_ = dr.norm();
+    error_.tail<3>() = dr;
+  } else {
+    error_.tail<3>().setZero();
+  }
+  return error_.squaredNorm();
+}
+
+bool ChainKinematics::Converged() const {
+  return position_error_ <= problem_.tolerance &&
+         (task_rows_ == 3 ||
+          orientation_error_ <= problem_.orientation_tolerance_rad);
+}
+
+template <int Rows>
+void ChainKinematics::Jacobian(JacobianMatrix<Rows>* jacobian) const {
+  jacobian->resize(Rows, dof_);
+  const Eigen::Vector3d tip =
+      ws_.chain_globals[problem_.joints.size() - 1].translation;
+  // A rotation about unit axis a through joint position p moves the tip at
+  // a x (tip - p) and turns it at a (Buss 2004, "Introduction to Inverse
+  // Kinematics with Jacobian Transpose, Pseudoinverse and Damped Least
+  // Squares methods", section 2).
+  auto column = [&](int col, const Eigen::Vector3d& axis,
+                    const Eigen::Vector3d& lever) {
+    jacobian->template block<3, 1>(0, col) = axis.cross(lever) * inv_length_;
+    if constexpr (Rows == 6) jacobian->template block<3, 1>(3, col) = axis;
+  };
+  for (int k = 0; k < moving_joints_; ++k) {
+    const Joint& joint = problem_.skeleton->joint(problem_.joints[k]);
+    const Transform& g = ws_.chain_globals[k];
+    const Eigen::Vector3d lever = tip - g.translation;
+    switch (joint.type) {
+      case JointType::kHinge:
+        column(dof_start_[k], g.rotation * joint.axis, lever);
+        break;
+      case JointType::kBall:
+        // Three model-space axes through the joint.
+        column(dof_start_[k], Eigen::Vector3d::UnitX(), lever);
+        column(dof_start_[k] + 1, Eigen::Vector3d::UnitY(), lever);
+        column(dof_start_[k] + 2, Eigen::Vector3d::UnitZ(), lever);
+        break;
+      case JointType::kFixed:
+        break;
+    }
+  }
+}
+
+template void ChainKinematics::Jacobian<3>(JacobianMatrix<3>*) const;
+template void ChainKinematics::Jacobian<6>(JacobianMatrix<6>*) const;
+
+void ChainKinematics::Apply(const DofVector& delta) {
+  for (int k = 0; k < moving_joints_; ++k) {
+    const int j = problem_.joints[k];
+    const Joint& joint = problem_.skeleton->joint(j);
+    const int s = dof_start_[k];
+    switch (joint.type) {
+      case JointType::kHinge: {
+        double& angle = ws_.dof_values[s];
+        angle = ClampAngle(angle + delta[s], joint.min_angle_rad,
+                           joint.max_angle_rad);
+        WriteHinge(k, angle);
+        break;
+      }
+      case JointType::kBall: {
+        // A model-space rotation w at the joint: exp(w) G = G exp(G^-1 w),
+        // so the local rotation gains exp(G^-1 w) on the right.
+        const Eigen::Vector3d w = delta.segment<3>(s);
+        const Eigen::Vector3d local_w =
+            ws_.chain_globals[k].rotation.conjugate() * w;
+        Eigen::Quaterniond& local = pose_.local[j].rotation;
+        local = ConstrainRotation(joint, local * FromRotationVector(local_w))
+                    .normalized();
+        break;
+      }
+      case JointType::kFixed:
+        break;
+    }
+  }
+}
+
+void ChainKinematics::CapStep(double max_step, DofVector* delta) const {
+  double largest = 0.0;
+  for (int k = 0; k < moving_joints_; ++k) {
+    const int s = dof_start_[k];
+    const int count = (k + 1 < moving_joints_ ? dof_start_[k + 1] : dof_) - s;
+    if (count > 0) {
+      largest = std::max(largest, delta->segment(s, count).norm());
+    }
+  }
+  if (largest > max_step) *delta *= max_step / largest;
+}
+
+void ChainKinematics::Save() {
+  for (int k = 0; k < moving_joints_; ++k) {
+    ws_.saved_rotations[k] = pose_.local[problem_.joints[k]].rotation;
+  }
+  for (int i = 0; i < dof_; ++i) ws_.dof_values_alt[i] = ws_.dof_values[i];
+}
+
+void ChainKinematics::Restore() {
+  for (int k = 0; k < moving_joints_; ++k) {
+    pose_.local[problem_.joints[k]].rotation = ws_.saved_rotations[k];
+  }
+  for (int i = 0; i < dof_; ++i) ws_.dof_values[i] = ws_.dof_values_alt[i];
+}
+
+}  // namespace reach

@@ -1,0 +1,76 @@
+#include "solvers/chain_solver.h"
+
+#include "solvers/ccd.h"
+#include "solvers/fabrik.h"
+#include "solvers/gradient_descent.h"
+#include "solvers/jacobian.h"
+#include "solvers/limits.h"
+#include "solvers/two_bone.h"
+
+namespace reach {
+
+void Workspace::Reserve(int num_joints) {
+  if (static_cast<int>(globals.size()) < num_joints) globals.resize(num_joints);
+  if (static_cast<int>(path.capacity()) < num_joints) path.reserve(num_joints);
+}
+
+const ChainSolver& GetSolver(SolverKind kind) {
+  static const TwoBoneSolver two_bone;
+  static const FabrikSolver fabrik;
+  static const CcdSolver ccd;
+  static const JacobianSolver transpose(JacobianMethod::kTranspose);
+  static const JacobianSolver pinv(JacobianMethod::kPseudoInverse);
+  static const JacobianSolver dls(JacobianMethod::kDampedLeastSquares);
+  static const GradientDescentSolver gradient_descent;
+  switch (kind) {
+    case SolverKind::kTwoBone:
+      return two_bone;
+    case SolverKind::kFabrik:
+      return fabrik;
+    case SolverKind::kCcd:
+      return ccd;
+    case SolverKind::kJacobianTranspose:
+      return transpose;
+    case SolverKind::kJacobianPinv:
+      return pinv;
+    case SolverKind::kJacobianDls:
+      return dls;
+    case SolverKind::kGradientDescent:
+      return gradient_descent;
+    case SolverKind::kAuto:
+      break;  // Resolved by the caller; never dispatched.
+  }
+  return dls;
+}
+
+void ComputeChainGlobals(const ChainProblem& problem, const Pose& pose,
+                         Workspace& ws) {
+  const Transform* parent = &problem.parent_global;
+  for (size_t k = 0; k < problem.joints.size(); ++k) {
+    ws.chain_globals[k] = *parent * pose.local[problem.joints[k]];
+    parent = &ws.chain_globals[k];
+  }
+}
+
+Eigen::Quaterniond SetGlobalRotation(const ChainProblem& problem, int k,
+                                     const Eigen::Quaterniond& parent_rotation,
+                                     const Eigen::Quaterniond& global_rotation,
+                                     Pose& pose) {
+  const int j = problem.joints[k];
+  const Eigen::Quaterniond local = ConstrainRotation(
+      problem.skeleton->joint(j), parent_rotation.conjugate() * global_rotation);
+  pose.local[j].rotation = local.normalized();
+  return parent_rotation * pose.local[j].rotation;
+}
+
+void ApplyTipOrientation(const ChainProblem& problem, Workspace& ws,
+                         Pose& pose) {
+  if (!problem.goal->target_orientation) return;
+  const int last = static_cast<int>(problem.joints.size()) - 1;
+  const Transform& parent = ws.chain_globals[last - 1];
+  const Eigen::Quaterniond applied = SetGlobalRotation(
+      problem, last, parent.rotation, *problem.goal->target_orientation, pose);
+  ws.chain_globals[last].rotation = applied;
+}
+
+}  // namespace reach

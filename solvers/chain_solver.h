@@ -1,0 +1,93 @@
+// The one interface every solver implements, the problem it is handed and
+// the caller-owned scratch memory it works in.
+#ifndef REACH_SOLVERS_CHAIN_SOLVER_H_
+#define REACH_SOLVERS_CHAIN_SOLVER_H_
+
+#include <array>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "solvers/goal.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+
+namespace reach {
+
+// Most degrees of freedom one chain can have (3 per ball joint).
+inline constexpr int kMaxChainDof = 3 * kMaxChainJoints;
+
+// Scratch memory for one solve, owned by the caller and reused across
+// solves (one per thread). Chain-sized buffers have fixed capacity, so no
+// solver allocates; only Reserve() (called by Solve before the first goal)
+// may grow the skeleton-sized buffers.
+struct Workspace {
+  void Reserve(int num_joints);
+
+  std::vector<Transform> globals;   // Model-space transform of every joint.
+  std::vector<int> path;            // Ad hoc chain (root_joint..tip_joint).
+
+  // Chain-sized scratch, indexed by position in the chain (0 = root).
+  std::array<Transform, kMaxChainJoints> chain_globals;
+  std::array<Eigen::Quaterniond, kMaxChainJoints> start_rotations;
+  std::array<Eigen::Quaterniond, kMaxChainJoints> saved_rotations;
+  std::array<Eigen::Vector3d, kMaxChainJoints> points;
+  std::array<Eigen::Vector3d, kMaxChainJoints> points_alt;
+  std::array<double, kMaxChainJoints> lengths;
+  std::array<double, kMaxChainDof> dof_values;
+  std::array<double, kMaxChainDof> dof_values_alt;
+};
+
+// A validated goal resolved against its skeleton: what a solver needs.
+struct ChainProblem {
+  const Skeleton* skeleton = nullptr;
+  absl::Span<const int> joints;  // Root first, tip last; >= 2 joints.
+  // Model-space transform of the chain root's parent (identity for a
+  // skeleton root).
+  Transform parent_global;
+  const Goal* goal = nullptr;
+  // Options with defaults resolved.
+  double tolerance = 0.0;                  // Model units, > 0.
+  double orientation_tolerance_rad = 0.0;  // > 0.
+  int max_iterations = 0;                  // >= 1.
+  double chain_length = 0.0;  // Sum of bone lengths in model space, >= 0.
+};
+
+// A solver. Implementations are stateless and const, so one instance serves
+// every thread; all scratch lives in the Workspace. Solve writes the local
+// rotations of the chain's joints in `pose` (and nothing else, except
+// two-bone stretch, which writes the mid and tip translations) and returns
+// the number of iterations it ran. Errors and the reached flag are measured
+// afterwards by the caller from forward kinematics.
+class ChainSolver {
+ public:
+  virtual ~ChainSolver() = default;
+  virtual int Solve(const ChainProblem& problem, Workspace& ws,
+                    Pose& pose) const = 0;
+};
+
+// The solver for a concrete kind (not kAuto).
+const ChainSolver& GetSolver(SolverKind kind);
+
+// Shared helpers for solvers.
+
+// chain_globals[k] = model-space transform of problem.joints[k] in `pose`.
+void ComputeChainGlobals(const ChainProblem& problem, const Pose& pose,
+                         Workspace& ws);
+
+// Sets joint joints[k]'s local rotation so that its global rotation becomes
+// `global_rotation` (given the parent's current global), projected onto the
+// joint's limits. Returns the global rotation actually applied.
+Eigen::Quaterniond SetGlobalRotation(const ChainProblem& problem, int k,
+                                     const Eigen::Quaterniond& parent_rotation,
+                                     const Eigen::Quaterniond& global_rotation,
+                                     Pose& pose);
+
+// Points the tip joint at the goal's target orientation, when it has one,
+// within the tip joint's limits. chain_globals must be current up to the
+// tip's parent.
+void ApplyTipOrientation(const ChainProblem& problem, Workspace& ws,
+                         Pose& pose);
+
+}  // namespace reach
+
+#endif  // REACH_SOLVERS_CHAIN_SOLVER_H_

@@ -1,0 +1,162 @@
+#include "solvers/fabrik.h"
+
+#include <cmath>
+
+#include "solvers/stall_guard.h"
+
+namespace reach {
+namespace {
+
+using Eigen::Quaterniond;
+using Eigen::Vector3d;
+
+// Places `moving` at `length` from `anchor`, along the line anchor->moving.
+// When the two coincide the previous direction is kept (`fallback`).
+inline Vector3d Reach(const Vector3d& anchor, const Vector3d& moving,
+                      double length, const Vector3d& fallback) {
+  const Vector3d delta = moving - anchor;
+  const double dist_sq = delta.squaredNorm();
+  if (dist_sq < 1e-300) return anchor + length * fallback;
+  return anchor + (length / std::sqrt(dist_sq)) * delta;
+}
+
+// Turns every inner joint about the line through its neighbours so it faces
+// the pole. Rotating about that line keeps both adjacent bone lengths.
+void ApplyPole(const Vector3d& pole, int n, Vector3d* p) {
+  for (int k = 1; k + 1 < n; ++k) {
+    const Vector3d line = p[k + 1] - p[k - 1];
+    const double line_len = line.norm();
+    if (line_len < 1e-12) continue;
+    const Vector3d u = line / line_len;
+    const Vector3d rel = p[k] - p[k - 1];
+    const Vector3d along = rel.dot(u) * u;
+    const Vector3d across = rel - along;
+    const Vector3d pole_rel = pole - p[k - 1];
+    const Vector3d pole_across = pole_rel - pole_rel.dot(u) * u;
+    const double pole_len = pole_across.norm();
+    if (pole_len < 1e-12) continue;
+    p[k] = p[k - 1] + along + (across.norm() / pole_len) * pole_across;
+  }
+}
+
+// Unconstrained FABRIK on points only; returns iterations run.
+int SolvePoints(const ChainProblem& problem, Workspace& ws) {
+  const Goal& goal = *problem.goal;
+  const int n = static_cast<int>(problem.joints.size());
+  Vector3d* p = ws.points.data();
+  const double* len = ws.lengths.data();
+  const Vector3d base = p[0];
+  const Vector3d& target = goal.target;
+
+  if ((target - base).norm() >= problem.chain_length) {
+    // Out of reach: straighten towards the target.
+    const Vector3d dir = (target - base).normalized();
+    for (int k = 0; k + 1 < n; ++k) p[k + 1] = p[k] + len[k] * dir;
+    return 1;
+  }
+  // Start with the whole chain turned so its tip points at the target: the
+  // same pose up to a rigid rotation about the root, and usually far fewer
+  // iterations than starting from an arbitrary direction.
+  const Quaterniond align =
+      SmallestRotation(p[n - 1] - base, target - base);
+  for (int k = 1; k < n; ++k) p[k] = base + align * (p[k] - base);
+  if (goal.pole) ApplyPole(*goal.pole, n, p);
+
+  int iterations = 0;
+  StallGuard guard(problem.tolerance);
+  while (iterations < problem.max_iterations &&
+         guard.KeepGoing((p[n - 1] - target).norm())) {
+    ++iterations;
+    // Forward reaching: tip onto the target, then towards the root.
+    Vector3d dir = (p[n - 1] - p[n - 2]).normalized();
+    p[n - 1] = target;
+    for (int k = n - 2; k >= 0; --k) {
+      p[k] = Reach(p[k + 1], p[k], len[k], -dir);
+    }
+    // Backward reaching: root back on its base, then towards the tip.
+    p[0] = base;
+    for (int k = 0; k + 1 < n; ++k) {
+      const Vector3d next = Reach(p[k], p[k + 1], len[k], dir);
+      dir = len[k] > 0.0 ? Vector3d((next - p[k]) / len[k]) : dir;
+      p[k + 1] = next;
+    }
+    if (goal.pole) ApplyPole(*goal.pole, n, p);
+  }
+  return iterations;
+}
+
+// Turns chain joints 0..n-2 so each bone points at points[k + 1], in order
+// from the root, projecting each onto its limits. Leaves ws.points holding
+// the positions actually reached and chain_globals current.
+void PointJointsAt(const ChainProblem& problem, Workspace& ws, Pose& pose) {
+  const int n = static_cast<int>(problem.joints.size());
+  Vector3d* p = ws.points.data();
+  Transform* g = ws.chain_globals.data();
+  const Transform* parent = &problem.parent_global;
+  for (int k = 0; k + 1 < n; ++k) {
+    g[k] = *parent * pose.local[problem.joints[k]];
+    const Vector3d child = g[k] * pose.local[problem.joints[k + 1]].translation;
+    const Quaterniond turn =
+        SmallestRotation(child - g[k].translation, p[k + 1] - g[k].translation);
+    g[k].rotation = SetGlobalRotation(problem, k, parent->rotation,
+                                      turn * g[k].rotation, pose);
+    p[k] = g[k].translation;
+    parent = &g[k];
+  }
+  g[n - 1] = *parent * pose.local[problem.joints[n - 1]];
+  p[n - 1] = g[n - 1].translation;
+}
+
+// FABRIK with joint limits: forward reaching on points, backward reaching on
+// rotations projected onto each joint's limits.
+int SolveConstrained(const ChainProblem& problem, Workspace& ws, Pose& pose) {
+  const Goal& goal = *problem.goal;
+  const int n = static_cast<int>(problem.joints.size());
+  Vector3d* p = ws.points.data();
+  const double* len = ws.lengths.data();
+  const Vector3d& target = goal.target;
+  int iterations = 0;
+  StallGuard guard(problem.tolerance);
+  while (iterations < problem.max_iterations &&
+         guard.KeepGoing((p[n - 1] - target).norm())) {
+    ++iterations;
+    const Vector3d dir = (p[n - 1] - p[n - 2]).normalized();
+    p[n - 1] = target;
+    for (int k = n - 2; k >= 1; --k) {
+      p[k] = Reach(p[k + 1], p[k], len[k], -dir);
+    }
+    if (goal.pole) ApplyPole(*goal.pole, n, p);
+    PointJointsAt(problem, ws, pose);
+  }
+  return iterations;
+}
+
+}  // namespace
+
+int FabrikSolver::Solve(const ChainProblem& problem, Workspace& ws,
+                        Pose& pose) const {
+  const int n = static_cast<int>(problem.joints.size());
+  ComputeChainGlobals(problem, pose, ws);
+  bool constrained = false;
+  for (int k = 0; k < n; ++k) {
+    ws.points[k] = ws.chain_globals[k].translation;
+    if (k + 1 < n) {
+      ws.lengths[k] = (ws.chain_globals[k + 1].translation -
+                       ws.chain_globals[k].translation)
+                          .norm();
+      constrained |=
+          problem.skeleton->joint(problem.joints[k]).IsConstrained();
+    }
+  }
+  int iterations;
+  if (constrained) {
+    iterations = SolveConstrained(problem, ws, pose);
+  } else {
+    iterations = SolvePoints(problem, ws);
+    PointJointsAt(problem, ws, pose);
+  }
+  ApplyTipOrientation(problem, ws, pose);
+  return iterations;
+}
+
+}  // namespace reach

@@ -1,0 +1,93 @@
+// What a solve is asked to do (goals, options, the solver choice) and what
+// it reports per goal.
+#ifndef REACH_SOLVERS_GOAL_H_
+#define REACH_SOLVERS_GOAL_H_
+
+#include <optional>
+#include "absl/strings/string_view.h"
+
+#include "solvers/transform.h"
+
+namespace reach {
+
+// The solver a goal asks for. The numbering matches the wire enum
+// (reach.v1.Solver) so conversion is a range check.
+enum class SolverKind : int {
+  kAuto = 0,  // Chosen per goal; see ResolveSolver in solve.h.
+  kTwoBone = 1,
+  kFabrik = 2,
+  kCcd = 3,
+  kJacobianTranspose = 4,
+  kJacobianPinv = 5,
+  kJacobianDls = 6,
+  kGradientDescent = 7,
+};
+inline constexpr int kNumSolverKinds = 8;
+
+// Lower-case name, e.g. "two_bone", used for metric labels and messages.
+absl::string_view SolverName(SolverKind kind);
+
+// Solver options. Zero means "the default" for every field, so a message
+// that leaves a field unset gets the documented default.
+struct SolveOptions {
+  // Iteration cap of the iterative solvers, >= 0, at most 100000.
+  // 0: FABRIK 64, CCD 64, Jacobian family 128, gradient descent 256.
+  int max_iterations = 0;
+  // Position tolerance in model units: a goal is reached when the tip lies
+  // within it of the target. >= 0; 0: 1e-5 x the chain's length.
+  double tolerance = 0.0;
+  // Orientation tolerance in radians when the goal has a target
+  // orientation. >= 0; 0: 1e-4 rad.
+  double orientation_tolerance_rad = 0.0;
+  // JACOBIAN_DLS: initial damping factor lambda (dimensionless; positions
+  // are measured in chain lengths internally). >= 0; 0: 0.05. The damping
+  // adapts per step (Levenberg-Marquardt): it shrinks after a step that
+  // lowers the error and grows after one that does not.
+  double damping = 0.0;
+  // CCD and the Jacobian family: the largest rotation one joint may make in
+  // one step, radians (per-step damping). >= 0; 0: CCD unlimited, Jacobian
+  // family 0.5 rad.
+  double max_step_rad = 0.0;
+  // TWO_BONE soft IK: the fraction of the chain's length over which the
+  // chain eases into full extension instead of snapping straight.
+  // In [0, 1); 0: off. With soft 0.1 the chain starts easing at 90% of its
+  // length and never quite straightens.
+  double soft = 0.0;
+  // TWO_BONE stretch: the bones may lengthen up to this factor to reach a
+  // target beyond the chain. 0 or 1: off; otherwise in (1, 10].
+  double max_stretch = 0.0;
+};
+
+// One end-effector goal. All positions are in model space (the frame the
+// skeleton's root transforms live in).
+struct Goal {
+  // The chain: an index into the skeleton's chains, or, when chain is -1,
+  // the path from root_joint down to tip_joint (joint indices).
+  int chain = -1;
+  int root_joint = -1;
+  int tip_joint = -1;
+  SolverKind solver = SolverKind::kAuto;
+  Eigen::Vector3d target = Eigen::Vector3d::Zero();  // Model space; finite.
+  // Desired global rotation of the tip joint; unit quaternion.
+  std::optional<Eigen::Quaterniond> target_orientation;
+  // Model-space point the chain's bend (knee, elbow) should face; finite.
+  std::optional<Eigen::Vector3d> pole;
+  // How far to move from the start pose towards the solution, in [0, 1]:
+  // each chain joint's rotation is slerped from start to solved.
+  double weight = 1.0;
+  SolveOptions options;
+};
+
+// Outcome of one goal. Errors are measured by forward kinematics of the
+// returned pose, whatever the solver believed.
+struct GoalResult {
+  bool reached = false;          // Within both tolerances.
+  double position_error = 0.0;   // |tip - target|, model units.
+  double orientation_error_rad = 0.0;  // 0 without a target orientation.
+  int iterations = 0;            // 1 for the analytic solver.
+  SolverKind solver = SolverKind::kAuto;  // The solver that ran.
+};
+
+}  // namespace reach
+
+#endif  // REACH_SOLVERS_GOAL_H_

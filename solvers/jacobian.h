@@ -1,0 +1,39 @@
+// The Jacobian family (Buss 2004, "Introduction to Inverse Kinematics with
+// Jacobian Transpose, Pseudoinverse and Damped Least Squares methods"):
+//
+// - JACOBIAN_TRANSPOSE: dq = alpha J^T e, with Buss's step
+//   alpha = <e, J J^T e> / |J J^T e|^2.
+// - JACOBIAN_PINV: dq = J^+ e, the Moore-Penrose pseudo-inverse from the
+//   singular value decomposition of J, singular values below 1e-6 of the
+//   largest dropped.
+// - JACOBIAN_DLS: dq = J^T (J J^T + lambda^2 I)^-1 e, with lambda adapted per
+//   step as in Levenberg-Marquardt (a step that lowers the error is kept and
+//   lambda halves; one that does not is undone and lambda grows fourfold).
+//
+// Targets: position (3 rows), or position and orientation (6 rows) when the
+// goal has a target orientation. Hinge angles are clamped to their range and
+// ball rotations projected onto their limits after every step, so results
+// always respect the limits. Each step's largest joint rotation is capped at
+// options.max_step_rad (default 0.5 rad).
+#ifndef REACH_SOLVERS_JACOBIAN_H_
+#define REACH_SOLVERS_JACOBIAN_H_
+
+#include "solvers/chain_solver.h"
+
+namespace reach {
+
+enum class JacobianMethod { kTranspose, kPseudoInverse, kDampedLeastSquares };
+
+class JacobianSolver final : public ChainSolver {
+ public:
+  explicit JacobianSolver(JacobianMethod method) : method_(method) {}
+  int Solve(const ChainProblem& problem, Workspace& ws,
+            Pose& pose) const override;
+
+ private:
+  JacobianMethod method_;
+};
+
+}  // namespace reach
+
+#endif  // REACH_SOLVERS_JACOBIAN_H_

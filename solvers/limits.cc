@@ -1,0 +1,123 @@
+#include "solvers/limits.h"
+
+#include <cmath>
+
+namespace reach {
+namespace {
+
+constexpr double kTwoPi = 2.0 * M_PI;
+
+// Distance on the circle between two angles (rotations modulo 2pi).
+double CircleDistance(double a, double b) {
+  return std::abs(std::remainder(a - b, kTwoPi));
+}
+
+// Picks, among the 2pi-equivalents of `angle` in (-2pi, 2pi], one inside
+// [lo, hi]; failing that, the bound nearest on the circle.
+double ConstrainHingeAngle(double angle, double lo, double hi) {
+  for (double candidate : {angle, angle - kTwoPi, angle + kTwoPi}) {
+    if (candidate >= lo && candidate <= hi) return candidate;
+  }
+  return CircleDistance(angle, lo) <= CircleDistance(angle, hi) ? lo : hi;
+}
+
+// Angle of a swing quaternion in [0, pi] and its unit axis.
+double SwingAngle(const Eigen::Quaterniond& swing, Eigen::Vector3d* axis) {
+  const double s = swing.vec().norm();
+  if (s < 1e-15) {
+    *axis = Eigen::Vector3d::UnitX();
+    return 0.0;
+  }
+  const double sign = swing.w() < 0.0 ? -1.0 : 1.0;
+  *axis = sign * swing.vec() / s;
+  return 2.0 * std::atan2(s, std::abs(swing.w()));
+}
+
+double WrapPi(double a) { return std::remainder(a, kTwoPi); }
+
+}  // namespace
+
+double ConstrainHingeAngle(const Joint& joint, double angle_rad) {
+  return ConstrainHingeAngle(angle_rad, joint.min_angle_rad,
+                             joint.max_angle_rad);
+}
+
+double HingeAngle(const Joint& joint, const Eigen::Quaterniond& local) {
+  const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * local;
+  Eigen::Quaterniond swing;
+  return SwingTwist(delta, joint.axis, &swing);
+}
+
+Eigen::Quaterniond HingeRotation(const Joint& joint, double angle_rad) {
+  const double half = 0.5 * angle_rad;
+  const double s = std::sin(half);
+  return joint.rest.rotation *
+         Eigen::Quaterniond(std::cos(half), s * joint.axis.x(),
+                            s * joint.axis.y(), s * joint.axis.z());
+}
+
+Eigen::Quaterniond ConstrainRotation(const Joint& joint,
+                                     const Eigen::Quaterniond& local) {
+  switch (joint.type) {
+    case JointType::kFixed:
+      return joint.rest.rotation;
+    case JointType::kHinge: {
+      const double angle = HingeAngle(joint, local);
+      return HingeRotation(joint, ConstrainHingeAngle(angle, joint.min_angle_rad,
+                                                      joint.max_angle_rad));
+    }
+    case JointType::kBall: {
+      if (!joint.IsConstrained()) return local;
+      const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * local;
+      Eigen::Quaterniond swing;
+      const double twist =
+          WrapPi(SwingTwist(delta, joint.axis, &swing));
+      const double clamped_twist =
+          ClampAngle(twist, joint.min_angle_rad, joint.max_angle_rad);
+      Eigen::Vector3d swing_axis;
+      const double swing_angle = SwingAngle(swing, &swing_axis);
+      const double clamped_swing =
+          swing_angle > joint.max_swing_rad ? joint.max_swing_rad : swing_angle;
+      if (clamped_twist == twist && clamped_swing == swing_angle) return local;
+      const Eigen::Quaterniond new_swing(
+          Eigen::AngleAxisd(clamped_swing, swing_axis));
+      const Eigen::Quaterniond new_twist(
+          Eigen::AngleAxisd(clamped_twist, joint.axis));
+      return joint.rest.rotation * new_swing * new_twist;
+    }
+  }
+  return local;
+}
+
+bool WithinLimits(const Joint& joint, const Eigen::Quaterniond& local,
+                  double tolerance_rad) {
+  switch (joint.type) {
+    case JointType::kFixed:
+      return AngleBetween(local, joint.rest.rotation) <= tolerance_rad;
+    case JointType::kHinge: {
+      const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * local;
+      Eigen::Quaterniond swing;
+      const double angle = SwingTwist(delta, joint.axis, &swing);
+      Eigen::Vector3d unused;
+      if (SwingAngle(swing, &unused) > tolerance_rad) return false;
+      const double lo = joint.min_angle_rad - tolerance_rad;
+      const double hi = joint.max_angle_rad + tolerance_rad;
+      for (double c : {angle, angle - kTwoPi, angle + kTwoPi}) {
+        if (c >= lo && c <= hi) return true;
+      }
+      return false;
+    }
+    case JointType::kBall: {
+      const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * local;
+      Eigen::Quaterniond swing;
+      const double twist = WrapPi(SwingTwist(delta, joint.axis, &swing));
+      Eigen::Vector3d unused;
+      return SwingAngle(swing, &unused) <= joint.max_swing_rad + tolerance_rad &&
+             twist >= joint.min_angle_rad - tolerance_rad &&
+             twist <= joint.max_angle_rad + tolerance_rad;
+    }
+  }
+  return false;
+}
+
+}  // namespace reach

@@ -1,0 +1,44 @@
+// Joint limits: projecting a local rotation onto what a joint allows.
+//
+// Angles are measured from the joint's rest rotation, in the joint's own
+// frame: delta = rest.rotation^-1 * local.rotation.
+#ifndef REACH_SOLVERS_LIMITS_H_
+#define REACH_SOLVERS_LIMITS_H_
+
+#include "solvers/skeleton.h"
+
+namespace reach {
+
+// The nearest rotation the joint allows to `local` (a local rotation):
+// fixed -> rest; hinge -> the twist of delta about the axis, its angle
+// clamped to [min, max]; ball -> swing clamped to the cone, twist clamped to
+// [min, max]. An unconstrained ball joint returns `local` unchanged.
+Eigen::Quaterniond ConstrainRotation(const Joint& joint,
+                                     const Eigen::Quaterniond& local);
+
+// Hinge angle of `local` about the joint's axis, from rest, in (-2pi, 2pi].
+// The quaternion's sign carries angles beyond +-pi. Any swing off the axis
+// is ignored.
+double HingeAngle(const Joint& joint, const Eigen::Quaterniond& local);
+
+// rest.rotation * AngleAxis(angle_rad, axis), keeping the sign convention of
+// HingeAngle (HingeAngle(j, HingeRotation(j, a)) == a for a in (-2pi, 2pi]).
+Eigen::Quaterniond HingeRotation(const Joint& joint, double angle_rad);
+
+// Among the 2pi-equivalents of a hinge angle, one inside the joint's
+// [min, max]; failing that, the bound nearest on the circle.
+double ConstrainHingeAngle(const Joint& joint, double angle_rad);
+
+// Whether `local` satisfies the joint's type and limits within
+// `tolerance_rad`. Hinge angles count modulo 2pi (the same rotation).
+bool WithinLimits(const Joint& joint, const Eigen::Quaterniond& local,
+                  double tolerance_rad);
+
+// Clamps an angle to [lo, hi].
+inline double ClampAngle(double a, double lo, double hi) {
+  return a < lo ? lo : (a > hi ? hi : a);
+}
+
+}  // namespace reach
+
+#endif  // REACH_SOLVERS_LIMITS_H_

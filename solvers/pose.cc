@@ -1,0 +1,57 @@
+#include "solvers/pose.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace reach {
+
+Pose RestPose(const Skeleton& skeleton) {
+  Pose pose;
+  pose.local.reserve(skeleton.num_joints());
+  for (const Joint& j : skeleton.joints()) pose.local.push_back(j.rest);
+  return pose;
+}
+
+absl::Status ValidatePose(const Skeleton& skeleton, Pose* pose) {
+  if (static_cast<int>(pose->local.size()) != skeleton.num_joints()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pose.local has ", pose->local.size(),
+                     " transforms; the skeleton has ", skeleton.num_joints(),
+                     " joints"));
+  }
+  for (int i = 0; i < skeleton.num_joints(); ++i) {
+    Transform& t = pose->local[i];
+    const std::string field = absl::StrCat("pose.local[", i, "]");
+    if (auto s = ValidateFinite(t.translation, field + ".translation");
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = ValidateUnitQuaternion(t.rotation, field + ".rotation",
+                                        &t.rotation);
+        !s.ok()) {
+      return s;
+    }
+    if (!std::isfinite(t.scale) || t.scale <= 0.0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".scale = ", t.scale, " must be finite and > 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void UpdateGlobalsFrom(const Skeleton& skeleton, const Pose& pose, int first,
+                       absl::Span<Transform> globals) {
+  const int n = skeleton.num_joints();
+  for (int i = first < 0 ? 0 : first; i < n; ++i) {
+    const int parent = skeleton.joint(i).parent;
+    globals[i] = parent < 0 ? pose.local[i] : globals[parent] * pose.local[i];
+  }
+}
+
+void ComputeGlobals(const Skeleton& skeleton, const Pose& pose,
+                    absl::Span<Transform> globals) {
+  UpdateGlobalsFrom(skeleton, pose, 0, globals);
+}
+
+}  // namespace reach

@@ -1,0 +1,249 @@
+#include "solvers/skeleton.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace reach {
+namespace {
+
+constexpr double kTwoPi = 2.0 * M_PI;
+constexpr double kUnitTolerance = 1e-5;
+
+std::string JointField(int i, absl::string_view field) {
+  return absl::StrCat("joints[", i, "].", field);
+}
+
+absl::Status ValidateAngle(double value, absl::string_view field, double lo,
+                           double hi, bool allow_inf) {
+  if (std::isnan(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is NaN"));
+  }
+  if (std::isinf(value) && allow_inf) return absl::OkStatus();
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " = ", value, " is outside [", lo, ", ", hi, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateJointLimits(int i, const JointDef& def) {
+  const bool hinge = def.type == JointType::kHinge;
+  const double range = hinge ? kTwoPi : M_PI;
+  const std::string min_field = JointField(i, "min_angle_rad");
+  const std::string max_field = JointField(i, "max_angle_rad");
+  if (auto s = ValidateAngle(def.min_angle_rad, min_field, -range, range,
+                             /*allow_inf=*/true);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ValidateAngle(def.max_angle_rad, max_field, -range, range,
+                             /*allow_inf=*/true);
+      !s.ok()) {
+    return s;
+  }
+  if (def.min_angle_rad > def.max_angle_rad) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        min_field, " = ", def.min_angle_rad, " exceeds ", max_field, " = ",
+        def.max_angle_rad));
+  }
+  return ValidateAngle(def.max_swing_rad, JointField(i, "max_swing_rad"), 0.0,
+                       M_PI, /*allow_inf=*/true);
+}
+
+}  // namespace
+
+absl::Status ValidateFinite(const Eigen::Vector3d& v, absl::string_view field) {
+  if (!v.allFinite()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " = (", v.x(), ", ", v.y(), ", ", v.z(), ") is not finite"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateUnitQuaternion(const Eigen::Quaterniond& q,
+                                    absl::string_view field,
+                                    Eigen::Quaterniond* normalized) {
+  if (!q.coeffs().allFinite()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " has a non-finite component"));
+  }
+  const double norm = q.norm();
+  if (std::abs(norm - 1.0) > kUnitTolerance) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " has length ", norm, "; a rotation must be a unit quaternion"));
+  }
+  *normalized = Eigen::Quaterniond(q.coeffs() / norm);
+  return absl::OkStatus();
+}
+
+bool Joint::IsConstrained() const {
+  switch (type) {
+    case JointType::kBall:
+      return std::isfinite(max_swing_rad) || std::isfinite(min_angle_rad) ||
+             std::isfinite(max_angle_rad);
+    case JointType::kHinge:
+    case JointType::kFixed:
+      return true;
+  }
+  return true;
+}
+
+absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
+                                          const SkeletonLimits& limits) {
+  const int n = static_cast<int>(def.joints.size());
+  if (n == 0) {
+    return absl::InvalidArgumentError("joints is empty; a skeleton needs one");
+  }
+  if (n > limits.max_joints) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "joints has ", n, " entries; the limit is ", limits.max_joints));
+  }
+  if (static_cast<int>(def.chains.size()) > limits.max_chains) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chains has ", def.chains.size(), " entries; the limit is ",
+                     limits.max_chains));
+  }
+
+  Skeleton skeleton;
+  skeleton.joints_.resize(n);
+  skeleton.joint_index_.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    JointDef& d = def.joints[i];
+    Joint& j = skeleton.joints_[i];
+    if (d.name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(JointField(i, "name"), " is empty"));
+    }
+    if (!skeleton.joint_index_.emplace(d.name, i).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          JointField(i, "name"), " \"", d.name, "\" repeats joints[",
+          skeleton.joint_index_[d.name], "]"));
+    }
+    if (d.parent == i) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          JointField(i, "parent"), " = ", i, " makes the joint its own parent"));
+    }
+    if (d.parent < -1 || d.parent >= i) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          JointField(i, "parent"), " = ", d.parent,
+          " is invalid: a parent is -1 (root) or an earlier joint (0..", i - 1,
+          ")"));
+    }
+    if (auto s = ValidateFinite(d.rest.translation,
+                                JointField(i, "rest.translation"));
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = ValidateUnitQuaternion(
+            d.rest.rotation, JointField(i, "rest.rotation"), &j.rest.rotation);
+        !s.ok()) {
+      return s;
+    }
+    if (!std::isfinite(d.rest.scale) || d.rest.scale <= 0.0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          JointField(i, "rest.scale"), " = ", d.rest.scale,
+          " must be finite and > 0"));
+    }
+    if (auto s = ValidateFinite(d.axis, JointField(i, "axis")); !s.ok()) {
+      return s;
+    }
+    if (d.type == JointType::kHinge && d.axis.norm() < 1e-9) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          JointField(i, "axis"), " is zero; a hinge needs a rotation axis"));
+    }
+    if (auto s = ValidateJointLimits(i, d); !s.ok()) return s;
+    j.name = std::move(d.name);
+    j.parent = d.parent;
+    j.rest.translation = d.rest.translation;
+    j.rest.scale = d.rest.scale;
+    j.type = d.type;
+    j.min_angle_rad = d.min_angle_rad;
+    j.max_angle_rad = d.max_angle_rad;
+    j.max_swing_rad = d.type == JointType::kBall ? d.max_swing_rad : kInf;
+    if (d.axis.norm() >= 1e-9) j.axis = d.axis.normalized();
+  }
+  // Ball twist axes left at zero point at the first child with a non-zero
+  // rest translation (the bone the joint drives), +X for a leaf.
+  std::vector<bool> axis_given(n);
+  for (int i = 0; i < n; ++i) axis_given[i] = def.joints[i].axis.norm() >= 1e-9;
+  for (int i = n - 1; i >= 0; --i) {
+    const int p = skeleton.joints_[i].parent;
+    if (p < 0 || axis_given[p] || skeleton.joints_[p].type != JointType::kBall) {
+      continue;
+    }
+    const Eigen::Vector3d& t = skeleton.joints_[i].rest.translation;
+    if (t.norm() > 1e-12) skeleton.joints_[p].axis = t.normalized();
+  }
+
+  skeleton.chains_.resize(def.chains.size());
+  for (int c = 0; c < static_cast<int>(def.chains.size()); ++c) {
+    ChainDef& d = def.chains[c];
+    const std::string field = absl::StrCat("chains[", c, "]");
+    if (d.name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".name is empty"));
+    }
+    if (!skeleton.chain_index_.emplace(d.name, c).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".name \"", d.name, "\" repeats chains[",
+          skeleton.chain_index_[d.name], "]"));
+    }
+    const int root = skeleton.FindJoint(d.root);
+    if (root < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".root \"", d.root, "\" is not a joint of this skeleton"));
+    }
+    const int tip = skeleton.FindJoint(d.tip);
+    if (tip < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".tip \"", d.tip, "\" is not a joint of this skeleton"));
+    }
+    Chain& chain = skeleton.chains_[c];
+    if (!skeleton.PathBetween(root, tip, &chain.joints)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": root \"", d.root, "\" is not an ancestor of tip \"", d.tip,
+          "\""));
+    }
+    const int max_chain = std::min(limits.max_chain_joints, kMaxChainJoints);
+    if (static_cast<int>(chain.joints.size()) > max_chain) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " \"", d.name, "\" has ", chain.joints.size(),
+          " joints; the limit is ", max_chain));
+    }
+    chain.name = std::move(d.name);
+  }
+  return skeleton;
+}
+
+int Skeleton::FindJoint(absl::string_view name) const {
+  auto it = joint_index_.find(name);
+  return it == joint_index_.end() ? -1 : it->second;
+}
+
+int Skeleton::FindChain(absl::string_view name) const {
+  auto it = chain_index_.find(name);
+  return it == chain_index_.end() ? -1 : it->second;
+}
+
+bool Skeleton::PathBetween(int root, int tip, std::vector<int>* out) const {
+  out->clear();
+  if (root < 0 || tip < 0 || root >= num_joints() || tip >= num_joints() ||
+      root == tip) {
+    return false;
+  }
+  for (int j = tip; j >= 0; j = joints_[j].parent) {
+    out->push_back(j);
+    if (j == root) {
+      std::reverse(out->begin(), out->end());
+      return true;
+    }
+    if (j < root) break;  // Parents have smaller indices: root was passed.
+  }
+  out->clear();
+  return false;
+}
+
+}  // namespace reach

@@ -1,0 +1,145 @@
+// The skeleton model: joints in parent-before-child order with rest
+// transforms, joint types and limits, and named chains.
+//
+// A Skeleton is built once from a SkeletonDef by Skeleton::Create, which
+// validates everything and precomputes what solvers need (chain joint lists,
+// twist axes). It is immutable afterwards and safe to share between threads.
+#ifndef REACH_SOLVERS_SKELETON_H_
+#define REACH_SOLVERS_SKELETON_H_
+
+#include <limits>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "solvers/transform.h"
+
+namespace reach {
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Longest chain (joints from root to tip, both included) a goal may name. It
+// bounds the fixed-size scratch matrices of the Jacobian solvers.
+inline constexpr int kMaxChainJoints = 64;
+
+enum class JointType {
+  kBall,   // 3 rotational DOF; optional swing cone and twist range.
+  kHinge,  // 1 DOF about `axis`; optional angle range.
+  kFixed,  // Never rotates away from its rest rotation.
+};
+
+// One joint as the caller describes it.
+//
+// Angles are measured from the rest rotation: a joint whose local rotation
+// equals `rest.rotation` is at angle 0, swing 0, twist 0.
+struct JointDef {
+  std::string name;  // Non-empty, unique within the skeleton.
+  // Index of the parent joint, or -1 for a root. Must be smaller than this
+  // joint's own index (parents come before children), which also rules out
+  // cycles.
+  int parent = -1;
+  // Rest local transform, relative to the parent joint's frame (model space
+  // for a root). rotation: unit quaternion; scale: finite, > 0.
+  Transform rest;
+  JointType type = JointType::kBall;
+  // Unit axis in the joint's own frame (the frame after `rest.rotation`).
+  // Hinge: the rotation axis; required (non-zero), normalised on Create.
+  // Ball: the twist axis of the limits; zero (the default) means "towards
+  // the first child's rest translation", +X for a leaf. Ignored for fixed.
+  Eigen::Vector3d axis = Eigen::Vector3d::Zero();
+  // Hinge: angle range in radians, within [-2pi, 2pi].
+  // Ball: twist range about `axis` in radians, within [-pi, pi].
+  // -inf / +inf (the defaults) mean unlimited; min must not exceed max.
+  double min_angle_rad = -kInf;
+  double max_angle_rad = kInf;
+  // Ball only: half-angle in radians of the cone the joint's twist axis may
+  // swing within, in [0, pi]; +inf (the default) means unlimited.
+  double max_swing_rad = kInf;
+};
+
+// A named chain: the path of joints from `root` down to `tip`. `root` must be
+// a proper ancestor of `tip`.
+struct ChainDef {
+  std::string name;  // Non-empty, unique within the skeleton.
+  std::string root;  // Joint name.
+  std::string tip;   // Joint name: the end effector.
+};
+
+struct SkeletonDef {
+  std::vector<JointDef> joints;  // Parent-before-child order.
+  std::vector<ChainDef> chains;
+};
+
+// Size limits enforced by Skeleton::Create.
+struct SkeletonLimits {
+  int max_joints = 1024;
+  int max_chains = 256;
+  int max_chain_joints = kMaxChainJoints;  // At most kMaxChainJoints.
+};
+
+// A validated joint. Same fields as JointDef with defaults resolved.
+struct Joint {
+  std::string name;
+  int parent = -1;
+  Transform rest;
+  JointType type = JointType::kBall;
+  Eigen::Vector3d axis = Eigen::Vector3d::UnitX();  // Unit.
+  double min_angle_rad = -kInf;
+  double max_angle_rad = kInf;
+  double max_swing_rad = kInf;
+
+  // True when the joint constrains rotation beyond its type (a fixed joint,
+  // a hinge, or a ball with a finite swing or twist bound).
+  bool IsConstrained() const;
+};
+
+struct Chain {
+  std::string name;
+  std::vector<int> joints;  // Root first, tip last; each the parent of the next.
+};
+
+class Skeleton {
+ public:
+  // Validates `def` and builds the skeleton. Errors are InvalidArgument and
+  // name the offending field with its index, e.g. "joints[3].parent".
+  static absl::StatusOr<Skeleton> Create(SkeletonDef def,
+                                         const SkeletonLimits& limits = {});
+
+  int num_joints() const { return static_cast<int>(joints_.size()); }
+  const Joint& joint(int i) const { return joints_[i]; }
+  absl::Span<const Joint> joints() const { return joints_; }
+
+  int num_chains() const { return static_cast<int>(chains_.size()); }
+  const Chain& chain(int i) const { return chains_[i]; }
+
+  // Index of the joint / chain with that name, or -1.
+  int FindJoint(absl::string_view name) const;
+  int FindChain(absl::string_view name) const;
+
+  // Writes the path root..tip into `out` (cleared first). Returns false when
+  // `root` is not a proper ancestor of `tip`. `out` keeps its capacity, so a
+  // reserved vector is reused without allocating.
+  bool PathBetween(int root, int tip, std::vector<int>* out) const;
+
+ private:
+  std::vector<Joint> joints_;
+  std::vector<Chain> chains_;
+  absl::flat_hash_map<std::string, int> joint_index_;
+  absl::flat_hash_map<std::string, int> chain_index_;
+};
+
+// Checks that `q` is finite and within 1e-5 of unit length; on success writes
+// the normalised quaternion. `field` names it in the error.
+absl::Status ValidateUnitQuaternion(const Eigen::Quaterniond& q,
+                                    absl::string_view field,
+                                    Eigen::Quaterniond* normalized);
+
+// Checks that every component of `v` is finite.
+absl::Status ValidateFinite(const Eigen::Vector3d& v, absl::string_view field);
+
+}  // namespace reach
+
+#endif  // REACH_SOLVERS_SKELETON_H_

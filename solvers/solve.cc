@@ -1,0 +1,321 @@
+#include "solvers/solve.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "solvers/limits.h"
+
+namespace reach {
+namespace {
+
+std::string GoalField(int i, absl::string_view field) {
+  return absl::StrCat("goals[", i, "].", field);
+}
+
+absl::Status CheckRange(double value, absl::string_view field, double lo,
+                        double hi, bool hi_open = false) {
+  if (!std::isfinite(value) || value < lo || value > hi ||
+      (hi_open && value == hi)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " = ", value, " is outside [", lo, ", ", hi,
+        hi_open ? ")" : "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptions(int i, const SolveOptions& o,
+                             const SolveLimits& limits) {
+  if (o.max_iterations < 0 || o.max_iterations > limits.max_iterations) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        GoalField(i, "options.max_iterations"), " = ", o.max_iterations,
+        " is outside [0, ", limits.max_iterations, "]"));
+  }
+  constexpr double kHuge = 1e300;
+  if (auto s = CheckRange(o.tolerance, GoalField(i, "options.tolerance"), 0.0,
+                          kHuge);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = CheckRange(o.orientation_tolerance_rad,
+                          GoalField(i, "options.orientation_tolerance_rad"),
+                          0.0, M_PI);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = CheckRange(o.damping, GoalField(i, "options.damping"), 0.0,
+                          1e3);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = CheckRange(o.max_step_rad, GoalField(i, "options.max_step_rad"),
+                          0.0, M_PI);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = CheckRange(o.soft, GoalField(i, "options.soft"), 0.0, 1.0,
+                          /*hi_open=*/true);
+      !s.ok()) {
+    return s;
+  }
+  if (o.max_stretch != 0.0) {
+    if (auto s = CheckRange(o.max_stretch, GoalField(i, "options.max_stretch"),
+                            1.0, 10.0);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Number of chain joints (root..tip) a goal names, or an error.
+absl::StatusOr<int> GoalChainLength(const Skeleton& skeleton, int i,
+                                    const Goal& goal) {
+  if (goal.chain >= 0) {
+    if (goal.chain >= skeleton.num_chains()) {
+      return absl::NotFoundError(absl::StrCat(
+          GoalField(i, "chain"), " = ", goal.chain, ": the skeleton has ",
+          skeleton.num_chains(), " chains"));
+    }
+    return static_cast<int>(skeleton.chain(goal.chain).joints.size());
+  }
+  if (goal.chain != -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        GoalField(i, "chain"), " = ", goal.chain,
+        " is invalid: a chain index, or -1 with root_joint and tip_joint"));
+  }
+  for (auto [value, name] : {std::pair{goal.root_joint, "root_joint"},
+                             std::pair{goal.tip_joint, "tip_joint"}}) {
+    if (value < 0 || value >= skeleton.num_joints()) {
+      return absl::NotFoundError(absl::StrCat(
+          GoalField(i, name), " = ", value, ": the skeleton has joints 0..",
+          skeleton.num_joints() - 1, " (and no chain was named)"));
+    }
+  }
+  const int length = PathLength(skeleton, goal.root_joint, goal.tip_joint);
+  if (length < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "goals[", i, "]: root_joint ", goal.root_joint, " (\"",
+        skeleton.joint(goal.root_joint).name,
+        "\") is not a proper ancestor of tip_joint ", goal.tip_joint, " (\"",
+        skeleton.joint(goal.tip_joint).name, "\")"));
+  }
+  if (length > kMaxChainJoints) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("goals[", i, "]: the chain has ", length,
+                     " joints; the limit is ", kMaxChainJoints));
+  }
+  return length;
+}
+
+bool IsFreeBall(const Joint& joint) {
+  return joint.type == JointType::kBall && !joint.IsConstrained();
+}
+
+int DefaultMaxIterations(SolverKind kind) {
+  switch (kind) {
+    case SolverKind::kTwoBone:
+      return 1;
+    case SolverKind::kFabrik:
+    case SolverKind::kCcd:
+      return 64;
+    case SolverKind::kJacobianTranspose:
+    case SolverKind::kJacobianPinv:
+    case SolverKind::kJacobianDls:
+    case SolverKind::kAuto:
+      return 128;
+    case SolverKind::kGradientDescent:
+      return 256;
+  }
+  return 128;
+}
+
+}  // namespace
+
+absl::string_view SolverName(SolverKind kind) {
+  switch (kind) {
+    case SolverKind::kAuto:
+      return "auto";
+    case SolverKind::kTwoBone:
+      return "two_bone";
+    case SolverKind::kFabrik:
+      return "fabrik";
+    case SolverKind::kCcd:
+      return "ccd";
+    case SolverKind::kJacobianTranspose:
+      return "jacobian_transpose";
+    case SolverKind::kJacobianPinv:
+      return "jacobian_pinv";
+    case SolverKind::kJacobianDls:
+      return "jacobian_dls";
+    case SolverKind::kGradientDescent:
+      return "gradient_descent";
+  }
+  return "unknown";
+}
+
+int PathLength(const Skeleton& skeleton, int root, int tip) {
+  if (root < 0 || tip < 0 || root >= skeleton.num_joints() ||
+      tip >= skeleton.num_joints() || root == tip) {
+    return -1;
+  }
+  int length = 1;
+  for (int j = tip; j > root; j = skeleton.joint(j).parent) {
+    if (skeleton.joint(j).parent < 0) return -1;
+    ++length;
+  }
+  // Parents have smaller indices, so the walk stops at or before root.
+  return length;
+}
+
+absl::Status ValidateGoals(const Skeleton& skeleton,
+                           absl::Span<const Goal> goals,
+                           const SolveLimits& limits) {
+  if (static_cast<int>(goals.size()) > limits.max_goals) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "goals has ", goals.size(), " entries; the limit is ",
+        limits.max_goals));
+  }
+  for (int i = 0; i < static_cast<int>(goals.size()); ++i) {
+    const Goal& goal = goals[i];
+    const absl::StatusOr<int> length = GoalChainLength(skeleton, i, goal);
+    if (!length.ok()) return length.status();
+    const int solver = static_cast<int>(goal.solver);
+    if (solver < 0 || solver >= kNumSolverKinds) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          GoalField(i, "solver"), " = ", solver, " is not a known solver"));
+    }
+    if (goal.solver == SolverKind::kTwoBone && *length != 3) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          GoalField(i, "solver"),
+          " = two_bone needs a chain of 3 joints (2 bones); this chain has ",
+          *length));
+    }
+    if (auto s = ValidateFinite(goal.target, GoalField(i, "target")); !s.ok()) {
+      return s;
+    }
+    if (goal.target_orientation) {
+      Eigen::Quaterniond unused;
+      if (auto s = ValidateUnitQuaternion(*goal.target_orientation,
+                                          GoalField(i, "target_orientation"),
+                                          &unused);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (goal.pole) {
+      if (auto s = ValidateFinite(*goal.pole, GoalField(i, "pole")); !s.ok()) {
+        return s;
+      }
+    }
+    if (auto s = CheckRange(goal.weight, GoalField(i, "weight"), 0.0, 1.0);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = ValidateOptions(i, goal.options, limits); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+SolverKind ResolveSolver(const Skeleton& skeleton, absl::Span<const int> chain,
+                         const Goal& goal) {
+  if (goal.solver != SolverKind::kAuto) return goal.solver;
+  if (goal.target_orientation) return SolverKind::kJacobianDls;
+  const int n = static_cast<int>(chain.size());
+  if (n == 3 && IsFreeBall(skeleton.joint(chain[0]))) {
+    const Joint& mid = skeleton.joint(chain[1]);
+    if (IsFreeBall(mid) || mid.type == JointType::kHinge) {
+      return SolverKind::kTwoBone;
+    }
+  }
+  for (int k = 0; k + 1 < n; ++k) {
+    if (!IsFreeBall(skeleton.joint(chain[k]))) return SolverKind::kJacobianDls;
+  }
+  return SolverKind::kFabrik;
+}
+
+absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
+                   Workspace& ws, Pose* pose, absl::Span<GoalResult> results,
+                   const SolveLimits& limits) {
+  if (auto s = ValidatePose(skeleton, pose); !s.ok()) return s;
+  if (auto s = ValidateGoals(skeleton, goals, limits); !s.ok()) return s;
+  if (results.size() < goals.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "results holds ", results.size(), " entries for ", goals.size(),
+        " goals"));
+  }
+  ws.Reserve(skeleton.num_joints());
+  ComputeGlobals(skeleton, *pose, absl::MakeSpan(ws.globals));
+
+  for (size_t i = 0; i < goals.size(); ++i) {
+    // A copy with the orientation normalised (validation allows 1e-5).
+    Goal goal = goals[i];
+    if (goal.target_orientation) goal.target_orientation->normalize();
+
+    absl::Span<const int> chain;
+    if (goal.chain >= 0) {
+      chain = skeleton.chain(goal.chain).joints;
+    } else {
+      skeleton.PathBetween(goal.root_joint, goal.tip_joint, &ws.path);
+      chain = ws.path;
+    }
+    const int n = static_cast<int>(chain.size());
+    const SolverKind kind = ResolveSolver(skeleton, chain, goal);
+
+    ChainProblem problem;
+    problem.skeleton = &skeleton;
+    problem.joints = chain;
+    problem.goal = &goal;
+    const int root_parent = skeleton.joint(chain[0]).parent;
+    if (root_parent >= 0) problem.parent_global = ws.globals[root_parent];
+    for (int k = 0; k + 1 < n; ++k) {
+      problem.chain_length += (ws.globals[chain[k + 1]].translation -
+                               ws.globals[chain[k]].translation)
+                                  .norm();
+    }
+    problem.tolerance = goal.options.tolerance > 0.0
+                            ? goal.options.tolerance
+                            : std::max(1e-5 * problem.chain_length, 1e-12);
+    problem.orientation_tolerance_rad =
+        goal.options.orientation_tolerance_rad > 0.0
+            ? goal.options.orientation_tolerance_rad
+            : 1e-4;
+    problem.max_iterations = goal.options.max_iterations > 0
+                                 ? goal.options.max_iterations
+                                 : DefaultMaxIterations(kind);
+
+    for (int k = 0; k < n; ++k) {
+      ws.start_rotations[k] = pose->local[chain[k]].rotation;
+    }
+    GoalResult& result = results[i];
+    result = GoalResult();
+    result.solver = kind;
+    result.iterations = GetSolver(kind).Solve(problem, ws, *pose);
+
+    if (goal.weight < 1.0) {
+      // Partial weight: each joint moves that fraction of the way from its
+      // start rotation, then back inside its limits.
+      for (int k = 0; k < n; ++k) {
+        Eigen::Quaterniond& q = pose->local[chain[k]].rotation;
+        q = ConstrainRotation(skeleton.joint(chain[k]),
+                              ws.start_rotations[k].slerp(goal.weight, q))
+                .normalized();
+      }
+    }
+
+    UpdateGlobalsFrom(skeleton, *pose, chain[0], absl::MakeSpan(ws.globals));
+    const Transform& tip = ws.globals[chain[n - 1]];
+    result.position_error = (tip.translation - goal.target).norm();
+    result.reached = result.position_error <= problem.tolerance;
+    if (goal.target_orientation) {
+      result.orientation_error_rad =
+          AngleBetween(tip.rotation, *goal.target_orientation);
+      result.reached = result.reached && result.orientation_error_rad <=
+                                             problem.orientation_tolerance_rad;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace reach

@@ -1,0 +1,233 @@
+#include "solvers/two_bone.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "solvers/limits.h"
+
+namespace reach {
+namespace {
+
+using Eigen::Quaterniond;
+using Eigen::Vector3d;
+
+constexpr double kTiny = 1e-12;
+
+// Component of v perpendicular to the unit vector u.
+Vector3d Perp(const Vector3d& v, const Vector3d& u) {
+  return v - v.dot(u) * u;
+}
+
+// Distance from the root A to the tip when the mid joint turns by theta about
+// the unit axis n through B. With ab = B - A and me = C - B split into parts
+// along and across n:
+//   |ab + R(n, theta) me|^2 = k + 2 r cos(theta - theta0)
+// where k = |ab|^2 + |me|^2 + 2 ab.me_par, r cos(theta0) = ab.me_perp and
+// r sin(theta0) = ab.(n x me_perp). For bones perpendicular to n this is the
+// law of cosines; for a hinge with offsets it is its exact generalisation.
+struct MidGeometry {
+  double k = 0.0;
+  double r = 0.0;
+  double theta0 = 0.0;
+
+  MidGeometry(const Vector3d& ab, const Vector3d& me, const Vector3d& n) {
+    const Vector3d me_par = me.dot(n) * n;
+    const Vector3d me_perp = me - me_par;
+    const double a = ab.dot(me_perp);
+    const double b = ab.dot(n.cross(me_perp));
+    r = std::hypot(a, b);
+    theta0 = std::atan2(b, a);
+    k = ab.squaredNorm() + me.squaredNorm() + 2.0 * ab.dot(me_par);
+  }
+  double DistanceAt(double theta) const {
+    return std::sqrt(std::max(0.0, k + 2.0 * r * std::cos(theta - theta0)));
+  }
+};
+
+double WrapPi(double a) { return std::remainder(a, 2.0 * M_PI); }
+
+// Picks the mid joint's turn among the two law-of-cosines solutions:
+// the smaller turn from the start pose (ties go to the positive one, which
+// bends towards axis-side u x n); for a hinge, solutions inside its range
+// first, else the clamped angle that lands closest to `distance`.
+// `hinge_angle` is the hinge's current angle (ignored for a ball joint).
+double ChooseMidTurn(const Joint& mid, double hinge_angle,
+                     const MidGeometry& geo, double distance) {
+  const double c = std::clamp(
+      (distance * distance - geo.k) / (2.0 * geo.r), -1.0, 1.0);
+  const double spread = std::acos(c);
+  double turns[2] = {WrapPi(geo.theta0 + spread), WrapPi(geo.theta0 - spread)};
+  if (std::abs(turns[1]) < std::abs(turns[0]) - 1e-9) {
+    std::swap(turns[0], turns[1]);
+  }
+  if (mid.type != JointType::kHinge) return turns[0];
+  double best_turn = 0.0;
+  double best_error = kInf;
+  for (double turn : turns) {
+    const double angle = ConstrainHingeAngle(mid, hinge_angle + turn);
+    // Hinge angles may lie in (-2pi, 2pi]; the turn is the difference modulo
+    // 2pi, which is what the geometry sees.
+    const double actual_turn = WrapPi(angle - hinge_angle);
+    const double error = std::abs(geo.DistanceAt(actual_turn) - distance);
+    if (error < best_error - 1e-12) {
+      best_error = error;
+      best_turn = angle - hinge_angle;
+    }
+  }
+  return best_turn;
+}
+
+}  // namespace
+
+int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
+                         Pose& pose) const {
+  const Skeleton& skeleton = *problem.skeleton;
+  const Goal& goal = *problem.goal;
+  const int ib = problem.joints[1];
+  const int ic = problem.joints[2];
+  const Joint& mid = skeleton.joint(ib);
+  const Joint& tip = skeleton.joint(ic);
+  ComputeChainGlobals(problem, pose, ws);
+  Transform* g = ws.chain_globals.data();
+
+  const Vector3d a = g[0].translation;
+  const Vector3d to_target = goal.target - a;
+  const double d = to_target.norm();
+
+  // Bone lengths: the rest lengths when stretching (so stretch never
+  // compounds across frames), else the pose's.
+  const double max_stretch = goal.options.max_stretch;
+  const bool stretch = max_stretch > 1.0;
+  double l1;
+  double l2;
+  if (stretch) {
+    l1 = g[0].scale * mid.rest.translation.norm();
+    l2 = g[0].scale * pose.local[ib].scale * tip.rest.translation.norm();
+  } else {
+    l1 = (g[1].translation - a).norm();
+    l2 = (g[2].translation - g[1].translation).norm();
+  }
+  const double length = l1 + l2;
+
+  // Distance the chain should span. Soft IK (after Harris, "Soft IK"):
+  // past (1 - soft) of the length the reach eases exponentially towards
+  // full extension, so the knee never snaps straight.
+  double distance = d;
+  const double soft = goal.options.soft;
+  if (soft > 0.0 && length > kTiny) {
+    const double ease_start = (1.0 - soft) * length;
+    const double ease_span = soft * length;
+    if (d > ease_start) {
+      distance =
+          ease_start + ease_span * (1.0 - std::exp(-(d - ease_start) / ease_span));
+    }
+  }
+  if (stretch) {
+    // Stretch the bones so the (softened) chain spans the target distance,
+    // up to max_stretch.
+    double s = 1.0;
+    if (soft > 0.0) {
+      if (distance > kTiny && d > distance) s = std::min(d / distance, max_stretch);
+      distance *= s;
+    } else if (length > kTiny && d > length) {
+      s = std::min(d / length, max_stretch);
+      distance = std::min(d, s * length);
+    }
+    pose.local[ib].translation = mid.rest.translation * s;
+    pose.local[ic].translation = tip.rest.translation * s;
+    g[1] = g[0] * pose.local[ib];
+    g[2] = g[1] * pose.local[ic];
+  }
+
+  const Vector3d ab = g[1].translation - a;
+  const Vector3d me = g[2].translation - g[1].translation;
+  const Vector3d start_end = g[2].translation - a;
+  // The line the chain will lie along: towards the target, or its current
+  // direction when the target sits on the root.
+  Vector3d line = d > kTiny ? Vector3d(to_target / d) : Vector3d::Zero();
+  if (d <= kTiny) {
+    const Vector3d dir = start_end.norm() > kTiny ? start_end : ab;
+    if (dir.norm() > kTiny) line = dir.normalized();
+  }
+
+  // The mid joint's bend axis, model space.
+  Vector3d bend_axis = Vector3d::Zero();
+  if (mid.type == JointType::kHinge) {
+    bend_axis = g[1].rotation * mid.axis;
+  } else if (mid.type == JointType::kBall) {
+    const Vector3d normal = ab.cross(me);
+    if (normal.norm() > 1e-9 * l1 * l2 && normal.norm() > kTiny) {
+      bend_axis = normal.normalized();
+    } else {
+      // Straight (or zero-length) chain: bend towards the pole if there is
+      // one (the mid joint then moves to the side line x axis = pole side).
+      const Vector3d chain_dir =
+          start_end.norm() > kTiny ? Vector3d(start_end.normalized()) : line;
+      Vector3d pole_side = Vector3d::Zero();
+      if (goal.pole) pole_side = Perp(*goal.pole - a, chain_dir);
+      if (pole_side.norm() > 1e-9 * std::max(length, kTiny)) {
+        bend_axis = pole_side.cross(chain_dir).normalized();
+      } else if (chain_dir.norm() > kTiny) {
+        bend_axis = chain_dir.unitOrthogonal();
+      }
+    }
+  }
+
+  // 1. Bend the mid joint so the root-tip distance matches.
+  if (bend_axis.norm() > 0.5) {
+    const MidGeometry geo(ab, me, bend_axis);
+    if (geo.r > kTiny * std::max(1.0, length * length)) {
+      if (mid.type == JointType::kHinge) {
+        const double angle = HingeAngle(mid, pose.local[ib].rotation);
+        const double turn = ChooseMidTurn(mid, angle, geo, distance);
+        pose.local[ib].rotation = HingeRotation(mid, angle + turn);
+      } else {
+        const double turn = ChooseMidTurn(mid, 0.0, geo, distance);
+        const Vector3d local_axis = g[1].rotation.conjugate() * bend_axis;
+        pose.local[ib].rotation = ConstrainRotation(
+            mid, pose.local[ib].rotation * AxisAngle(local_axis, turn));
+      }
+      g[1] = g[0] * pose.local[ib];
+      g[2] = g[1] * pose.local[ic];
+    }
+  }
+
+  // 2. Turn the root by the smallest rotation that points the tip at the
+  // target (keeps the start pose's twist).
+  const Quaterniond aim = d > kTiny ? SmallestRotation(g[2].translation - a,
+                                                       to_target)
+                                    : Quaterniond::Identity();
+
+  // 3. Twist about the root-target line so the mid joint faces the pole.
+  Quaterniond twist = Quaterniond::Identity();
+  if (goal.pole && line.norm() > 0.5) {
+    const Vector3d pole_dir = Perp(*goal.pole - a, line);
+    if (pole_dir.norm() > 1e-9 * std::max(length, kTiny)) {
+      Vector3d mid_dir = Perp(aim * (g[1].translation - a), line);
+      if (mid_dir.norm() <= 1e-9 * std::max(l1, kTiny) &&
+          bend_axis.norm() > 0.5) {
+        // Straight chain: the side a positive bend would take.
+        const double side =
+            mid.type == JointType::kHinge && mid.max_angle_rad <= 0.0 ? -1.0
+                                                                       : 1.0;
+        mid_dir = side * Perp(line.cross(aim * bend_axis), line);
+      }
+      if (mid_dir.norm() > kTiny) {
+        const double angle = std::atan2(line.dot(mid_dir.cross(pole_dir)),
+                                        mid_dir.dot(pole_dir));
+        twist = AxisAngle(line, angle);
+      }
+    }
+  }
+
+  SetGlobalRotation(problem, 0, problem.parent_global.rotation,
+                    twist * aim * g[0].rotation, pose);
+  if (goal.target_orientation) {
+    g[0] = problem.parent_global * pose.local[problem.joints[0]];
+    g[1] = g[0] * pose.local[ib];
+    ApplyTipOrientation(problem, ws, pose);
+  }
+  return 1;
+}
+
+}  // namespace reach

@@ -1,0 +1,37 @@
+// TWO_BONE: the analytic two-bone solver (hip-knee-ankle, shoulder-elbow-
+// wrist).
+//
+// The chain has exactly three joints: root, mid, tip. The mid joint bends so
+// that the root-tip distance matches the target distance (law of cosines,
+// generalised to a hinge axis with bone offsets), then the root turns by the
+// smallest rotation that points the chain at the target, then twists about
+// the root-target line so the bend faces the pole when one is given.
+//
+// Edge cases (tests/solvers/two_bone_solver_test.cc names each):
+// - beyond reach: the chain straightens towards the target;
+// - target at the root (zero distance): the chain folds as far as it can and
+//   keeps its direction;
+// - straight start pose: the bend plane comes from the pole, else from the
+//   mid hinge axis, else an arbitrary perpendicular;
+// - pole on the root-target line: the pole is ignored (no twist);
+// - zero-length bone: the remaining bone points at the target.
+// Options: soft (ease into full extension), max_stretch (lengthen the bones
+// by up to that factor, measured against the rest translations).
+// A hinge mid joint keeps its angle range; other limits are applied best
+// effort and show up as an unreached goal.
+#ifndef REACH_SOLVERS_TWO_BONE_H_
+#define REACH_SOLVERS_TWO_BONE_H_
+
+#include "solvers/chain_solver.h"
+
+namespace reach {
+
+class TwoBoneSolver final : public ChainSolver {
+ public:
+  int Solve(const ChainProblem& problem, Workspace& ws,
+            Pose& pose) const override;
+};
+
+}  // namespace reach
+
+#endif  // REACH_SOLVERS_TWO_BONE_H_

@@ -1,0 +1,188 @@
+#include "tests/testing/models.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "solvers/limits.h"
+
+namespace reach::testing {
+namespace {
+
+// URDF origin: translation, then fixed-axis roll-pitch-yaw (R = Rz Ry Rx).
+Transform UrdfOrigin(double x, double y, double z, double roll, double pitch,
+                     double yaw) {
+  Transform t;
+  t.translation = Eigen::Vector3d(x, y, z);
+  t.rotation = Eigen::AngleAxisd(yaw, Eigen::Vector3d::UnitZ()) *
+               Eigen::AngleAxisd(pitch, Eigen::Vector3d::UnitY()) *
+               Eigen::AngleAxisd(roll, Eigen::Vector3d::UnitX());
+  return t;
+}
+
+}  // namespace
+
+Eigen::Quaterniond RandomRotation(Rng& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const double u1 = u(rng), u2 = u(rng), u3 = u(rng);
+  const double a = std::sqrt(1.0 - u1), b = std::sqrt(u1);
+  return Eigen::Quaterniond(a * std::sin(2 * M_PI * u2),
+                            a * std::cos(2 * M_PI * u2),
+                            b * std::sin(2 * M_PI * u3),
+                            b * std::cos(2 * M_PI * u3));
+}
+
+Eigen::Quaterniond RandomRotation(Rng& rng, double max_angle) {
+  std::uniform_real_distribution<double> angle(0.0, max_angle);
+  std::normal_distribution<double> n(0.0, 1.0);
+  Eigen::Vector3d axis(n(rng), n(rng), n(rng));
+  axis.normalize();
+  return Eigen::Quaterniond(Eigen::AngleAxisd(angle(rng), axis));
+}
+
+SkeletonDef RandomChainDef(Rng& rng, const RandomChainOptions& options) {
+  std::uniform_real_distribution<double> bone(options.min_bone,
+                                              options.max_bone);
+  SkeletonDef def;
+  if (options.with_base) {
+    JointDef base;
+    base.name = "base";
+    def.joints.push_back(base);
+  }
+  for (int k = 0; k < options.joints; ++k) {
+    JointDef j;
+    j.name = absl::StrCat("j", k);
+    j.parent = static_cast<int>(def.joints.size()) - 1;
+    if (k > 0) j.rest.translation = Eigen::Vector3d(0, bone(rng), 0);
+    j.rest.rotation = RandomRotation(rng, options.rest_bend_rad);
+    def.joints.push_back(j);
+  }
+  def.chains.push_back(
+      {"chain", "j0", absl::StrCat("j", options.joints - 1)});
+  return def;
+}
+
+Pose RandomPose(const Skeleton& skeleton, Rng& rng, double max_angle) {
+  Pose pose = RestPose(skeleton);
+  for (int c = 0; c < skeleton.num_chains(); ++c) {
+    const std::vector<int>& joints = skeleton.chain(c).joints;
+    for (size_t k = 0; k + 1 < joints.size(); ++k) {
+      const Joint& joint = skeleton.joint(joints[k]);
+      Eigen::Quaterniond& q = pose.local[joints[k]].rotation;
+      switch (joint.type) {
+        case JointType::kBall:
+          q = ConstrainRotation(joint,
+                                joint.rest.rotation *
+                                    RandomRotation(rng, max_angle));
+          break;
+        case JointType::kHinge: {
+          const double lo = std::isfinite(joint.min_angle_rad)
+                                ? joint.min_angle_rad
+                                : -max_angle;
+          const double hi = std::isfinite(joint.max_angle_rad)
+                                ? joint.max_angle_rad
+                                : max_angle;
+          q = HingeRotation(
+              joint, std::uniform_real_distribution<double>(lo, hi)(rng));
+          break;
+        }
+        case JointType::kFixed:
+          break;
+      }
+    }
+  }
+  return pose;
+}
+
+Transform GlobalOf(const Skeleton& skeleton, const Pose& pose, int joint) {
+  std::vector<Transform> globals(skeleton.num_joints());
+  ComputeGlobals(skeleton, pose, absl::MakeSpan(globals));
+  return globals[joint];
+}
+
+std::vector<double> BoneLengths(const Skeleton& skeleton, const Pose& pose) {
+  std::vector<Transform> globals(skeleton.num_joints());
+  ComputeGlobals(skeleton, pose, absl::MakeSpan(globals));
+  std::vector<double> lengths(skeleton.num_joints(), 0.0);
+  for (int i = 0; i < skeleton.num_joints(); ++i) {
+    const int p = skeleton.joint(i).parent;
+    if (p >= 0) {
+      lengths[i] = (globals[i].translation - globals[p].translation).norm();
+    }
+  }
+  return lengths;
+}
+
+SkeletonDef TwoBoneLegDef(bool hinge_knee) {
+  SkeletonDef def;
+  JointDef hip;
+  hip.name = "hip";
+  hip.rest.translation = Eigen::Vector3d(0.1, 1.0, 0.0);
+  JointDef knee;
+  knee.name = "knee";
+  knee.parent = 0;
+  knee.rest.translation = Eigen::Vector3d(0, -0.45, 0);
+  if (hinge_knee) {
+    knee.type = JointType::kHinge;
+    knee.axis = Eigen::Vector3d::UnitX();
+  }
+  JointDef ankle;
+  ankle.name = "ankle";
+  ankle.parent = 1;
+  ankle.rest.translation = Eigen::Vector3d(0, -0.42, 0);
+  def.joints = {hip, knee, ankle};
+  def.chains.push_back({"leg", "hip", "ankle"});
+  return def;
+}
+
+const std::vector<JointRange>& PandaLimits() {
+  static const std::vector<JointRange> limits = {
+      {-2.8973, 2.8973}, {-1.7628, 1.7628}, {-2.8973, 2.8973},
+      {-3.0718, -0.0698}, {-2.8973, 2.8973}, {-0.0175, 3.7525},
+      {-2.8973, 2.8973}};
+  return limits;
+}
+
+SkeletonDef PandaDef() {
+  // Joint origins from franka_description's panda_arm.xacro.
+  const double h = M_PI / 2;
+  const Transform origins[8] = {
+      UrdfOrigin(0, 0, 0.333, 0, 0, 0),      UrdfOrigin(0, 0, 0, -h, 0, 0),
+      UrdfOrigin(0, -0.316, 0, h, 0, 0),     UrdfOrigin(0.0825, 0, 0, h, 0, 0),
+      UrdfOrigin(-0.0825, 0.384, 0, -h, 0, 0), UrdfOrigin(0, 0, 0, h, 0, 0),
+      UrdfOrigin(0.088, 0, 0, h, 0, 0),      UrdfOrigin(0, 0, 0.107, 0, 0, 0)};
+  SkeletonDef def;
+  JointDef base;
+  base.name = "panda_link0";
+  base.type = JointType::kFixed;
+  def.joints.push_back(base);
+  for (int i = 0; i < 7; ++i) {
+    JointDef j;
+    j.name = absl::StrCat("panda_joint", i + 1);
+    j.parent = i;
+    j.rest = origins[i];
+    j.type = JointType::kHinge;
+    j.axis = Eigen::Vector3d::UnitZ();
+    j.min_angle_rad = PandaLimits()[i].lo;
+    j.max_angle_rad = PandaLimits()[i].hi;
+    def.joints.push_back(j);
+  }
+  JointDef flange;
+  flange.name = "panda_flange";
+  flange.parent = 7;
+  flange.rest = origins[7];
+  flange.type = JointType::kFixed;
+  def.joints.push_back(flange);
+  def.chains.push_back({"arm", "panda_joint1", "panda_flange"});
+  return def;
+}
+
+std::vector<int> PandaJointIndices(const Skeleton& skeleton) {
+  std::vector<int> out;
+  for (int i = 1; i <= 7; ++i) {
+    out.push_back(skeleton.FindJoint(absl::StrCat("panda_joint", i)));
+  }
+  return out;
+}
+
+}  // namespace reach::testing

@@ -1,0 +1,66 @@
+// Skeletons, poses and targets shared by tests and benchmarks: random
+// chains with fixed seeds, a two-bone leg and the Franka Emika Panda arm.
+#ifndef REACH_TESTS_TESTING_MODELS_H_
+#define REACH_TESTS_TESTING_MODELS_H_
+
+#include <random>
+#include <vector>
+
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+
+namespace reach::testing {
+
+using Rng = std::mt19937_64;
+
+// Uniformly random unit quaternion (Shoemake 1992).
+Eigen::Quaterniond RandomRotation(Rng& rng);
+
+// Random rotation about a random axis by an angle uniform in [0, max_angle].
+Eigen::Quaterniond RandomRotation(Rng& rng, double max_angle);
+
+struct RandomChainOptions {
+  int joints = 5;                 // Including the tip; >= 2.
+  double min_bone = 0.2;
+  double max_bone = 1.0;
+  double rest_bend_rad = 0.6;     // Largest random rest rotation per joint.
+  bool with_base = true;          // A fixed-place "base" joint above the chain.
+};
+
+// A skeleton "base -> j0 -> ... -> j{n-1}" of ball joints with random bone
+// lengths and rest rotations, and one chain "chain" from j0 to the tip.
+SkeletonDef RandomChainDef(Rng& rng, const RandomChainOptions& options);
+
+// A pose with each chain joint (all but base and tip) turned from rest by a
+// random rotation of up to `max_angle` (ball) or a random angle within its
+// limits (hinge).
+Pose RandomPose(const Skeleton& skeleton, Rng& rng, double max_angle);
+
+// Model-space transform of one joint.
+Transform GlobalOf(const Skeleton& skeleton, const Pose& pose, int joint);
+
+// Distances between every joint and its parent in model space.
+std::vector<double> BoneLengths(const Skeleton& skeleton, const Pose& pose);
+
+// hip -> knee -> ankle, thigh 0.45 and shin 0.42 down -Y, knee a ball joint
+// by default or a hinge about +X; chain "leg".
+SkeletonDef TwoBoneLegDef(bool hinge_knee = false);
+
+// The Franka Emika Panda: 7 revolute joints with the manufacturer's limits
+// (franka_description URDF), plus fixed base and flange joints. Chain "arm"
+// runs from panda_joint1 to panda_flange.
+SkeletonDef PandaDef();
+
+// The Panda's joint limits, in joint order 1..7.
+struct JointRange {
+  double lo;
+  double hi;
+};
+const std::vector<JointRange>& PandaLimits();
+
+// Indices of panda_joint1..7 in PandaDef().
+std::vector<int> PandaJointIndices(const Skeleton& skeleton);
+
+}  // namespace reach::testing
+
+#endif  // REACH_TESTS_TESTING_MODELS_H_
