@@ -39,6 +39,19 @@ void ApplyPole(const Vector3d& pole, int n, Vector3d* p) {
   }
 }
 
+// Whether every point lies on the line from the first to the last.
+bool IsStraight(int n, const Vector3d* p) {
+  const Vector3d line = p[n - 1] - p[0];
+  const double length = line.norm();
+  if (length < 1e-12) return false;
+  const Vector3d u = line / length;
+  for (int k = 1; k + 1 < n; ++k) {
+    const Vector3d d = p[k] - p[0];
+    if ((d - d.dot(u) * u).norm() > 1e-9 * length) return false;
+  }
+  return true;
+}
+
 // Unconstrained FABRIK on points only; returns iterations run.
 int SolvePoints(const ChainProblem& problem, Workspace& ws) {
   const Goal& goal = *problem.goal;
@@ -57,9 +70,12 @@ int SolvePoints(const ChainProblem& problem, Workspace& ws) {
   // Start with the whole chain turned so its tip points at the target: the
   // same pose up to a rigid rotation about the root, and usually far fewer
   // iterations than starting from an arbitrary direction.
-  const Quaterniond align =
-      SmallestRotation(p[n - 1] - base, target - base);
-  for (int k = 1; k < n; ++k) p[k] = base + align * (p[k] - base);
+  // (Not for a straight chain: aligned with the target it would be the
+  // degenerate case FABRIK cannot leave.)
+  if (!IsStraight(n, p)) {
+    const Quaterniond align = SmallestRotation(p[n - 1] - base, target - base);
+    for (int k = 1; k < n; ++k) p[k] = base + align * (p[k] - base);
+  }
   if (goal.pole) ApplyPole(*goal.pole, n, p);
 
   int iterations = 0;

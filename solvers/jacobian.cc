@@ -15,6 +15,8 @@ constexpr double kDefaultDamping = 0.05;
 constexpr double kDefaultMaxStep = 0.5;  // radians
 constexpr double kMinDamping = 1e-6;
 constexpr double kMaxDamping = 1e3;
+constexpr int kMaxHalvings = 16;
+constexpr int kPinvHalvings = 4;
 // Buss's error clamping: a step aims at most this far (position in chain
 // lengths, rotation in radians), which keeps the linearisation honest.
 constexpr double kMaxTaskStep = 0.5;
@@ -106,23 +108,46 @@ int Run(const ChainProblem& problem, JacobianMethod method,
         break;
     }
     kin.CapStep(max_step, &delta);
-    if (method != JacobianMethod::kDampedLeastSquares) {
-      kin.Apply(delta);
-      error_sq = kin.Evaluate();
-      continue;
-    }
     kin.Save();
     kin.Apply(delta);
-    const double new_error_sq = kin.Evaluate();
-    if (new_error_sq < error_sq) {
-      error_sq = new_error_sq;
-      lambda = std::max(lambda * 0.5, kMinDamping);
-    } else {
+    double new_error_sq = kin.Evaluate();
+    if (method == JacobianMethod::kDampedLeastSquares) {
+      if (new_error_sq < error_sq) {
+        error_sq = new_error_sq;
+        lambda = std::max(lambda * 0.5, kMinDamping);
+      } else {
+        kin.Restore();
+        kin.Evaluate();
+        if (lambda >= kMaxDamping) break;
+        lambda = std::min(lambda * 4.0, kMaxDamping);
+      }
+      continue;
+    }
+    // Transpose and pseudo-inverse: halve a step that does not lower the
+    // error. Near a singularity (a straight chain reaching for a target out
+    // of reach) the pseudo-inverse step is huge along the vanishing singular
+    // direction; after kPinvHalvings failed halvings it falls back to the
+    // transpose direction, the gradient, which always descends.
+    for (int halvings = 0; new_error_sq >= error_sq && halvings < kMaxHalvings;
+         ++halvings) {
       kin.Restore();
       kin.Evaluate();
-      if (lambda >= kMaxDamping) break;
-      lambda = std::min(lambda * 4.0, kMaxDamping);
+      if (method == JacobianMethod::kPseudoInverse &&
+          halvings == kPinvHalvings) {
+        TransposeStep<Rows>(j, e, &delta);
+        kin.CapStep(max_step, &delta);
+      } else {
+        delta *= 0.5;
+      }
+      kin.Apply(delta);
+      new_error_sq = kin.Evaluate();
     }
+    if (new_error_sq >= error_sq) {
+      kin.Restore();
+      kin.Evaluate();
+      break;  // No step along this direction helps: a stationary point.
+    }
+    error_sq = new_error_sq;
   }
   return iterations;
 }

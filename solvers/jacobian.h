@@ -2,10 +2,13 @@
 // Jacobian Transpose, Pseudoinverse and Damped Least Squares methods"):
 //
 // - JACOBIAN_TRANSPOSE: dq = alpha J^T e, with Buss's step
-//   alpha = <e, J J^T e> / |J J^T e|^2.
+//   alpha = <e, J J^T e> / |J J^T e|^2, halved while it does not lower the
+//   error.
 // - JACOBIAN_PINV: dq = J^+ e, the Moore-Penrose pseudo-inverse from the
 //   singular value decomposition of J, singular values below 1e-6 of the
-//   largest dropped.
+//   largest dropped. A step that does not lower the error is halved; after
+//   four halvings the step switches to the transpose direction (near
+//   singularities the pseudo-inverse step points nowhere useful).
 // - JACOBIAN_DLS: dq = J^T (J J^T + lambda^2 I)^-1 e, with lambda adapted per
 //   step as in Levenberg-Marquardt (a step that lowers the error is kept and
 //   lambda halves; one that does not is undone and lambda grows fourfold).

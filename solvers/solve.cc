@@ -131,6 +131,57 @@ int DefaultMaxIterations(SolverKind kind) {
   return 128;
 }
 
+// Iterative solvers cannot leave a straight chain whose target lies on its
+// line: every update (FABRIK's reaching, CCD's turns, J^T e) is zero by
+// symmetry. Bends the first movable inner joint by kKick radians, towards
+// the pole when there is one, before such a solve.
+void BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
+                   const Goal& goal, absl::Span<const Transform> globals,
+                   Pose* pose) {
+  constexpr double kKick = 0.2;
+  const int n = static_cast<int>(chain.size());
+  if (n < 3) return;
+  const Eigen::Vector3d base = globals[chain[0]].translation;
+  const Eigen::Vector3d line = globals[chain[n - 1]].translation - base;
+  const double length = line.norm();
+  if (length < 1e-12) return;
+  const Eigen::Vector3d u = line / length;
+  auto off_line = [&](const Eigen::Vector3d& p) {
+    const Eigen::Vector3d d = p - base;
+    return (d - d.dot(u) * u).norm();
+  };
+  const double eps = 1e-9 * length;
+  for (int k = 1; k < n; ++k) {
+    if (off_line(globals[chain[k]].translation) > eps) return;
+  }
+  if (off_line(goal.target) > eps) return;
+  Eigen::Vector3d side = u.unitOrthogonal();
+  if (goal.pole && off_line(*goal.pole) > eps) {
+    const Eigen::Vector3d d = *goal.pole - base;
+    side = (d - d.dot(u) * u).normalized();
+  }
+  for (int k = 1; k + 1 < n; ++k) {
+    const Joint& joint = skeleton.joint(chain[k]);
+    Eigen::Quaterniond& local = pose->local[chain[k]].rotation;
+    if (joint.type == JointType::kHinge) {
+      const double angle = HingeAngle(joint, local);
+      const double bent = ConstrainHingeAngle(joint, angle + kKick);
+      const double other = ConstrainHingeAngle(joint, angle - kKick);
+      local = HingeRotation(joint, bent != angle ? bent : other);
+      return;
+    }
+    if (joint.type == JointType::kBall) {
+      // A turn about u x side (model space) swings the bones below towards
+      // `side`; expressed in the joint's frame it multiplies on the right.
+      const Eigen::Vector3d axis = u.cross(side);
+      const Eigen::Quaterniond& g = globals[chain[k]].rotation;
+      local = ConstrainRotation(
+          joint, local * AxisAngle(g.conjugate() * axis, kKick));
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 absl::string_view SolverName(SolverKind kind) {
@@ -287,6 +338,9 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
 
     for (int k = 0; k < n; ++k) {
       ws.start_rotations[k] = pose->local[chain[k]].rotation;
+    }
+    if (kind != SolverKind::kTwoBone) {
+      BreakSymmetry(skeleton, chain, goal, ws.globals, pose);
     }
     GoalResult& result = results[i];
     result = GoalResult();

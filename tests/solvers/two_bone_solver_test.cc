@@ -1,1 +1,323 @@
+// TWO_BONE: results checked by an independent forward-kinematics pass
+// (GlobalOf), including the named degenerate cases.
+#include <cmath>
+
 #include <gtest/gtest.h>
+
+#include "solvers/limits.h"
+#include "solvers/solve.h"
+#include "tests/testing/models.h"
+
+namespace reach {
+namespace {
+
+using ::reach::testing::BoneLengths;
+using ::reach::testing::GlobalOf;
+using ::reach::testing::Rng;
+using ::reach::testing::SolveOne;
+using ::reach::testing::TwoBoneLegDef;
+using Eigen::Vector3d;
+
+constexpr double kLength = 0.45 + 0.42;
+
+class TwoBoneSolverTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Build(TwoBoneLegDef()); }
+
+  void Build(SkeletonDef def) {
+    auto created = Skeleton::Create(std::move(def));
+    ASSERT_TRUE(created.ok()) << created.status();
+    skeleton_ = std::move(*created);
+    hip_ = skeleton_.FindJoint("hip");
+    knee_ = skeleton_.FindJoint("knee");
+    ankle_ = skeleton_.FindJoint("ankle");
+  }
+
+  Goal MakeGoal(const Vector3d& target) const {
+    Goal goal;
+    goal.chain = 0;
+    goal.solver = SolverKind::kTwoBone;
+    goal.target = target;
+    return goal;
+  }
+
+  testing::Solved SolveFrom(const Goal& goal, const Pose& start) const {
+    auto solved = SolveOne(skeleton_, goal, start);
+    EXPECT_TRUE(solved.ok()) << solved.status();
+    return solved.ok() ? *solved : testing::Solved{start, {}};
+  }
+  testing::Solved SolveFromRest(const Goal& goal) const {
+    return SolveFrom(goal, RestPose(skeleton_));
+  }
+
+  Vector3d Pos(const Pose& pose, int joint) const {
+    return GlobalOf(skeleton_, pose, joint).translation;
+  }
+
+  void ExpectBonesKept(const Pose& pose) const {
+    const auto rest = BoneLengths(skeleton_, RestPose(skeleton_));
+    const auto now = BoneLengths(skeleton_, pose);
+    for (size_t i = 0; i < rest.size(); ++i) {
+      EXPECT_NEAR(now[i], rest[i], 1e-9) << "joint " << i;
+    }
+  }
+
+  Skeleton skeleton_;
+  int hip_ = -1, knee_ = -1, ankle_ = -1;
+};
+
+TEST_F(TwoBoneSolverTest, ReachesRandomReachableTargets) {
+  Rng rng(7);
+  int reached = 0;
+  constexpr int kTrials = 500;
+  for (int t = 0; t < kTrials; ++t) {
+    // The target is the ankle of a random pose: reachable by construction.
+    const Pose random = testing::RandomPose(skeleton_, rng, 2.5);
+    const Vector3d target = Pos(random, ankle_);
+    const auto solved = SolveFromRest(MakeGoal(target));
+    const double error = (Pos(solved.pose, ankle_) - target).norm();
+    EXPECT_NEAR(error, solved.result.position_error, 1e-12);
+    if (error <= 1e-9) ++reached;
+    EXPECT_TRUE(solved.result.reached) << "trial " << t << " error " << error;
+    ExpectBonesKept(solved.pose);
+  }
+  std::printf("two_bone solve rate: %d/%d\n", reached, kTrials);
+  EXPECT_EQ(reached, kTrials);
+}
+
+TEST_F(TwoBoneSolverTest, BeyondReachStraightensTowardTarget) {
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  const Vector3d target = hip + Vector3d(2.0, -1.0, 0.5);
+  const auto solved = SolveFromRest(MakeGoal(target));
+  const Vector3d dir = (target - hip).normalized();
+  EXPECT_FALSE(solved.result.reached);
+  EXPECT_NEAR(solved.result.position_error, (target - hip).norm() - kLength,
+              1e-9);
+  EXPECT_LT((Pos(solved.pose, ankle_) - (hip + kLength * dir)).norm(), 1e-9);
+  EXPECT_LT((Pos(solved.pose, knee_) - (hip + 0.45 * dir)).norm(), 1e-9);
+}
+
+TEST_F(TwoBoneSolverTest, ReachesTargetAtExactlyFullExtension) {
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  const Vector3d target = hip + kLength * Vector3d(1, 1, 1).normalized();
+  const auto solved = SolveFromRest(MakeGoal(target));
+  EXPECT_TRUE(solved.result.reached);
+  EXPECT_LT(solved.result.position_error, 1e-9);
+}
+
+TEST_F(TwoBoneSolverTest, TargetAtRootFoldsWithoutNaN) {
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  const auto solved = SolveFromRest(MakeGoal(hip));
+  const Vector3d ankle = Pos(solved.pose, ankle_);
+  ASSERT_TRUE(ankle.allFinite());
+  // The closest a 0.45 / 0.42 chain gets to its root is 0.03.
+  EXPECT_NEAR((ankle - hip).norm(), 0.45 - 0.42, 1e-9);
+  EXPECT_FALSE(solved.result.reached);
+  ExpectBonesKept(solved.pose);
+}
+
+TEST_F(TwoBoneSolverTest, StraightChainWithTargetOnItsLine) {
+  // The rest leg is straight down; the target is straight down, closer.
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  const Vector3d target = hip + Vector3d(0, -0.6, 0);
+  const auto solved = SolveFromRest(MakeGoal(target));
+  EXPECT_TRUE(solved.result.reached) << solved.result.position_error;
+  ExpectBonesKept(solved.pose);
+}
+
+TEST_F(TwoBoneSolverTest, PoleChoosesTheBendSide) {
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  const Vector3d target = hip + Vector3d(0, -0.6, 0);
+  for (const Vector3d& side : {Vector3d(0, 0, 1), Vector3d(0, 0, -1),
+                               Vector3d(1, 0, 0), Vector3d(-1, 0, 1)}) {
+    Goal goal = MakeGoal(target);
+    goal.pole = hip + Vector3d(0, -0.3, 0) + side;
+    const auto solved = SolveFromRest(goal);
+    EXPECT_TRUE(solved.result.reached);
+    const Vector3d knee = Pos(solved.pose, knee_);
+    const Vector3d across = knee - hip - (knee - hip).dot(Vector3d::UnitY()) *
+                                              Vector3d::UnitY();
+    // The knee's offset from the hip-target line points at the pole.
+    const Vector3d want = side.normalized();
+    EXPECT_GT(across.normalized().dot(want), 1.0 - 1e-9)
+        << "side " << side.transpose() << " knee " << knee.transpose();
+  }
+}
+
+TEST_F(TwoBoneSolverTest, PoleFlipTurnsKneeAcrossAndBack) {
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  const Vector3d target = hip + Vector3d(0.2, -0.6, 0.1);
+  Goal goal = MakeGoal(target);
+  goal.pole = target + Vector3d(0, 0, 1);
+  const auto front = SolveFromRest(goal);
+  goal.pole = target + Vector3d(0, 0, -1);
+  const auto back = SolveFrom(goal, front.pose);  // Warm start, pole flipped.
+  EXPECT_TRUE(front.result.reached);
+  EXPECT_TRUE(back.result.reached);
+  EXPECT_GT(Pos(front.pose, knee_).z(), hip.z());
+  EXPECT_LT(Pos(back.pose, knee_).z(), hip.z());
+}
+
+TEST_F(TwoBoneSolverTest, PoleOnRootTargetLineIsIgnored) {
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  const Vector3d target = hip + Vector3d(0.3, -0.5, 0.1);
+  Goal goal = MakeGoal(target);
+  goal.pole = hip + 2.0 * (target - hip);
+  const auto solved = SolveFromRest(goal);
+  EXPECT_TRUE(solved.result.reached);
+  EXPECT_TRUE(Pos(solved.pose, knee_).allFinite());
+}
+
+TEST_F(TwoBoneSolverTest, PoleOnStraightChainFacesKneeAxis) {
+  // Beyond reach the leg is straight; with a hinge knee the pole still
+  // decides the twist: the knee's bending direction faces it.
+  Build(TwoBoneLegDef(/*hinge_knee=*/true));
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  Goal goal = MakeGoal(hip + Vector3d(0, -3, 0));
+  goal.pole = hip + Vector3d(1, -0.5, 0);
+  const auto solved = SolveFromRest(goal);
+  const Transform knee = GlobalOf(skeleton_, solved.pose, knee_);
+  // A positive knee angle moves the knee towards line x axis, i.e. -Y x X.
+  const Vector3d knee_side = (-Vector3d::UnitY()).cross(knee.rotation * Vector3d::UnitX());
+  EXPECT_GT(knee_side.dot(Vector3d::UnitX()), 1.0 - 1e-9);
+}
+
+TEST_F(TwoBoneSolverTest, ZeroLengthBone) {
+  SkeletonDef def = TwoBoneLegDef();
+  def.joints[1].rest.translation.setZero();  // Thigh of length 0.
+  Build(def);
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  const Vector3d target = hip + 0.42 * Vector3d(1, -1, 0).normalized();
+  const auto solved = SolveFromRest(MakeGoal(target));
+  EXPECT_TRUE(solved.result.reached) << solved.result.position_error;
+  EXPECT_TRUE(Pos(solved.pose, ankle_).allFinite());
+}
+
+TEST_F(TwoBoneSolverTest, SameResultUnderTranslatedRotatedScaledRoot) {
+  Rng rng(11);
+  const Pose random = testing::RandomPose(skeleton_, rng, 2.0);
+  const Vector3d target = Pos(random, ankle_);
+  Goal goal = MakeGoal(target);
+  goal.pole = target + Vector3d(0.3, 0.2, 0.9);
+  const auto plain = SolveFromRest(goal);
+
+  SkeletonDef def = TwoBoneLegDef();
+  Transform root;
+  root.translation = Vector3d(3, -2, 5);
+  root.rotation = testing::RandomRotation(rng);
+  root.scale = 2.5;
+  def.joints[0].rest = root * def.joints[0].rest;
+  Build(def);
+  Goal moved = goal;
+  moved.target = root * target;
+  moved.pole = root * *goal.pole;
+  const auto solved = SolveFromRest(moved);
+  EXPECT_TRUE(solved.result.reached);
+  const Vector3d knee_back =
+      root.Inverse() * Pos(solved.pose, knee_);
+  Build(TwoBoneLegDef());
+  EXPECT_LT((knee_back - Pos(plain.pose, knee_)).norm(), 1e-9);
+}
+
+TEST_F(TwoBoneSolverTest, SoftIkEasesIntoFullExtension) {
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  const Vector3d dir = Vector3d(0.2, -1, 0.1).normalized();
+  double previous = 0.0;
+  for (double d = 0.70; d <= 1.2; d += 0.01) {
+    Goal goal = MakeGoal(hip + d * dir);
+    goal.options.soft = 0.1;
+    const auto solved = SolveFromRest(goal);
+    const double reach = (Pos(solved.pose, ankle_) - hip).norm();
+    if (d <= 0.9 * kLength) {
+      EXPECT_NEAR(reach, d, 1e-9);  // Below the soft zone: exact.
+    } else {
+      EXPECT_LT(reach, d);          // Inside: eased, never straight.
+      EXPECT_LT(reach, kLength);
+    }
+    EXPECT_GT(reach, previous);     // Monotonic: no snap.
+    previous = reach;
+  }
+}
+
+TEST_F(TwoBoneSolverTest, StretchReachesUpToItsLimit) {
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  const Vector3d dir = Vector3d(0, -1, 0.3).normalized();
+  Goal goal = MakeGoal(hip + 1.1 * kLength * dir);
+  goal.options.max_stretch = 1.2;
+  auto solved = SolveFromRest(goal);
+  EXPECT_TRUE(solved.result.reached) << solved.result.position_error;
+  EXPECT_NEAR(BoneLengths(skeleton_, solved.pose)[knee_], 0.45 * 1.1, 1e-9);
+
+  goal.target = hip + 1.5 * kLength * dir;
+  solved = SolveFromRest(goal);
+  EXPECT_FALSE(solved.result.reached);
+  EXPECT_NEAR(solved.result.position_error, 0.3 * kLength, 1e-9);
+
+  // Stretch is measured from rest, so a stretched start pose does not
+  // compound it.
+  goal.target = hip + 1.1 * kLength * dir;
+  const auto again = SolveFrom(goal, solved.pose);
+  EXPECT_NEAR(BoneLengths(skeleton_, again.pose)[knee_], 0.45 * 1.1, 1e-9);
+}
+
+TEST_F(TwoBoneSolverTest, HingeKneeStaysInItsRange) {
+  SkeletonDef def = TwoBoneLegDef(/*hinge_knee=*/true);
+  def.joints[1].min_angle_rad = 0.0;
+  def.joints[1].max_angle_rad = 2.6;
+  Build(def);
+  Rng rng(5);
+  for (int t = 0; t < 200; ++t) {
+    const Pose random = testing::RandomPose(skeleton_, rng, 2.5);
+    const Vector3d target = Pos(random, ankle_);
+    const auto solved = SolveFromRest(MakeGoal(target));
+    EXPECT_TRUE(WithinLimits(skeleton_.joint(knee_),
+                             solved.pose.local[knee_].rotation, 1e-9));
+    EXPECT_TRUE(solved.result.reached) << "trial " << t;
+  }
+}
+
+TEST_F(TwoBoneSolverTest, TargetOrientationTurnsTheTip) {
+  Goal goal = MakeGoal(Pos(RestPose(skeleton_), hip_) + Vector3d(0.1, -0.7, 0.2));
+  goal.target_orientation =
+      Eigen::Quaterniond(Eigen::AngleAxisd(0.7, Vector3d(1, 2, 3).normalized()));
+  const auto solved = SolveFromRest(goal);
+  EXPECT_TRUE(solved.result.reached);
+  EXPECT_LT(AngleBetween(GlobalOf(skeleton_, solved.pose, ankle_).rotation,
+                         *goal.target_orientation),
+            1e-9);
+}
+
+TEST_F(TwoBoneSolverTest, WeightBlendsFromStartPose) {
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  Goal goal = MakeGoal(hip + Vector3d(0.3, -0.5, 0.2));
+  goal.weight = 0.0;
+  const auto none = SolveFromRest(goal);
+  for (int j = 0; j < skeleton_.num_joints(); ++j) {
+    EXPECT_LT(AngleBetween(none.pose.local[j].rotation,
+                           skeleton_.joint(j).rest.rotation),
+              1e-12);
+  }
+  goal.weight = 0.5;
+  const auto half = SolveFromRest(goal);
+  goal.weight = 1.0;
+  const auto full = SolveFromRest(goal);
+  const double half_error = (Pos(half.pose, ankle_) - goal.target).norm();
+  EXPECT_GT(half_error, 1e-3);
+  EXPECT_LT(half_error, (Pos(none.pose, ankle_) - goal.target).norm());
+  EXPECT_TRUE(full.result.reached);
+}
+
+TEST_F(TwoBoneSolverTest, TargetAtCurrentTipChangesNothing) {
+  Rng rng(3);
+  const Pose start = testing::RandomPose(skeleton_, rng, 1.5);
+  const auto solved = SolveFrom(MakeGoal(Pos(start, ankle_)), start);
+  for (int j = 0; j < skeleton_.num_joints(); ++j) {
+    EXPECT_LT(AngleBetween(solved.pose.local[j].rotation,
+                           start.local[j].rotation),
+              1e-7)
+        << "joint " << j;
+  }
+}
+
+}  // namespace
+}  // namespace reach

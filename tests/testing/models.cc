@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "solvers/limits.h"
+#include "solvers/solve.h"
 
 namespace reach::testing {
 namespace {
@@ -92,6 +94,16 @@ Pose RandomPose(const Skeleton& skeleton, Rng& rng, double max_angle) {
     }
   }
   return pose;
+}
+
+absl::StatusOr<Solved> SolveOne(const Skeleton& skeleton, const Goal& goal,
+                                Pose start) {
+  Workspace ws;
+  Solved out{std::move(start), GoalResult()};
+  const absl::Status status = Solve(skeleton, absl::MakeConstSpan(&goal, 1), ws,
+                                    &out.pose, absl::MakeSpan(&out.result, 1));
+  if (!status.ok()) return status;
+  return out;
 }
 
 Transform GlobalOf(const Skeleton& skeleton, const Pose& pose, int joint) {

@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
 
@@ -35,6 +37,14 @@ SkeletonDef RandomChainDef(Rng& rng, const RandomChainOptions& options);
 // random rotation of up to `max_angle` (ball) or a random angle within its
 // limits (hinge).
 Pose RandomPose(const Skeleton& skeleton, Rng& rng, double max_angle);
+
+// One goal solved from `start` with a fresh workspace.
+struct Solved {
+  Pose pose;
+  GoalResult result;
+};
+absl::StatusOr<Solved> SolveOne(const Skeleton& skeleton, const Goal& goal,
+                                Pose start);
 
 // Model-space transform of one joint.
 Transform GlobalOf(const Skeleton& skeleton, const Pose& pose, int joint);
