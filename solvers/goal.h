@@ -31,7 +31,7 @@ absl::string_view SolverName(SolverKind kind);
 // that leaves a field unset gets the documented default.
 struct SolveOptions {
   // Iteration cap of the iterative solvers, >= 0, at most 100000.
-  // 0: FABRIK 64, CCD 64, Jacobian family 128, gradient descent 256.
+  // 0: FABRIK 128, CCD 256, Jacobian family 128, gradient descent 256.
   int max_iterations = 0;
   // Position tolerance in model units: a goal is reached when the tip lies
   // within it of the target. >= 0; 0: 1e-5 x the chain's length.

@@ -118,8 +118,9 @@ int DefaultMaxIterations(SolverKind kind) {
     case SolverKind::kTwoBone:
       return 1;
     case SolverKind::kFabrik:
+      return 128;
     case SolverKind::kCcd:
-      return 64;
+      return 256;
     case SolverKind::kJacobianTranspose:
     case SolverKind::kJacobianPinv:
     case SolverKind::kJacobianDls:
