@@ -46,7 +46,6 @@ int CcdSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const Vector3d& target = problem.goal->target;
   const double max_step = problem.goal->options.max_step_rad;
   Transform* g = ws.chain_globals.data();
-  ComputeChainGlobals(problem, pose, ws);
   int iterations = 0;
   StallGuard guard(problem.tolerance);
   while (iterations < problem.max_iterations &&

@@ -20,7 +20,8 @@ ChainKinematics::ChainKinematics(const ChainProblem& problem, Workspace& ws,
     const Joint& joint = problem.skeleton->joint(problem.joints[k]);
     switch (joint.type) {
       case JointType::kHinge:
-        ws.dof_values[dof_] = HingeAngle(joint, pose.local[problem.joints[k]].rotation);
+        ws.dof_values[dof_] =
+            HingeAngle(joint, pose.local[problem.joints[k]].rotation);
         // A start pose outside the range is brought inside first.
         ws.dof_values[dof_] = ConstrainHingeAngle(joint, ws.dof_values[dof_]);
         WriteHinge(k, ws.dof_values[dof_]);

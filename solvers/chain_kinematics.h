@@ -8,9 +8,8 @@
 #ifndef REACH_SOLVERS_CHAIN_KINEMATICS_H_
 #define REACH_SOLVERS_CHAIN_KINEMATICS_H_
 
-#include <array>
-
 #include <Eigen/Core>
+#include <array>
 
 #include "solvers/chain_solver.h"
 

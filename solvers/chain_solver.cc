@@ -57,8 +57,9 @@ Eigen::Quaterniond SetGlobalRotation(const ChainProblem& problem, int k,
                                      const Eigen::Quaterniond& global_rotation,
                                      Pose& pose) {
   const int j = problem.joints[k];
-  const Eigen::Quaterniond local = ConstrainRotation(
-      problem.skeleton->joint(j), parent_rotation.conjugate() * global_rotation);
+  const Eigen::Quaterniond local =
+      ConstrainRotation(problem.skeleton->joint(j),
+                        parent_rotation.conjugate() * global_rotation);
   pose.local[j].rotation = local.normalized();
   return parent_rotation * pose.local[j].rotation;
 }

@@ -23,8 +23,8 @@ inline constexpr int kMaxChainDof = 3 * kMaxChainJoints;
 struct Workspace {
   void Reserve(int num_joints);
 
-  std::vector<Transform> globals;   // Model-space transform of every joint.
-  std::vector<int> path;            // Ad hoc chain (root_joint..tip_joint).
+  std::vector<Transform> globals;  // Model-space transform of every joint.
+  std::vector<int> path;           // Ad hoc chain (root_joint..tip_joint).
 
   // Chain-sized scratch, indexed by position in the chain (0 = root).
   std::array<Transform, kMaxChainJoints> chain_globals;
@@ -53,8 +53,10 @@ struct ChainProblem {
 };
 
 // A solver. Implementations are stateless and const, so one instance serves
-// every thread; all scratch lives in the Workspace. Solve writes the local
-// rotations of the chain's joints in `pose` (and nothing else, except
+// every thread; all scratch lives in the Workspace. On entry
+// ws.chain_globals[0..n-1] hold the chain joints' model-space transforms in
+// `pose` (the caller has them from its forward kinematics pass). Solve writes
+// the local rotations of the chain's joints in `pose` (and nothing else, except
 // two-bone stretch, which writes the mid and tip translations) and returns
 // the number of iterations it ran. Errors and the reached flag are measured
 // afterwards by the caller from forward kinematics.

@@ -123,6 +123,30 @@ void PointJointsAt(const ChainProblem& problem, Workspace& ws, Pose& pose) {
   p[n - 1] = g[n - 1].translation;
 }
 
+// Unconstrained chains: turns each bone's model-space rotation by the
+// smallest rotation from its old direction to its new one. Unlike
+// PointJointsAt, every bone's turn is independent of its parent's (no twist
+// accumulates down the chain, and the work pipelines), and it is exact:
+// forward kinematics of the result reproduces the points. Uses the entry
+// chain_globals as the old pose and updates them to the new one.
+void WriteRotations(const ChainProblem& problem, Workspace& ws, Pose& pose) {
+  const int n = static_cast<int>(problem.joints.size());
+  const Vector3d* p = ws.points.data();
+  Transform* g = ws.chain_globals.data();
+  Quaterniond parent = problem.parent_global.rotation;
+  for (int k = 0; k + 1 < n; ++k) {
+    const Quaterniond turn = SmallestRotation(
+        g[k + 1].translation - g[k].translation, p[k + 1] - p[k]);
+    g[k].rotation = turn * g[k].rotation;
+    g[k].translation = p[k];
+    pose.local[problem.joints[k]].rotation =
+        (parent.conjugate() * g[k].rotation).normalized();
+    parent = g[k].rotation;
+  }
+  g[n - 1].rotation = parent * pose.local[problem.joints[n - 1]].rotation;
+  g[n - 1].translation = p[n - 1];
+}
+
 // FABRIK with joint limits: forward reaching on points, backward reaching on
 // rotations projected onto each joint's limits.
 int SolveConstrained(const ChainProblem& problem, Workspace& ws, Pose& pose) {
@@ -152,7 +176,6 @@ int SolveConstrained(const ChainProblem& problem, Workspace& ws, Pose& pose) {
 int FabrikSolver::Solve(const ChainProblem& problem, Workspace& ws,
                         Pose& pose) const {
   const int n = static_cast<int>(problem.joints.size());
-  ComputeChainGlobals(problem, pose, ws);
   bool constrained = false;
   for (int k = 0; k < n; ++k) {
     ws.points[k] = ws.chain_globals[k].translation;
@@ -160,8 +183,7 @@ int FabrikSolver::Solve(const ChainProblem& problem, Workspace& ws,
       ws.lengths[k] = (ws.chain_globals[k + 1].translation -
                        ws.chain_globals[k].translation)
                           .norm();
-      constrained |=
-          problem.skeleton->joint(problem.joints[k]).IsConstrained();
+      constrained |= problem.skeleton->joint(problem.joints[k]).IsConstrained();
     }
   }
   int iterations;
@@ -169,7 +191,7 @@ int FabrikSolver::Solve(const ChainProblem& problem, Workspace& ws,
     iterations = SolveConstrained(problem, ws, pose);
   } else {
     iterations = SolvePoints(problem, ws);
-    PointJointsAt(problem, ws, pose);
+    WriteRotations(problem, ws, pose);
   }
   ApplyTipOrientation(problem, ws, pose);
   return iterations;

@@ -4,8 +4,8 @@
 #define REACH_SOLVERS_GOAL_H_
 
 #include <optional>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "solvers/transform.h"
 
 namespace reach {
@@ -81,10 +81,10 @@ struct Goal {
 // Outcome of one goal. Errors are measured by forward kinematics of the
 // returned pose, whatever the solver believed.
 struct GoalResult {
-  bool reached = false;          // Within both tolerances.
-  double position_error = 0.0;   // |tip - target|, model units.
-  double orientation_error_rad = 0.0;  // 0 without a target orientation.
-  int iterations = 0;            // 1 for the analytic solver.
+  bool reached = false;                   // Within both tolerances.
+  double position_error = 0.0;            // |tip - target|, model units.
+  double orientation_error_rad = 0.0;     // 0 without a target orientation.
+  int iterations = 0;                     // 1 for the analytic solver.
   SolverKind solver = SolverKind::kAuto;  // The solver that ran.
 };
 

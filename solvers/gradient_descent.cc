@@ -20,9 +20,9 @@ int Run(const ChainProblem& problem, ChainKinematics& kin) {
                               ? problem.goal->options.max_step_rad
                               : kMaxStep;
   const double length = std::max(problem.chain_length, 1e-12);
-  StallGuard guard(std::min(problem.tolerance / length,
-                            problem.orientation_tolerance_rad),
-                   /*patience=*/16);
+  StallGuard guard(
+      std::min(problem.tolerance / length, problem.orientation_tolerance_rad),
+      /*patience=*/16);
   JacobianMatrix<Rows> j;
   DofVector descent;       // -grad f = J^T e
   DofVector prev_descent;  // at the previous point

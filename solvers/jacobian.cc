@@ -1,9 +1,8 @@
 #include "solvers/jacobian.h"
 
-#include <algorithm>
-
 #include <Eigen/Cholesky>
 #include <Eigen/Eigenvalues>
+#include <algorithm>
 
 #include "solvers/chain_kinematics.h"
 #include "solvers/stall_guard.h"
@@ -83,9 +82,9 @@ int Run(const ChainProblem& problem, JacobianMethod method,
       options.max_step_rad > 0.0 ? options.max_step_rad : kDefaultMaxStep;
   double lambda = options.damping > 0.0 ? options.damping : kDefaultDamping;
   const double length = std::max(problem.chain_length, 1e-12);
-  StallGuard guard(std::min(problem.tolerance / length,
-                            problem.orientation_tolerance_rad),
-                   /*patience=*/8);
+  StallGuard guard(
+      std::min(problem.tolerance / length, problem.orientation_tolerance_rad),
+      /*patience=*/8);
 
   JacobianMatrix<Rows> j;
   DofVector delta;

@@ -63,15 +63,15 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
       return joint.rest.rotation;
     case JointType::kHinge: {
       const double angle = HingeAngle(joint, local);
-      return HingeRotation(joint, ConstrainHingeAngle(angle, joint.min_angle_rad,
-                                                      joint.max_angle_rad));
+      return HingeRotation(
+          joint,
+          ConstrainHingeAngle(angle, joint.min_angle_rad, joint.max_angle_rad));
     }
     case JointType::kBall: {
       if (!joint.IsConstrained()) return local;
       const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * local;
       Eigen::Quaterniond swing;
-      const double twist =
-          WrapPi(SwingTwist(delta, joint.axis, &swing));
+      const double twist = WrapPi(SwingTwist(delta, joint.axis, &swing));
       const double clamped_twist =
           ClampAngle(twist, joint.min_angle_rad, joint.max_angle_rad);
       Eigen::Vector3d swing_axis;
@@ -112,7 +112,8 @@ bool WithinLimits(const Joint& joint, const Eigen::Quaterniond& local,
       Eigen::Quaterniond swing;
       const double twist = WrapPi(SwingTwist(delta, joint.axis, &swing));
       Eigen::Vector3d unused;
-      return SwingAngle(swing, &unused) <= joint.max_swing_rad + tolerance_rad &&
+      return SwingAngle(swing, &unused) <=
+                 joint.max_swing_rad + tolerance_rad &&
              twist >= joint.min_angle_rad - tolerance_rad &&
              twist <= joint.max_angle_rad + tolerance_rad;
     }

@@ -13,31 +13,34 @@ Pose RestPose(const Skeleton& skeleton) {
   return pose;
 }
 
-absl::Status ValidatePose(const Skeleton& skeleton, Pose* pose) {
-  if (static_cast<int>(pose->local.size()) != skeleton.num_joints()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pose.local has ", pose->local.size(),
-                     " transforms; the skeleton has ", skeleton.num_joints(),
-                     " joints"));
+absl::Status ValidatePose(const Skeleton& skeleton, const Pose& pose) {
+  if (static_cast<int>(pose.local.size()) != skeleton.num_joints()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pose.local has ", pose.local.size(), " transforms; the skeleton has ",
+        skeleton.num_joints(), " joints"));
   }
   for (int i = 0; i < skeleton.num_joints(); ++i) {
-    Transform& t = pose->local[i];
-    const std::string field = absl::StrCat("pose.local[", i, "]");
-    if (auto s = ValidateFinite(t.translation, field + ".translation");
+    const Transform& t = pose.local[i];
+    if (auto s =
+            ValidateFinite(t.translation, {"pose.local", i, "translation"});
         !s.ok()) {
       return s;
     }
-    if (auto s = ValidateUnitQuaternion(t.rotation, field + ".rotation",
-                                        &t.rotation);
+    if (auto s =
+            ValidateUnitQuaternion(t.rotation, {"pose.local", i, "rotation"});
         !s.ok()) {
       return s;
     }
     if (!std::isfinite(t.scale) || t.scale <= 0.0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          field, ".scale = ", t.scale, " must be finite and > 0"));
+          "pose.local[", i, "].scale = ", t.scale, " must be finite and > 0"));
     }
   }
   return absl::OkStatus();
+}
+
+void NormalizePose(Pose* pose) {
+  for (Transform& t : pose->local) NormalizeRotation(&t.rotation);
 }
 
 void UpdateGlobalsFrom(const Skeleton& skeleton, const Pose& pose, int first,

@@ -23,9 +23,12 @@ struct Pose {
 Pose RestPose(const Skeleton& skeleton);
 
 // Checks the pose against the skeleton: one transform per joint, finite
-// translations, unit rotations (normalised in place when within 1e-5 of
-// unit), finite positive scales. Errors name "pose.local[i].field".
-absl::Status ValidatePose(const Skeleton& skeleton, Pose* pose);
+// translations, unit rotations (within 1e-5), finite positive scales.
+// Errors name "pose.local[i].field".
+absl::Status ValidatePose(const Skeleton& skeleton, const Pose& pose);
+
+// Rescales every rotation of a validated pose to unit length.
+void NormalizePose(Pose* pose);
 
 // Forward kinematics: global (model-space) transforms of every joint.
 // `globals` must have skeleton.num_joints() elements.

@@ -24,8 +24,8 @@ absl::Status ValidateAngle(double value, absl::string_view field, double lo,
   }
   if (std::isinf(value) && allow_inf) return absl::OkStatus();
   if (value < lo || value > hi) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " = ", value, " is outside [", lo, ", ", hi, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " = ", value, " is outside [", lo, ", ", hi, "]"));
   }
   return absl::OkStatus();
 }
@@ -46,9 +46,9 @@ absl::Status ValidateJointLimits(int i, const JointDef& def) {
     return s;
   }
   if (def.min_angle_rad > def.max_angle_rad) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        min_field, " = ", def.min_angle_rad, " exceeds ", max_field, " = ",
-        def.max_angle_rad));
+    return absl::InvalidArgumentError(
+        absl::StrCat(min_field, " = ", def.min_angle_rad, " exceeds ",
+                     max_field, " = ", def.max_angle_rad));
   }
   return ValidateAngle(def.max_swing_rad, JointField(i, "max_swing_rad"), 0.0,
                        M_PI, /*allow_inf=*/true);
@@ -56,27 +56,49 @@ absl::Status ValidateJointLimits(int i, const JointDef& def) {
 
 }  // namespace
 
-absl::Status ValidateFinite(const Eigen::Vector3d& v, absl::string_view field) {
+std::string FieldName::ToString() const {
+  return absl::StrCat(list, "[", index, "].", field);
+}
+
+absl::Status ValidateFinite(const Eigen::Vector3d& v, const FieldName& field) {
   if (!v.allFinite()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " = (", v.x(), ", ", v.y(), ", ", v.z(), ") is not finite"));
+    return absl::InvalidArgumentError(absl::StrCat(field.ToString(), " = (",
+                                                   v.x(), ", ", v.y(), ", ",
+                                                   v.z(), ") is not finite"));
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateUnitQuaternion(const Eigen::Quaterniond& q,
-                                    absl::string_view field,
-                                    Eigen::Quaterniond* normalized) {
-  if (!q.coeffs().allFinite()) {
+                                    const FieldName& field) {
+  const double norm_sq = q.squaredNorm();
+  if (!std::isfinite(norm_sq)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, " has a non-finite component"));
+        absl::StrCat(field.ToString(), " has a non-finite component"));
   }
-  const double norm = q.norm();
-  if (std::abs(norm - 1.0) > kUnitTolerance) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " has length ", norm, "; a rotation must be a unit quaternion"));
+  // |norm - 1| <= 1e-5, compared on the square to skip the square root.
+  constexpr double kLo = (1.0 - kUnitTolerance) * (1.0 - kUnitTolerance);
+  constexpr double kHi = (1.0 + kUnitTolerance) * (1.0 + kUnitTolerance);
+  if (norm_sq < kLo || norm_sq > kHi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field.ToString(), " has length ", std::sqrt(norm_sq),
+                     "; a rotation must be a unit quaternion"));
   }
-  *normalized = Eigen::Quaterniond(q.coeffs() / norm);
+  return absl::OkStatus();
+}
+
+void NormalizeRotation(Eigen::Quaterniond* q) {
+  if (std::abs(q->squaredNorm() - 1.0) > 1e-15) q->normalize();
+}
+
+absl::Status ValidateRange(double value, const FieldName& field, double lo,
+                           double hi, bool hi_open) {
+  if (!std::isfinite(value) || value < lo || value > hi ||
+      (hi_open && value == hi)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field.ToString(), " = ", value, " is outside [", lo, ", ",
+                     hi, hi_open ? ")" : "]"));
+  }
   return absl::OkStatus();
 }
 
@@ -104,8 +126,8 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
   }
   if (static_cast<int>(def.chains.size()) > limits.max_chains) {
     return absl::InvalidArgumentError(
-        absl::StrCat("chains has ", def.chains.size(), " entries; the limit is ",
-                     limits.max_chains));
+        absl::StrCat("chains has ", def.chains.size(),
+                     " entries; the limit is ", limits.max_chains));
   }
 
   Skeleton skeleton;
@@ -124,8 +146,9 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
           skeleton.joint_index_[d.name], "]"));
     }
     if (d.parent == i) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          JointField(i, "parent"), " = ", i, " makes the joint its own parent"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(JointField(i, "parent"), " = ", i,
+                       " makes the joint its own parent"));
     }
     if (d.parent < -1 || d.parent >= i) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -134,21 +157,23 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
           ")"));
     }
     if (auto s = ValidateFinite(d.rest.translation,
-                                JointField(i, "rest.translation"));
+                                {"joints", i, "rest.translation"});
         !s.ok()) {
       return s;
     }
-    if (auto s = ValidateUnitQuaternion(
-            d.rest.rotation, JointField(i, "rest.rotation"), &j.rest.rotation);
+    if (auto s = ValidateUnitQuaternion(d.rest.rotation,
+                                        {"joints", i, "rest.rotation"});
         !s.ok()) {
       return s;
     }
+    j.rest.rotation = d.rest.rotation;
+    NormalizeRotation(&j.rest.rotation);
     if (!std::isfinite(d.rest.scale) || d.rest.scale <= 0.0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          JointField(i, "rest.scale"), " = ", d.rest.scale,
-          " must be finite and > 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(JointField(i, "rest.scale"), " = ", d.rest.scale,
+                       " must be finite and > 0"));
     }
-    if (auto s = ValidateFinite(d.axis, JointField(i, "axis")); !s.ok()) {
+    if (auto s = ValidateFinite(d.axis, {"joints", i, "axis"}); !s.ok()) {
       return s;
     }
     if (d.type == JointType::kHinge && d.axis.norm() < 1e-9) {
@@ -172,7 +197,8 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
   for (int i = 0; i < n; ++i) axis_given[i] = def.joints[i].axis.norm() >= 1e-9;
   for (int i = n - 1; i >= 0; --i) {
     const int p = skeleton.joints_[i].parent;
-    if (p < 0 || axis_given[p] || skeleton.joints_[p].type != JointType::kBall) {
+    if (p < 0 || axis_given[p] ||
+        skeleton.joints_[p].type != JointType::kBall) {
       continue;
     }
     const Eigen::Vector3d& t = skeleton.joints_[i].rest.translation;
@@ -187,9 +213,9 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
       return absl::InvalidArgumentError(absl::StrCat(field, ".name is empty"));
     }
     if (!skeleton.chain_index_.emplace(d.name, c).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".name \"", d.name, "\" repeats chains[",
-          skeleton.chain_index_[d.name], "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".name \"", d.name, "\" repeats chains[",
+                       skeleton.chain_index_[d.name], "]"));
     }
     const int root = skeleton.FindJoint(d.root);
     if (root < 0) {
@@ -203,15 +229,15 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
     }
     Chain& chain = skeleton.chains_[c];
     if (!skeleton.PathBetween(root, tip, &chain.joints)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": root \"", d.root, "\" is not an ancestor of tip \"", d.tip,
-          "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": root \"", d.root,
+                       "\" is not an ancestor of tip \"", d.tip, "\""));
     }
     const int max_chain = std::min(limits.max_chain_joints, kMaxChainJoints);
     if (static_cast<int>(chain.joints.size()) > max_chain) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, " \"", d.name, "\" has ", chain.joints.size(),
-          " joints; the limit is ", max_chain));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " \"", d.name, "\" has ", chain.joints.size(),
+                       " joints; the limit is ", max_chain));
     }
     chain.name = std::move(d.name);
   }

@@ -7,13 +7,14 @@
 #ifndef REACH_SOLVERS_SKELETON_H_
 #define REACH_SOLVERS_SKELETON_H_
 
+#include <cmath>
 #include <limits>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "solvers/transform.h"
 
@@ -94,11 +95,17 @@ struct Joint {
   // True when the joint constrains rotation beyond its type (a fixed joint,
   // a hinge, or a ball with a finite swing or twist bound).
   bool IsConstrained() const;
+  // True when the joint has a finite angle, twist or swing bound.
+  bool IsLimited() const {
+    return std::isfinite(min_angle_rad) || std::isfinite(max_angle_rad) ||
+           std::isfinite(max_swing_rad);
+  }
 };
 
 struct Chain {
   std::string name;
-  std::vector<int> joints;  // Root first, tip last; each the parent of the next.
+  std::vector<int>
+      joints;  // Root first, tip last; each the parent of the next.
 };
 
 class Skeleton {
@@ -131,14 +138,31 @@ class Skeleton {
   absl::flat_hash_map<std::string, int> chain_index_;
 };
 
-// Checks that `q` is finite and within 1e-5 of unit length; on success writes
-// the normalised quaternion. `field` names it in the error.
+// Names a field in an error message, e.g. "goals[2].target". Formatted only
+// when an error is reported, so validating a valid request allocates
+// nothing.
+struct FieldName {
+  absl::string_view list;  // "joints", "goals", "pose.local".
+  int index;
+  absl::string_view field;  // "rest.rotation", "options.tolerance".
+  std::string ToString() const;
+};
+
+// Checks that `q` is finite and within 1e-5 of unit length.
 absl::Status ValidateUnitQuaternion(const Eigen::Quaterniond& q,
-                                    absl::string_view field,
-                                    Eigen::Quaterniond* normalized);
+                                    const FieldName& field);
+
+// Rescales a quaternion that passed ValidateUnitQuaternion to unit length
+// (a no-op, without a square root, when it already is to 1e-15).
+void NormalizeRotation(Eigen::Quaterniond* q);
 
 // Checks that every component of `v` is finite.
-absl::Status ValidateFinite(const Eigen::Vector3d& v, absl::string_view field);
+absl::Status ValidateFinite(const Eigen::Vector3d& v, const FieldName& field);
+
+// Checks lo <= value <= hi (value < hi when hi_open) and that value is
+// finite.
+absl::Status ValidateRange(double value, const FieldName& field, double lo,
+                           double hi, bool hi_open = false);
 
 }  // namespace reach
 

@@ -14,17 +14,6 @@ std::string GoalField(int i, absl::string_view field) {
   return absl::StrCat("goals[", i, "].", field);
 }
 
-absl::Status CheckRange(double value, absl::string_view field, double lo,
-                        double hi, bool hi_open = false) {
-  if (!std::isfinite(value) || value < lo || value > hi ||
-      (hi_open && value == hi)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " = ", value, " is outside [", lo, ", ", hi,
-        hi_open ? ")" : "]"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ValidateOptions(int i, const SolveOptions& o,
                              const SolveLimits& limits) {
   if (o.max_iterations < 0 || o.max_iterations > limits.max_iterations) {
@@ -33,35 +22,39 @@ absl::Status ValidateOptions(int i, const SolveOptions& o,
         " is outside [0, ", limits.max_iterations, "]"));
   }
   constexpr double kHuge = 1e300;
-  if (auto s = CheckRange(o.tolerance, GoalField(i, "options.tolerance"), 0.0,
-                          kHuge);
+  if (auto s = ValidateRange(
+          o.tolerance, FieldName{"goals", i, "options.tolerance"}, 0.0, kHuge);
       !s.ok()) {
     return s;
   }
-  if (auto s = CheckRange(o.orientation_tolerance_rad,
-                          GoalField(i, "options.orientation_tolerance_rad"),
-                          0.0, M_PI);
+  if (auto s = ValidateRange(
+          o.orientation_tolerance_rad,
+          FieldName{"goals", i, "options.orientation_tolerance_rad"}, 0.0,
+          M_PI);
       !s.ok()) {
     return s;
   }
-  if (auto s = CheckRange(o.damping, GoalField(i, "options.damping"), 0.0,
-                          1e3);
+  if (auto s = ValidateRange(
+          o.damping, FieldName{"goals", i, "options.damping"}, 0.0, 1e3);
       !s.ok()) {
     return s;
   }
-  if (auto s = CheckRange(o.max_step_rad, GoalField(i, "options.max_step_rad"),
-                          0.0, M_PI);
+  if (auto s = ValidateRange(o.max_step_rad,
+                             FieldName{"goals", i, "options.max_step_rad"}, 0.0,
+                             M_PI);
       !s.ok()) {
     return s;
   }
-  if (auto s = CheckRange(o.soft, GoalField(i, "options.soft"), 0.0, 1.0,
-                          /*hi_open=*/true);
+  if (auto s =
+          ValidateRange(o.soft, FieldName{"goals", i, "options.soft"}, 0.0, 1.0,
+                        /*hi_open=*/true);
       !s.ok()) {
     return s;
   }
   if (o.max_stretch != 0.0) {
-    if (auto s = CheckRange(o.max_stretch, GoalField(i, "options.max_stretch"),
-                            1.0, 10.0);
+    if (auto s = ValidateRange(o.max_stretch,
+                               FieldName{"goals", i, "options.max_stretch"},
+                               1.0, 10.0);
         !s.ok()) {
       return s;
     }
@@ -136,16 +129,16 @@ int DefaultMaxIterations(SolverKind kind) {
 // line: every update (FABRIK's reaching, CCD's turns, J^T e) is zero by
 // symmetry. Bends the first movable inner joint by kKick radians, towards
 // the pole when there is one, before such a solve.
-void BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
+bool BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
                    const Goal& goal, absl::Span<const Transform> globals,
                    Pose* pose) {
   constexpr double kKick = 0.2;
   const int n = static_cast<int>(chain.size());
-  if (n < 3) return;
+  if (n < 3) return false;
   const Eigen::Vector3d base = globals[chain[0]].translation;
   const Eigen::Vector3d line = globals[chain[n - 1]].translation - base;
   const double length = line.norm();
-  if (length < 1e-12) return;
+  if (length < 1e-12) return false;
   const Eigen::Vector3d u = line / length;
   auto off_line = [&](const Eigen::Vector3d& p) {
     const Eigen::Vector3d d = p - base;
@@ -153,9 +146,9 @@ void BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
   };
   const double eps = 1e-9 * length;
   for (int k = 1; k < n; ++k) {
-    if (off_line(globals[chain[k]].translation) > eps) return;
+    if (off_line(globals[chain[k]].translation) > eps) return false;
   }
-  if (off_line(goal.target) > eps) return;
+  if (off_line(goal.target) > eps) return false;
   Eigen::Vector3d side = u.unitOrthogonal();
   if (goal.pole && off_line(*goal.pole) > eps) {
     const Eigen::Vector3d d = *goal.pole - base;
@@ -169,18 +162,19 @@ void BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
       const double bent = ConstrainHingeAngle(joint, angle + kKick);
       const double other = ConstrainHingeAngle(joint, angle - kKick);
       local = HingeRotation(joint, bent != angle ? bent : other);
-      return;
+      return true;
     }
     if (joint.type == JointType::kBall) {
       // A turn about u x side (model space) swings the bones below towards
       // `side`; expressed in the joint's frame it multiplies on the right.
       const Eigen::Vector3d axis = u.cross(side);
       const Eigen::Quaterniond& g = globals[chain[k]].rotation;
-      local = ConstrainRotation(
-          joint, local * AxisAngle(g.conjugate() * axis, kKick));
-      return;
+      local = ConstrainRotation(joint,
+                                local * AxisAngle(g.conjugate() * axis, kKick));
+      return true;
     }
   }
+  return false;
 }
 
 }  // namespace
@@ -225,9 +219,9 @@ absl::Status ValidateGoals(const Skeleton& skeleton,
                            absl::Span<const Goal> goals,
                            const SolveLimits& limits) {
   if (static_cast<int>(goals.size()) > limits.max_goals) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "goals has ", goals.size(), " entries; the limit is ",
-        limits.max_goals));
+    return absl::InvalidArgumentError(absl::StrCat("goals has ", goals.size(),
+                                                   " entries; the limit is ",
+                                                   limits.max_goals));
   }
   for (int i = 0; i < static_cast<int>(goals.size()); ++i) {
     const Goal& goal = goals[i];
@@ -244,24 +238,26 @@ absl::Status ValidateGoals(const Skeleton& skeleton,
           " = two_bone needs a chain of 3 joints (2 bones); this chain has ",
           *length));
     }
-    if (auto s = ValidateFinite(goal.target, GoalField(i, "target")); !s.ok()) {
+    if (auto s = ValidateFinite(goal.target, FieldName{"goals", i, "target"});
+        !s.ok()) {
       return s;
     }
     if (goal.target_orientation) {
-      Eigen::Quaterniond unused;
-      if (auto s = ValidateUnitQuaternion(*goal.target_orientation,
-                                          GoalField(i, "target_orientation"),
-                                          &unused);
+      if (auto s = ValidateUnitQuaternion(
+              *goal.target_orientation,
+              FieldName{"goals", i, "target_orientation"});
           !s.ok()) {
         return s;
       }
     }
     if (goal.pole) {
-      if (auto s = ValidateFinite(*goal.pole, GoalField(i, "pole")); !s.ok()) {
+      if (auto s = ValidateFinite(*goal.pole, FieldName{"goals", i, "pole"});
+          !s.ok()) {
         return s;
       }
     }
-    if (auto s = CheckRange(goal.weight, GoalField(i, "weight"), 0.0, 1.0);
+    if (auto s = ValidateRange(goal.weight, FieldName{"goals", i, "weight"},
+                               0.0, 1.0);
         !s.ok()) {
       return s;
     }
@@ -290,20 +286,21 @@ SolverKind ResolveSolver(const Skeleton& skeleton, absl::Span<const int> chain,
 absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                    Workspace& ws, Pose* pose, absl::Span<GoalResult> results,
                    const SolveLimits& limits) {
-  if (auto s = ValidatePose(skeleton, pose); !s.ok()) return s;
+  if (auto s = ValidatePose(skeleton, *pose); !s.ok()) return s;
   if (auto s = ValidateGoals(skeleton, goals, limits); !s.ok()) return s;
   if (results.size() < goals.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "results holds ", results.size(), " entries for ", goals.size(),
-        " goals"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("results holds ", results.size(), " entries for ",
+                     goals.size(), " goals"));
   }
+  NormalizePose(pose);
   ws.Reserve(skeleton.num_joints());
   ComputeGlobals(skeleton, *pose, absl::MakeSpan(ws.globals));
 
   for (size_t i = 0; i < goals.size(); ++i) {
     // A copy with the orientation normalised (validation allows 1e-5).
     Goal goal = goals[i];
-    if (goal.target_orientation) goal.target_orientation->normalize();
+    if (goal.target_orientation) NormalizeRotation(&*goal.target_orientation);
 
     absl::Span<const int> chain;
     if (goal.chain >= 0) {
@@ -340,9 +337,11 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
     for (int k = 0; k < n; ++k) {
       ws.start_rotations[k] = pose->local[chain[k]].rotation;
     }
-    if (kind != SolverKind::kTwoBone) {
-      BreakSymmetry(skeleton, chain, goal, ws.globals, pose);
+    if (kind != SolverKind::kTwoBone &&
+        BreakSymmetry(skeleton, chain, goal, ws.globals, pose)) {
+      UpdateGlobalsFrom(skeleton, *pose, chain[0], absl::MakeSpan(ws.globals));
     }
+    for (int k = 0; k < n; ++k) ws.chain_globals[k] = ws.globals[chain[k]];
     GoalResult& result = results[i];
     result = GoalResult();
     result.solver = kind;

@@ -7,21 +7,24 @@ namespace reach {
 Eigen::Quaterniond SmallestRotation(const Eigen::Vector3d& from,
                                     const Eigen::Vector3d& to,
                                     double min_length) {
-  const double from_len = from.norm();
-  const double to_len = to.norm();
-  if (!(from_len > min_length) || !(to_len > min_length)) {
+  const double from_sq = from.squaredNorm();
+  const double to_sq = to.squaredNorm();
+  const double min_sq = min_length * min_length;
+  if (!(from_sq > min_sq) || !(to_sq > min_sq)) {
     return Eigen::Quaterniond::Identity();
   }
-  const Eigen::Vector3d a = from / from_len;
-  const Eigen::Vector3d b = to / to_len;
+  // Half-angle form: for unit a and b, q = (1 + a.b, a x b) normalised is
+  // the rotation by the angle between them about a x b. The two lengths are
+  // independent (they overlap in the pipeline), and unit vectors keep
+  // products in range for any finite input.
+  const Eigen::Vector3d a = from * (1.0 / std::sqrt(from_sq));
+  const Eigen::Vector3d b = to * (1.0 / std::sqrt(to_sq));
   const double d = a.dot(b);
   if (d < -1.0 + 1e-12) {
-    // Opposite directions: a half turn about any axis perpendicular to `a`.
+    // Opposite directions: a half turn about any axis perpendicular to them.
     const Eigen::Vector3d axis = a.unitOrthogonal();
     return Eigen::Quaterniond(0.0, axis.x(), axis.y(), axis.z());
   }
-  // Half-angle form: q = (1 + a.b, a x b) normalised is the rotation by the
-  // angle between a and b about a x b (no trigonometry needed).
   const Eigen::Vector3d c = a.cross(b);
   Eigen::Quaterniond q(1.0 + d, c.x(), c.y(), c.z());
   q.normalize();
@@ -62,8 +65,8 @@ double SwingTwist(const Eigen::Quaterniond& q, const Eigen::Vector3d& axis,
     *swing = q;
     return 0.0;
   }
-  const Eigen::Quaterniond twist(q.w() / n, axis.x() * p / n,
-                                 axis.y() * p / n, axis.z() * p / n);
+  const Eigen::Quaterniond twist(q.w() / n, axis.x() * p / n, axis.y() * p / n,
+                                 axis.z() * p / n);
   *swing = q * twist.conjugate();
   return 2.0 * std::atan2(p, q.w());
 }

@@ -7,10 +7,9 @@
 #ifndef REACH_SOLVERS_TRANSFORM_H_
 #define REACH_SOLVERS_TRANSFORM_H_
 
-#include <cmath>
-
 #include <Eigen/Core>
 #include <Eigen/Geometry>
+#include <cmath>
 
 namespace reach {
 
@@ -49,11 +48,13 @@ struct Transform {
   }
 };
 
-// Angle in [0, pi] of the rotation taking `a` to `b` (both unit).
+// Angle in [0, pi] of the rotation taking `a` to `b` (both unit). Uses atan2
+// of the relative rotation's parts: acos of the dot product would lose half
+// the digits near zero (a resolution of ~3e-8 rad).
 inline double AngleBetween(const Eigen::Quaterniond& a,
                            const Eigen::Quaterniond& b) {
-  const double d = std::abs(a.dot(b));
-  return 2.0 * std::acos(d > 1.0 ? 1.0 : d);
+  const Eigen::Quaterniond d = a.conjugate() * b;
+  return 2.0 * std::atan2(d.vec().norm(), std::abs(d.w()));
 }
 
 // Rotation about a unit axis by `angle_rad`.

@@ -14,9 +14,7 @@ using Eigen::Vector3d;
 constexpr double kTiny = 1e-12;
 
 // Component of v perpendicular to the unit vector u.
-Vector3d Perp(const Vector3d& v, const Vector3d& u) {
-  return v - v.dot(u) * u;
-}
+Vector3d Perp(const Vector3d& v, const Vector3d& u) { return v - v.dot(u) * u; }
 
 // Distance from the root A to the tip when the mid joint turns by theta about
 // the unit axis n through B. With ab = B - A and me = C - B split into parts
@@ -28,53 +26,96 @@ Vector3d Perp(const Vector3d& v, const Vector3d& u) {
 struct MidGeometry {
   double k = 0.0;
   double r = 0.0;
-  double theta0 = 0.0;
+  double cos0 = 1.0;  // cos(theta0)
+  double sin0 = 0.0;  // sin(theta0)
 
   MidGeometry(const Vector3d& ab, const Vector3d& me, const Vector3d& n) {
     const Vector3d me_par = me.dot(n) * n;
     const Vector3d me_perp = me - me_par;
     const double a = ab.dot(me_perp);
     const double b = ab.dot(n.cross(me_perp));
-    r = std::hypot(a, b);
-    theta0 = std::atan2(b, a);
+    r = std::sqrt(a * a + b * b);
+    if (r > 0.0) {
+      cos0 = a / r;
+      sin0 = b / r;
+    }
     k = ab.squaredNorm() + me.squaredNorm() + 2.0 * ab.dot(me_par);
   }
+  double theta0() const { return std::atan2(sin0, cos0); }
   double DistanceAt(double theta) const {
-    return std::sqrt(std::max(0.0, k + 2.0 * r * std::cos(theta - theta0)));
+    return std::sqrt(std::max(0.0, k + 2.0 * r * std::cos(theta - theta0())));
+  }
+  // cos(theta - theta0) that makes the distance `distance`, clamped to what
+  // the chain can span.
+  double CosSpread(double distance) const {
+    return std::clamp((distance * distance - k) / (2.0 * r), -1.0, 1.0);
   }
 };
 
+// Unit quaternion for the rotation about the unit `axis` whose angle has
+// cosine c and sine s, by the half-angle formulas (no trigonometry).
+Quaterniond FromCosSin(const Vector3d& axis, double c, double s) {
+  const double w = std::sqrt(std::max(0.0, 0.5 * (1.0 + c)));
+  const double v = std::copysign(std::sqrt(std::max(0.0, 0.5 * (1.0 - c))), s);
+  return Quaterniond(w, v * axis.x(), v * axis.y(), v * axis.z());
+}
+
+// The rotation about the unit `axis` taking direction a to direction b
+// (both across the axis, non-zero).
+Quaterniond RotationAbout(const Vector3d& axis, const Vector3d& a,
+                          const Vector3d& b) {
+  const double c = a.dot(b);
+  const double s = axis.dot(a.cross(b));
+  const double n = std::sqrt(c * c + s * s);
+  return FromCosSin(axis, c / n, s / n);
+}
+
+// The mid joint's turn, as cosine and sine, among the two law-of-cosines
+// solutions theta0 +- acos(c): the smaller turn from the start pose (ties go
+// to theta0 + spread, which for a straight chain bends towards line x n).
+// Angle-sum formulas keep it free of trigonometry.
+void ChooseFreeTurn(const MidGeometry& geo, double distance, double* cos_turn,
+                    double* sin_turn) {
+  const double c = geo.CosSpread(distance);
+  const double s = std::sqrt(std::max(0.0, 1.0 - c * c));
+  const double cos_plus = geo.cos0 * c - geo.sin0 * s;
+  const double cos_minus = geo.cos0 * c + geo.sin0 * s;
+  if (cos_minus > cos_plus + 1e-12) {
+    *cos_turn = cos_minus;
+    *sin_turn = geo.sin0 * c - geo.cos0 * s;
+  } else {
+    *cos_turn = cos_plus;
+    *sin_turn = geo.sin0 * c + geo.cos0 * s;
+  }
+}
+
 double WrapPi(double a) { return std::remainder(a, 2.0 * M_PI); }
 
-// Picks the mid joint's turn among the two law-of-cosines solutions:
-// the smaller turn from the start pose (ties go to the positive one, which
-// bends towards axis-side u x n); for a hinge, solutions inside its range
-// first, else the clamped angle that lands closest to `distance`.
-// `hinge_angle` is the hinge's current angle (ignored for a ball joint).
-double ChooseMidTurn(const Joint& mid, double hinge_angle,
-                     const MidGeometry& geo, double distance) {
-  const double c = std::clamp(
-      (distance * distance - geo.k) / (2.0 * geo.r), -1.0, 1.0);
-  const double spread = std::acos(c);
-  double turns[2] = {WrapPi(geo.theta0 + spread), WrapPi(geo.theta0 - spread)};
+// A limited hinge's turn: among the two solutions, those inside its range
+// first (the smaller turn on a tie), else the clamped angle that lands
+// closest to `distance`. Returns the new hinge angle.
+double ChooseHingeAngle(const Joint& mid, double hinge_angle,
+                        const MidGeometry& geo, double distance) {
+  const double spread = std::acos(geo.CosSpread(distance));
+  const double theta0 = geo.theta0();
+  double turns[2] = {WrapPi(theta0 + spread), WrapPi(theta0 - spread)};
   if (std::abs(turns[1]) < std::abs(turns[0]) - 1e-9) {
     std::swap(turns[0], turns[1]);
   }
-  if (mid.type != JointType::kHinge) return turns[0];
-  double best_turn = 0.0;
+  double best_angle = hinge_angle;
   double best_error = kInf;
   for (double turn : turns) {
     const double angle = ConstrainHingeAngle(mid, hinge_angle + turn);
-    // Hinge angles may lie in (-2pi, 2pi]; the turn is the difference modulo
-    // 2pi, which is what the geometry sees.
-    const double actual_turn = WrapPi(angle - hinge_angle);
-    const double error = std::abs(geo.DistanceAt(actual_turn) - distance);
+    // Hinge angles may lie in (-2pi, 2pi]; the geometry sees the turn modulo
+    // 2pi.
+    const double error =
+        std::abs(geo.DistanceAt(WrapPi(angle - hinge_angle)) - distance);
     if (error < best_error - 1e-12) {
       best_error = error;
-      best_turn = angle - hinge_angle;
+      best_angle = angle;
     }
   }
-  return best_turn;
+  return best_angle;
 }
 
 }  // namespace
@@ -87,7 +128,6 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const int ic = problem.joints[2];
   const Joint& mid = skeleton.joint(ib);
   const Joint& tip = skeleton.joint(ic);
-  ComputeChainGlobals(problem, pose, ws);
   Transform* g = ws.chain_globals.data();
 
   const Vector3d a = g[0].translation;
@@ -118,8 +158,8 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
     const double ease_start = (1.0 - soft) * length;
     const double ease_span = soft * length;
     if (d > ease_start) {
-      distance =
-          ease_start + ease_span * (1.0 - std::exp(-(d - ease_start) / ease_span));
+      distance = ease_start +
+                 ease_span * (1.0 - std::exp(-(d - ease_start) / ease_span));
     }
   }
   if (stretch) {
@@ -127,7 +167,8 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
     // up to max_stretch.
     double s = 1.0;
     if (soft > 0.0) {
-      if (distance > kTiny && d > distance) s = std::min(d / distance, max_stretch);
+      if (distance > kTiny && d > distance)
+        s = std::min(d / distance, max_stretch);
       distance *= s;
     } else if (length > kTiny && d > length) {
       s = std::min(d / length, max_stretch);
@@ -177,15 +218,21 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   if (bend_axis.norm() > 0.5) {
     const MidGeometry geo(ab, me, bend_axis);
     if (geo.r > kTiny * std::max(1.0, length * length)) {
-      if (mid.type == JointType::kHinge) {
-        const double angle = HingeAngle(mid, pose.local[ib].rotation);
-        const double turn = ChooseMidTurn(mid, angle, geo, distance);
-        pose.local[ib].rotation = HingeRotation(mid, angle + turn);
+      Quaterniond& local = pose.local[ib].rotation;
+      if (mid.type == JointType::kHinge && mid.IsLimited()) {
+        local = HingeRotation(
+            mid, ChooseHingeAngle(mid, HingeAngle(mid, local), geo, distance));
       } else {
-        const double turn = ChooseMidTurn(mid, 0.0, geo, distance);
-        const Vector3d local_axis = g[1].rotation.conjugate() * bend_axis;
-        pose.local[ib].rotation = ConstrainRotation(
-            mid, pose.local[ib].rotation * AxisAngle(local_axis, turn));
+        // Turning about the bend axis through the mid joint: in the joint's
+        // own frame the axis is the hinge axis, or the model-space bend
+        // axis brought into the frame.
+        double cos_turn, sin_turn;
+        ChooseFreeTurn(geo, distance, &cos_turn, &sin_turn);
+        const Vector3d local_axis = mid.type == JointType::kHinge
+                                        ? mid.axis
+                                        : g[1].rotation.conjugate() * bend_axis;
+        local = ConstrainRotation(
+            mid, local * FromCosSin(local_axis, cos_turn, sin_turn));
       }
       g[1] = g[0] * pose.local[ib];
       g[2] = g[1] * pose.local[ic];
@@ -194,9 +241,9 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
 
   // 2. Turn the root by the smallest rotation that points the tip at the
   // target (keeps the start pose's twist).
-  const Quaterniond aim = d > kTiny ? SmallestRotation(g[2].translation - a,
-                                                       to_target)
-                                    : Quaterniond::Identity();
+  const Quaterniond aim =
+      d > kTiny ? SmallestRotation(g[2].translation - a, to_target)
+                : Quaterniond::Identity();
 
   // 3. Twist about the root-target line so the mid joint faces the pole.
   Quaterniond twist = Quaterniond::Identity();
@@ -209,14 +256,11 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
         // Straight chain: the side a positive bend would take.
         const double side =
             mid.type == JointType::kHinge && mid.max_angle_rad <= 0.0 ? -1.0
-                                                                       : 1.0;
+                                                                      : 1.0;
         mid_dir = side * Perp(line.cross(aim * bend_axis), line);
       }
-      if (mid_dir.norm() > kTiny) {
-        const double angle = std::atan2(line.dot(mid_dir.cross(pole_dir)),
-                                        mid_dir.dot(pole_dir));
-        twist = AxisAngle(line, angle);
-      }
+      if (mid_dir.norm() > kTiny)
+        twist = RotationAbout(line, mid_dir, pole_dir);
     }
   }
 

@@ -1,0 +1,199 @@
+// Nanoseconds per solve and iterations, per solver, on:
+// - a two-bone limb (the leg of tests/testing/models.h);
+// - a 10-joint chain with reachable and unreachable targets, tolerance 1e-3
+//   of the chain's length (the setup of Aristidou & Lasenby 2011, FABRIK);
+// - the 7-DOF Panda arm with joint limits and 6-D pose targets, one attempt
+//   from the mid-limit seed (bench/ik_peer_bench.cc runs the full TRAC-IK
+//   protocol with restarts beside KDL).
+//
+// Each solve goes through reach::Solve (validation, forward kinematics,
+// solve, measured result) from the same start pose; resetting the start
+// pose (a copy of a few transforms) is inside the timed loop. Targets cycle
+// through 1024 precomputed ones (fixed seeds). Counters: `iterations` is
+// the mean per solve, `solved` the fraction reached.
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "solvers/limits.h"
+#include "solvers/solve.h"
+#include "tests/testing/models.h"
+
+namespace reach {
+namespace {
+
+using ::reach::testing::GlobalOf;
+using ::reach::testing::Rng;
+
+constexpr int kTargets = 1024;
+
+struct Scenario {
+  Skeleton skeleton;
+  Pose start;
+  std::vector<Goal> goals;
+};
+
+Skeleton MustCreate(SkeletonDef def) {
+  auto s = Skeleton::Create(std::move(def));
+  if (!s.ok()) std::abort();
+  return std::move(*s);
+}
+
+void RunScenario(benchmark::State& state, const Scenario& scenario) {
+  Workspace ws;
+  Pose pose = scenario.start;
+  GoalResult result;
+  int64_t iterations = 0;
+  int64_t solved = 0;
+  size_t i = 0;
+  for (auto _ : state) {
+    pose.local = scenario.start.local;  // Same size: no allocation.
+    const Goal& goal = scenario.goals[i];
+    i = (i + 1) % scenario.goals.size();
+    const absl::Status status =
+        Solve(scenario.skeleton, absl::MakeConstSpan(&goal, 1), ws, &pose,
+              absl::MakeSpan(&result, 1));
+    if (!status.ok()) state.SkipWithError(status.ToString().c_str());
+    benchmark::DoNotOptimize(pose.local.data());
+    iterations += result.iterations;
+    solved += result.reached;
+  }
+  state.counters["iterations"] = benchmark::Counter(
+      static_cast<double>(iterations), benchmark::Counter::kAvgIterations);
+  state.counters["solved"] = benchmark::Counter(
+      static_cast<double>(solved), benchmark::Counter::kAvgIterations);
+}
+
+const Scenario& TwoBoneLimb() {
+  static const Scenario* scenario = [] {
+    auto* s = new Scenario{MustCreate(testing::TwoBoneLegDef()), {}, {}};
+    s->start = RestPose(s->skeleton);
+    Rng rng(1);
+    const int ankle = s->skeleton.FindJoint("ankle");
+    for (int t = 0; t < kTargets; ++t) {
+      Goal goal;
+      goal.chain = 0;
+      goal.solver = SolverKind::kTwoBone;
+      goal.target =
+          GlobalOf(s->skeleton, testing::RandomPose(s->skeleton, rng, 2.0), ankle)
+              .translation;
+      goal.pole = goal.target + Eigen::Vector3d(0, 0, 1);
+      s->goals.push_back(goal);
+    }
+    return s;
+  }();
+  return *scenario;
+}
+
+// 10 joints (9 bones), bone lengths in [0.5, 1.5], a gently curved rest.
+const Scenario& TenJointChain(bool reachable) {
+  static const Scenario* scenarios[2] = {nullptr, nullptr};
+  const Scenario*& slot = scenarios[reachable];
+  if (slot) return *slot;
+  Rng rng(10);
+  testing::RandomChainOptions options;
+  options.joints = 10;
+  options.min_bone = 0.5;
+  options.max_bone = 1.5;
+  options.rest_bend_rad = 0.3;
+  options.with_base = false;
+  auto* s = new Scenario{MustCreate(testing::RandomChainDef(rng, options)), {}, {}};
+  s->start = RestPose(s->skeleton);
+  const int tip = s->skeleton.chain(0).joints.back();
+  double length = 0.0;
+  for (double l : testing::BoneLengths(s->skeleton, s->start)) length += l;
+  const Eigen::Vector3d root = GlobalOf(s->skeleton, s->start, 0).translation;
+  for (int t = 0; t < kTargets; ++t) {
+    Goal goal;
+    goal.chain = 0;
+    goal.options.tolerance = 1e-3 * length;
+    if (reachable) {
+      goal.target =
+          GlobalOf(s->skeleton, testing::RandomPose(s->skeleton, rng, 1.0), tip)
+              .translation;
+    } else {
+      const Eigen::Vector3d dir =
+          testing::RandomRotation(rng) * Eigen::Vector3d::UnitX();
+      goal.target = root + std::uniform_real_distribution<double>(1.2, 2.0)(rng) *
+                               length * dir;
+    }
+    s->goals.push_back(goal);
+  }
+  slot = s;
+  return *s;
+}
+
+const Scenario& PandaPose() {
+  static const Scenario* scenario = [] {
+    auto* s = new Scenario{MustCreate(testing::PandaDef()), {}, {}};
+    s->start = RestPose(s->skeleton);
+    const std::vector<int> joints = testing::PandaJointIndices(s->skeleton);
+    for (int i = 0; i < 7; ++i) {
+      const auto& range = testing::PandaLimits()[i];
+      s->start.local[joints[i]].rotation = HingeRotation(
+          s->skeleton.joint(joints[i]), 0.5 * (range.lo + range.hi));
+    }
+    Rng rng(7);
+    const int flange = s->skeleton.FindJoint("panda_flange");
+    for (int t = 0; t < kTargets; ++t) {
+      const Transform want =
+          GlobalOf(s->skeleton, testing::RandomPose(s->skeleton, rng, 1.0), flange);
+      Goal goal;
+      goal.chain = 0;
+      goal.target = want.translation;
+      goal.target_orientation = want.rotation;
+      goal.options.tolerance = 1e-5;
+      goal.options.orientation_tolerance_rad = 1e-5;
+      s->goals.push_back(goal);
+    }
+    return s;
+  }();
+  return *scenario;
+}
+
+Scenario WithSolver(const Scenario& base, SolverKind kind) {
+  Scenario s{base.skeleton, base.start, base.goals};
+  for (Goal& g : s.goals) g.solver = kind;
+  return s;
+}
+
+void BM_TwoBone(benchmark::State& state) { RunScenario(state, TwoBoneLimb()); }
+BENCHMARK(BM_TwoBone);
+
+void BM_TenJointReachable(benchmark::State& state) {
+  RunScenario(state, WithSolver(TenJointChain(true),
+                                static_cast<SolverKind>(state.range(0))));
+  state.SetLabel(std::string(SolverName(static_cast<SolverKind>(state.range(0)))));
+}
+void BM_TenJointUnreachable(benchmark::State& state) {
+  RunScenario(state, WithSolver(TenJointChain(false),
+                                static_cast<SolverKind>(state.range(0))));
+  state.SetLabel(std::string(SolverName(static_cast<SolverKind>(state.range(0)))));
+}
+void BM_Panda6D(benchmark::State& state) {
+  RunScenario(state,
+              WithSolver(PandaPose(), static_cast<SolverKind>(state.range(0))));
+  state.SetLabel(std::string(SolverName(static_cast<SolverKind>(state.range(0)))));
+}
+
+void IterativeSolvers(benchmark::internal::Benchmark* b) {
+  for (SolverKind kind :
+       {SolverKind::kFabrik, SolverKind::kCcd, SolverKind::kJacobianTranspose,
+        SolverKind::kJacobianPinv, SolverKind::kJacobianDls,
+        SolverKind::kGradientDescent}) {
+    b->Arg(static_cast<int>(kind));
+  }
+}
+BENCHMARK(BM_TenJointReachable)->Apply(IterativeSolvers);
+BENCHMARK(BM_TenJointUnreachable)->Apply(IterativeSolvers);
+BENCHMARK(BM_Panda6D)
+    ->Arg(static_cast<int>(SolverKind::kJacobianDls))
+    ->Arg(static_cast<int>(SolverKind::kJacobianPinv))
+    ->Arg(static_cast<int>(SolverKind::kJacobianTranspose))
+    ->Arg(static_cast<int>(SolverKind::kGradientDescent));
+
+}  // namespace
+}  // namespace reach
+
+BENCHMARK_MAIN();
