@@ -21,16 +21,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <random>
-#include <string>
-#include <vector>
-
 #include <kdl/chainfksolverpos_recursive.hpp>
 #include <kdl/chainiksolverpos_lma.hpp>
 #include <kdl/chainiksolverpos_nr_jl.hpp>
 #include <kdl/chainiksolvervel_pinv.hpp>
 #include <kdl/frames.hpp>
 #include <kdl/jntarray.hpp>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "solvers/limits.h"
 #include "solvers/solve.h"
@@ -131,7 +130,8 @@ Outcome Run(const Method& method, const std::vector<KDL::Frame>& targets,
   out.micros.reserve(targets.size());
   const Joints mid = MidLimits();
   Joints q(kDof);
-  const auto budget = std::chrono::duration<double, std::milli>(config.budget_ms);
+  const auto budget =
+      std::chrono::duration<double, std::milli>(config.budget_ms);
   for (const KDL::Frame& target : targets) {
     const Clock::time_point start = Clock::now();
     method.attempt(mid, target, &q);
@@ -172,9 +172,8 @@ class OurAttempt {
     goal_.target = Eigen::Vector3d(target.p.x(), target.p.y(), target.p.z());
     goal_.target_orientation = Eigen::Quaterniond(w, x, y, z).normalized();
     GoalResult result;
-    const absl::Status status =
-        Solve(skeleton_, absl::MakeConstSpan(&goal_, 1), ws_, &pose_,
-              absl::MakeSpan(&result, 1));
+    const absl::Status status = Solve(skeleton_, absl::MakeConstSpan(&goal_, 1),
+                                      ws_, &pose_, absl::MakeSpan(&result, 1));
     if (!status.ok()) {
       std::fprintf(stderr, "solve failed: %s\n", status.ToString().c_str());
       std::exit(1);
@@ -234,7 +233,10 @@ int Main(int argc, char** argv) {
   // TRAC-IK's KDL configuration: 100 Newton-Raphson iterations, eps 1e-5.
   KDL::ChainIkSolverPos_NR_JL nr_jl(chain, q_min, q_max, nr_fk, nr_vel, 100,
                                     kTolerance);
-  KDL::ChainIkSolverPos_LMA lma(chain, kTolerance);
+  // LMA weighs orientation by 0.01 by default, which stops it at ~1e-3 rad;
+  // equal weights let it meet the 1e-5 orientation tolerance.
+  Eigen::Matrix<double, 6, 1> lma_weights = Eigen::Matrix<double, 6, 1>::Ones();
+  KDL::ChainIkSolverPos_LMA lma(chain, lma_weights, kTolerance);
   auto kdl_attempt = [](KDL::ChainIkSolverPos& solver) {
     return [&solver](const Joints& seed, const KDL::Frame& target, Joints* q) {
       KDL::JntArray out(kDof);
@@ -266,8 +268,8 @@ int Main(int argc, char** argv) {
       "Panda 7-DOF, joint limits, 6-D targets: %d samples, tolerance %.0e, "
       "budget %.1f ms, seed %u\n\n",
       config.samples, kTolerance, config.budget_ms, config.seed);
-  std::printf("%-32s %10s %12s %12s %12s\n", "solver", "solve rate",
-              "mean us", "median us", "p99 us");
+  std::printf("%-32s %10s %12s %12s %12s\n", "solver", "solve rate", "mean us",
+              "median us", "p99 us");
   for (const Method& method : methods) {
     Outcome outcome = Run(method, targets, chain, config);
     std::vector<double> sorted = outcome.micros;

@@ -11,10 +11,10 @@
 // pose (a copy of a few transforms) is inside the timed loop. Targets cycle
 // through 1024 precomputed ones (fixed seeds). Counters: `iterations` is
 // the mean per solve, `solved` the fraction reached.
+#include <benchmark/benchmark.h>
+
 #include <string>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 #include "solvers/limits.h"
 #include "solvers/solve.h"
@@ -75,9 +75,9 @@ const Scenario& TwoBoneLimb() {
       Goal goal;
       goal.chain = 0;
       goal.solver = SolverKind::kTwoBone;
-      goal.target =
-          GlobalOf(s->skeleton, testing::RandomPose(s->skeleton, rng, 2.0), ankle)
-              .translation;
+      goal.target = GlobalOf(s->skeleton,
+                             testing::RandomPose(s->skeleton, rng, 2.0), ankle)
+                        .translation;
       goal.pole = goal.target + Eigen::Vector3d(0, 0, 1);
       s->goals.push_back(goal);
     }
@@ -98,7 +98,8 @@ const Scenario& TenJointChain(bool reachable) {
   options.max_bone = 1.5;
   options.rest_bend_rad = 0.3;
   options.with_base = false;
-  auto* s = new Scenario{MustCreate(testing::RandomChainDef(rng, options)), {}, {}};
+  auto* s =
+      new Scenario{MustCreate(testing::RandomChainDef(rng, options)), {}, {}};
   s->start = RestPose(s->skeleton);
   const int tip = s->skeleton.chain(0).joints.back();
   double length = 0.0;
@@ -115,8 +116,9 @@ const Scenario& TenJointChain(bool reachable) {
     } else {
       const Eigen::Vector3d dir =
           testing::RandomRotation(rng) * Eigen::Vector3d::UnitX();
-      goal.target = root + std::uniform_real_distribution<double>(1.2, 2.0)(rng) *
-                               length * dir;
+      goal.target =
+          root +
+          std::uniform_real_distribution<double>(1.2, 2.0)(rng) * length * dir;
     }
     s->goals.push_back(goal);
   }
@@ -137,8 +139,8 @@ const Scenario& PandaPose() {
     Rng rng(7);
     const int flange = s->skeleton.FindJoint("panda_flange");
     for (int t = 0; t < kTargets; ++t) {
-      const Transform want =
-          GlobalOf(s->skeleton, testing::RandomPose(s->skeleton, rng, 1.0), flange);
+      const Transform want = GlobalOf(
+          s->skeleton, testing::RandomPose(s->skeleton, rng, 1.0), flange);
       Goal goal;
       goal.chain = 0;
       goal.target = want.translation;
@@ -164,17 +166,20 @@ BENCHMARK(BM_TwoBone);
 void BM_TenJointReachable(benchmark::State& state) {
   RunScenario(state, WithSolver(TenJointChain(true),
                                 static_cast<SolverKind>(state.range(0))));
-  state.SetLabel(std::string(SolverName(static_cast<SolverKind>(state.range(0)))));
+  state.SetLabel(
+      std::string(SolverName(static_cast<SolverKind>(state.range(0)))));
 }
 void BM_TenJointUnreachable(benchmark::State& state) {
   RunScenario(state, WithSolver(TenJointChain(false),
                                 static_cast<SolverKind>(state.range(0))));
-  state.SetLabel(std::string(SolverName(static_cast<SolverKind>(state.range(0)))));
+  state.SetLabel(
+      std::string(SolverName(static_cast<SolverKind>(state.range(0)))));
 }
 void BM_Panda6D(benchmark::State& state) {
   RunScenario(state,
               WithSolver(PandaPose(), static_cast<SolverKind>(state.range(0))));
-  state.SetLabel(std::string(SolverName(static_cast<SolverKind>(state.range(0)))));
+  state.SetLabel(
+      std::string(SolverName(static_cast<SolverKind>(state.range(0)))));
 }
 
 void IterativeSolvers(benchmark::internal::Benchmark* b) {

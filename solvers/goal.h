@@ -79,13 +79,16 @@ struct Goal {
 };
 
 // Outcome of one goal. Errors are measured by forward kinematics of the
-// returned pose, whatever the solver believed.
+// returned pose (after every goal of the solve), whatever the solver
+// believed.
 struct GoalResult {
   bool reached = false;                   // Within both tolerances.
   double position_error = 0.0;            // |tip - target|, model units.
   double orientation_error_rad = 0.0;     // 0 without a target orientation.
   int iterations = 0;                     // 1 for the analytic solver.
   SolverKind solver = SolverKind::kAuto;  // The solver that ran.
+  double tolerance = 0.0;  // Position tolerance applied (default resolved).
+  double orientation_tolerance_rad = 0.0;  // Likewise for orientation.
 };
 
 }  // namespace reach

@@ -12,13 +12,21 @@ double CircleDistance(double a, double b) {
   return std::abs(std::remainder(a - b, kTwoPi));
 }
 
+// The bound of [lo, hi] nearest to `angle` on the circle; an infinite bound
+// is never nearest (the other one is finite, or `angle` would be inside).
+double NearestBound(double angle, double lo, double hi) {
+  if (!std::isfinite(lo)) return hi;
+  if (!std::isfinite(hi)) return lo;
+  return CircleDistance(angle, lo) <= CircleDistance(angle, hi) ? lo : hi;
+}
+
 // Picks, among the 2pi-equivalents of `angle` in (-2pi, 2pi], one inside
 // [lo, hi]; failing that, the bound nearest on the circle.
 double ConstrainHingeAngle(double angle, double lo, double hi) {
   for (double candidate : {angle, angle - kTwoPi, angle + kTwoPi}) {
     if (candidate >= lo && candidate <= hi) return candidate;
   }
-  return CircleDistance(angle, lo) <= CircleDistance(angle, hi) ? lo : hi;
+  return NearestBound(angle, lo, hi);
 }
 
 // Angle of a swing quaternion in [0, pi] and its unit axis.
@@ -73,7 +81,9 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
       Eigen::Quaterniond swing;
       const double twist = WrapPi(SwingTwist(delta, joint.axis, &swing));
       const double clamped_twist =
-          ClampAngle(twist, joint.min_angle_rad, joint.max_angle_rad);
+          twist >= joint.min_angle_rad && twist <= joint.max_angle_rad
+              ? twist
+              : NearestBound(twist, joint.min_angle_rad, joint.max_angle_rad);
       Eigen::Vector3d swing_axis;
       const double swing_angle = SwingAngle(swing, &swing_axis);
       const double clamped_swing =

@@ -17,12 +17,14 @@ std::string JointField(int i, absl::string_view field) {
   return absl::StrCat("joints[", i, "].", field);
 }
 
+// `unlimited` is the one infinity that means "no bound" for this field
+// (-inf for a minimum, +inf for a maximum); the other is an error.
 absl::Status ValidateAngle(double value, absl::string_view field, double lo,
-                           double hi, bool allow_inf) {
+                           double hi, double unlimited) {
   if (std::isnan(value)) {
     return absl::InvalidArgumentError(absl::StrCat(field, " is NaN"));
   }
-  if (std::isinf(value) && allow_inf) return absl::OkStatus();
+  if (value == unlimited) return absl::OkStatus();
   if (value < lo || value > hi) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " = ", value, " is outside [", lo, ", ", hi, "]"));
@@ -35,13 +37,12 @@ absl::Status ValidateJointLimits(int i, const JointDef& def) {
   const double range = hinge ? kTwoPi : M_PI;
   const std::string min_field = JointField(i, "min_angle_rad");
   const std::string max_field = JointField(i, "max_angle_rad");
-  if (auto s = ValidateAngle(def.min_angle_rad, min_field, -range, range,
-                             /*allow_inf=*/true);
+  if (auto s =
+          ValidateAngle(def.min_angle_rad, min_field, -range, range, -kInf);
       !s.ok()) {
     return s;
   }
-  if (auto s = ValidateAngle(def.max_angle_rad, max_field, -range, range,
-                             /*allow_inf=*/true);
+  if (auto s = ValidateAngle(def.max_angle_rad, max_field, -range, range, kInf);
       !s.ok()) {
     return s;
   }
@@ -51,7 +52,7 @@ absl::Status ValidateJointLimits(int i, const JointDef& def) {
                      max_field, " = ", def.max_angle_rad));
   }
   return ValidateAngle(def.max_swing_rad, JointField(i, "max_swing_rad"), 0.0,
-                       M_PI, /*allow_inf=*/true);
+                       M_PI, kInf);
 }
 
 }  // namespace
@@ -230,7 +231,7 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
     Chain& chain = skeleton.chains_[c];
     if (!skeleton.PathBetween(root, tip, &chain.joints)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": root \"", d.root,
+          absl::StrCat(field, ".root \"", d.root,
                        "\" is not an ancestor of tip \"", d.tip, "\""));
     }
     const int max_chain = std::min(limits.max_chain_joints, kMaxChainJoints);

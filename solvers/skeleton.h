@@ -49,7 +49,8 @@ struct JointDef {
   // Unit axis in the joint's own frame (the frame after `rest.rotation`).
   // Hinge: the rotation axis; required (non-zero), normalised on Create.
   // Ball: the twist axis of the limits; zero (the default) means "towards
-  // the first child's rest translation", +X for a leaf. Ignored for fixed.
+  // the first child with a non-zero rest translation", +X when there is
+  // none. Ignored for fixed.
   Eigen::Vector3d axis = Eigen::Vector3d::Zero();
   // Hinge: angle range in radians, within [-2pi, 2pi].
   // Ball: twist range about `axis` in radians, within [-pi, pi].

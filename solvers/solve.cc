@@ -89,7 +89,7 @@ absl::StatusOr<int> GoalChainLength(const Skeleton& skeleton, int i,
   const int length = PathLength(skeleton, goal.root_joint, goal.tip_joint);
   if (length < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "goals[", i, "]: root_joint ", goal.root_joint, " (\"",
+        GoalField(i, "root_joint"), " = ", goal.root_joint, " (\"",
         skeleton.joint(goal.root_joint).name,
         "\") is not a proper ancestor of tip_joint ", goal.tip_joint, " (\"",
         skeleton.joint(goal.tip_joint).name, "\")"));
@@ -207,12 +207,14 @@ int PathLength(const Skeleton& skeleton, int root, int tip) {
     return -1;
   }
   int length = 1;
-  for (int j = tip; j > root; j = skeleton.joint(j).parent) {
+  int j = tip;
+  for (; j > root; j = skeleton.joint(j).parent) {
     if (skeleton.joint(j).parent < 0) return -1;
     ++length;
   }
-  // Parents have smaller indices, so the walk stops at or before root.
-  return length;
+  // Parents have smaller indices, so the walk stops at or before root; it
+  // is a path only if it stops at root.
+  return j == root ? length : -1;
 }
 
 absl::Status ValidateGoals(const Skeleton& skeleton,
@@ -358,15 +360,27 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
       }
     }
 
+    result.tolerance = problem.tolerance;
+    result.orientation_tolerance_rad = problem.orientation_tolerance_rad;
     UpdateGlobalsFrom(skeleton, *pose, chain[0], absl::MakeSpan(ws.globals));
-    const Transform& tip = ws.globals[chain[n - 1]];
+  }
+
+  // Measure every goal on the returned pose (a later goal may have moved an
+  // earlier goal's chain).
+  for (size_t i = 0; i < goals.size(); ++i) {
+    const Goal& goal = goals[i];
+    GoalResult& result = results[i];
+    const int tip_joint = goal.chain >= 0
+                              ? skeleton.chain(goal.chain).joints.back()
+                              : goal.tip_joint;
+    const Transform& tip = ws.globals[tip_joint];
     result.position_error = (tip.translation - goal.target).norm();
-    result.reached = result.position_error <= problem.tolerance;
+    result.reached = result.position_error <= result.tolerance;
     if (goal.target_orientation) {
       result.orientation_error_rad =
-          AngleBetween(tip.rotation, *goal.target_orientation);
+          AngleBetween(tip.rotation, goal.target_orientation->normalized());
       result.reached = result.reached && result.orientation_error_rad <=
-                                             problem.orientation_tolerance_rad;
+                                             result.orientation_tolerance_rad;
     }
   }
   return absl::OkStatus();

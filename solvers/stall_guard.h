@@ -7,7 +7,8 @@ namespace reach {
 // Says whether an iterative solver should run another iteration: not when
 // the error is within tolerance, and not when the last `patience`
 // iterations together improved it by less than a thousandth of the
-// tolerance (the solver has stalled: a limit or an unreachable target).
+// tolerance or 1e-7 of the error itself (the solver has stalled: a limit,
+// or an unreachable target where the error levels off above zero).
 class StallGuard {
  public:
   explicit StallGuard(double tolerance, int patience = 4)
@@ -15,7 +16,9 @@ class StallGuard {
 
   bool KeepGoing(double error) {
     if (error <= tolerance_) return false;
-    if (error < best_ - 1e-3 * tolerance_) {
+    const double progress =
+        1e-3 * tolerance_ > 1e-7 * error ? 1e-3 * tolerance_ : 1e-7 * error;
+    if (error < best_ - progress) {
       best_ = error;
       stalled_ = 0;
       return true;

@@ -7,8 +7,22 @@ namespace reach {
 Eigen::Quaterniond SmallestRotation(const Eigen::Vector3d& from,
                                     const Eigen::Vector3d& to,
                                     double min_length) {
-  const double from_sq = from.squaredNorm();
-  const double to_sq = to.squaredNorm();
+  double from_sq = from.squaredNorm();
+  double to_sq = to.squaredNorm();
+  Eigen::Vector3d a = from;
+  Eigen::Vector3d b = to;
+  if (!std::isfinite(from_sq) || !std::isfinite(to_sq)) {
+    // Overflowing squares (|v| > ~1e154) or non-finite input: rescale by the
+    // largest component first; a non-finite vector has no direction.
+    if (!from.allFinite() || !to.allFinite()) {
+      return Eigen::Quaterniond::Identity();
+    }
+    a = from / from.cwiseAbs().maxCoeff();
+    b = to / to.cwiseAbs().maxCoeff();
+    from_sq = a.squaredNorm();
+    to_sq = b.squaredNorm();
+    min_length = 0.0;
+  }
   const double min_sq = min_length * min_length;
   if (!(from_sq > min_sq) || !(to_sq > min_sq)) {
     return Eigen::Quaterniond::Identity();
@@ -16,17 +30,18 @@ Eigen::Quaterniond SmallestRotation(const Eigen::Vector3d& from,
   // Half-angle form: for unit a and b, q = (1 + a.b, a x b) normalised is
   // the rotation by the angle between them about a x b. The two lengths are
   // independent (they overlap in the pipeline), and unit vectors keep
-  // products in range for any finite input.
-  const Eigen::Vector3d a = from * (1.0 / std::sqrt(from_sq));
-  const Eigen::Vector3d b = to * (1.0 / std::sqrt(to_sq));
-  const double d = a.dot(b);
-  if (d < -1.0 + 1e-12) {
-    // Opposite directions: a half turn about any axis perpendicular to them.
+  // products in range.
+  a *= 1.0 / std::sqrt(from_sq);
+  b *= 1.0 / std::sqrt(to_sq);
+  const Eigen::Vector3d c = a.cross(b);
+  Eigen::Quaterniond q(1.0 + a.dot(b), c.x(), c.y(), c.z());
+  // Nearly opposite vectors still give an accurate (1 + a.b, a x b): its
+  // cross part keeps the axis down to |a x b| ~ 1e-15. Only an exactly
+  // opposite pair leaves nothing: a half turn about any perpendicular axis.
+  if (q.squaredNorm() < 1e-30) {
     const Eigen::Vector3d axis = a.unitOrthogonal();
     return Eigen::Quaterniond(0.0, axis.x(), axis.y(), axis.z());
   }
-  const Eigen::Vector3d c = a.cross(b);
-  Eigen::Quaterniond q(1.0 + d, c.x(), c.y(), c.z());
   q.normalize();
   return q;
 }

@@ -1,9 +1,9 @@
 // Named degenerate cases for every iterative solver (FABRIK, CCD, the
 // Jacobian family, gradient descent), checked by forward kinematics.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "solvers/limits.h"
 #include "solvers/solve.h"
@@ -12,11 +12,11 @@
 namespace reach {
 namespace {
 
+using Eigen::Vector3d;
 using ::reach::testing::BoneLengths;
 using ::reach::testing::GlobalOf;
 using ::reach::testing::Rng;
 using ::reach::testing::SolveOne;
-using Eigen::Vector3d;
 
 // A straight chain of `bones` unit-length bones along +Y from the origin,
 // all ball joints, chain "chain" root..tip.
@@ -158,8 +158,8 @@ TEST_P(IterativeSolverTest, HingeLimitsHold) {
     const Vector3d target = Tip(testing::RandomPose(skeleton_, rng, 1.0));
     const auto solved = SolveFromRest(MakeGoal(target));
     for (int j : skeleton_.chain(0).joints) {
-      EXPECT_TRUE(WithinLimits(skeleton_.joint(j),
-                               solved.pose.local[j].rotation, 1e-9))
+      EXPECT_TRUE(
+          WithinLimits(skeleton_.joint(j), solved.pose.local[j].rotation, 1e-9))
           << "joint " << j << " trial " << t;
     }
     reached += solved.result.reached;
@@ -178,9 +178,8 @@ TEST_P(IterativeSolverTest, TargetOrientationReachedByTip) {
   Goal goal = MakeGoal(Tip(random));
   goal.target_orientation = GlobalOf(skeleton_, random, tip_).rotation;
   const auto solved = SolveFromRest(goal);
-  EXPECT_TRUE(solved.result.reached)
-      << solved.result.position_error << " "
-      << solved.result.orientation_error_rad;
+  EXPECT_TRUE(solved.result.reached) << solved.result.position_error << " "
+                                     << solved.result.orientation_error_rad;
   EXPECT_NEAR(AngleBetween(GlobalOf(skeleton_, solved.pose, tip_).rotation,
                            *goal.target_orientation),
               solved.result.orientation_error_rad, 1e-9);
@@ -189,9 +188,8 @@ TEST_P(IterativeSolverTest, TargetOrientationReachedByTip) {
 INSTANTIATE_TEST_SUITE_P(
     AllIterative, IterativeSolverTest,
     ::testing::Values(SolverKind::kFabrik, SolverKind::kCcd,
-                      SolverKind::kJacobianTranspose,
-                      SolverKind::kJacobianPinv, SolverKind::kJacobianDls,
-                      SolverKind::kGradientDescent),
+                      SolverKind::kJacobianTranspose, SolverKind::kJacobianPinv,
+                      SolverKind::kJacobianDls, SolverKind::kGradientDescent),
     [](const ::testing::TestParamInfo<SolverKind>& info) {
       return std::string(SolverName(info.param));
     });

@@ -1,1 +1,186 @@
+// Proves that solves allocate nothing once the workspace is warm: this
+// binary links the solver library built with EIGEN_RUNTIME_NO_MALLOC and
+// asserts on (any Eigen heap allocation aborts), and counts every
+// operator new (std containers, strings) while a solve runs.
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "solvers/limits.h"
+#include "solvers/solve.h"
+#include "tests/testing/models.h"
+
+#ifndef EIGEN_RUNTIME_NO_MALLOC
+#error "no_allocation_test must be built against reach_solvers_nomalloc"
+#endif
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (counting.load(std::memory_order_relaxed)) {
+    allocations.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace reach {
+namespace {
+
+using ::reach::testing::GlobalOf;
+using ::reach::testing::Rng;
+
+// Counts heap allocations (operator new and Eigen's) inside a scope.
+class AllocationGuard {
+ public:
+  AllocationGuard() {
+    allocations = 0;
+    Eigen::internal::set_is_malloc_allowed(false);
+    counting = true;
+  }
+  ~AllocationGuard() {
+    counting = false;
+    Eigen::internal::set_is_malloc_allowed(true);
+  }
+  long count() const { return allocations.load(); }
+};
+
+struct Case {
+  std::string name;
+  SkeletonDef def;
+  std::vector<Goal> goals;
+};
+
+Skeleton MustCreate(const SkeletonDef& def) {
+  auto s = Skeleton::Create(def);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return std::move(*s);
+}
+
+// Goals of every solver on a 10-joint chain, reachable and not, with and
+// without pole and orientation.
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  Rng rng(77);
+  testing::RandomChainOptions options;
+  options.joints = 10;
+  const SkeletonDef chain = testing::RandomChainDef(rng, options);
+  const Skeleton skeleton = MustCreate(chain);
+  const int tip = skeleton.chain(0).joints.back();
+  const Transform reachable =
+      GlobalOf(skeleton, testing::RandomPose(skeleton, rng, 0.8), tip);
+  for (SolverKind kind :
+       {SolverKind::kAuto, SolverKind::kFabrik, SolverKind::kCcd,
+        SolverKind::kJacobianTranspose, SolverKind::kJacobianPinv,
+        SolverKind::kJacobianDls, SolverKind::kGradientDescent}) {
+    Goal goal;
+    goal.chain = 0;
+    goal.solver = kind;
+    goal.target = reachable.translation;
+    goal.pole = Eigen::Vector3d(3, 1, 2);
+    Goal far = goal;
+    far.target = Eigen::Vector3d(40, 10, -20);
+    Goal pose6 = goal;
+    pose6.target_orientation = reachable.rotation;
+    Goal adhoc = goal;
+    adhoc.chain = -1;
+    adhoc.root_joint = skeleton.chain(0).joints[0];
+    adhoc.tip_joint = tip;
+    adhoc.weight = 0.5;
+    cases.push_back(
+        {std::string(SolverName(kind)), chain, {goal, far, pose6, adhoc}});
+  }
+  SkeletonDef limited = chain;
+  for (size_t k = 1; k + 1 < limited.joints.size(); ++k) {
+    limited.joints[k].type = k % 2 ? JointType::kHinge : JointType::kBall;
+    limited.joints[k].axis = Eigen::Vector3d::UnitZ();
+    limited.joints[k].min_angle_rad = -1.0;
+    limited.joints[k].max_angle_rad = 1.0;
+    limited.joints[k].max_swing_rad = k % 2 ? kInf : 0.8;
+  }
+  for (SolverKind kind :
+       {SolverKind::kFabrik, SolverKind::kCcd, SolverKind::kJacobianDls,
+        SolverKind::kJacobianPinv, SolverKind::kGradientDescent}) {
+    Goal goal;
+    goal.chain = 0;
+    goal.solver = kind;
+    goal.target = reachable.translation;
+    cases.push_back(
+        {std::string(SolverName(kind)) + "_limited", limited, {goal}});
+  }
+  const SkeletonDef leg = testing::TwoBoneLegDef(/*hinge_knee=*/true);
+  Goal leg_goal;
+  leg_goal.chain = 0;
+  leg_goal.solver = SolverKind::kTwoBone;
+  leg_goal.target = Eigen::Vector3d(0.3, 0.4, 0.2);
+  leg_goal.pole = Eigen::Vector3d(0, 0.5, 1);
+  leg_goal.options.soft = 0.1;
+  Goal stretch = leg_goal;
+  stretch.options.max_stretch = 1.5;
+  stretch.target = Eigen::Vector3d(1.5, 0.2, 0.3);
+  cases.push_back({"two_bone", leg, {leg_goal, stretch}});
+  return cases;
+}
+
+TEST(NoAllocationTest, SolvesAllocateNothingOnceWarm) {
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    const Skeleton skeleton = MustCreate(c.def);
+    Workspace ws;
+    const Pose rest = RestPose(skeleton);
+    Pose pose = rest;
+    std::vector<GoalResult> results(c.goals.size());
+    // Warm-up sizes the workspace for this skeleton.
+    ASSERT_TRUE(
+        Solve(skeleton, c.goals, ws, &pose, absl::MakeSpan(results)).ok());
+    for (int round = 0; round < 3; ++round) {
+      pose.local = rest.local;  // Same size: a copy, no allocation.
+      long count;
+      absl::Status status;
+      {
+        AllocationGuard guard;
+        status = Solve(skeleton, c.goals, ws, &pose, absl::MakeSpan(results));
+        count = guard.count();
+      }
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_EQ(count, 0) << "allocations during a warm solve";
+    }
+  }
+}
+
+TEST(NoAllocationTest, GuardCatchesAnAllocation) {
+  // The counter must see a plain allocation, or the test above proves
+  // nothing.
+  AllocationGuard guard;
+  auto* v = new std::vector<int>(100);
+  const long count = guard.count();
+  delete v;
+  EXPECT_GE(count, 1);
+}
+
+TEST(NoAllocationDeathTest, EigenHeapAllocationAborts) {
+  // Eigen's run-time check is armed in this build: a dynamic matrix made
+  // while allocation is forbidden must abort.
+  EXPECT_DEATH(
+      {
+        Eigen::internal::set_is_malloc_allowed(false);
+        Eigen::MatrixXd m(16, 16);
+        m.setZero();
+      },
+      "");
+}
+
+}  // namespace
+}  // namespace reach

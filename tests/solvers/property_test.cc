@@ -3,10 +3,10 @@
 // from the rest pose; forward kinematics of the solution must land on the
 // target within tolerance, bone lengths must not change and limits must
 // hold. Seeds are fixed; each test prints its solve rate.
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "solvers/limits.h"
 #include "solvers/solve.h"
@@ -15,10 +15,10 @@
 namespace reach {
 namespace {
 
+using Eigen::Vector3d;
 using ::reach::testing::BoneLengths;
 using ::reach::testing::GlobalOf;
 using ::reach::testing::Rng;
-using Eigen::Vector3d;
 
 struct PropertyCase {
   SolverKind solver;
@@ -123,9 +123,10 @@ TEST_P(PropertyTest, SolvesRandomReachableTargetsOnRandomChains) {
     }
   }
   const double rate = static_cast<double>(reached) / kTrials;
-  std::printf("%s: solve rate %.1f%% (%d/%d), mean iterations when reached %.1f\n",
-              CaseName({c, 0}).c_str(), 100.0 * rate, reached, kTrials,
-              reached ? static_cast<double>(iterations) / reached : 0.0);
+  std::printf(
+      "%s: solve rate %.1f%% (%d/%d), mean iterations when reached %.1f\n",
+      CaseName({c, 0}).c_str(), 100.0 * rate, reached, kTrials,
+      reached ? static_cast<double>(iterations) / reached : 0.0);
   EXPECT_GE(rate, c.min_rate);
 }
 

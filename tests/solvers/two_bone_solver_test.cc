@@ -1,8 +1,8 @@
 // TWO_BONE: results checked by an independent forward-kinematics pass
 // (GlobalOf), including the named degenerate cases.
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "solvers/limits.h"
 #include "solvers/solve.h"
@@ -11,12 +11,12 @@
 namespace reach {
 namespace {
 
+using Eigen::Vector3d;
 using ::reach::testing::BoneLengths;
 using ::reach::testing::GlobalOf;
 using ::reach::testing::Rng;
 using ::reach::testing::SolveOne;
 using ::reach::testing::TwoBoneLegDef;
-using Eigen::Vector3d;
 
 constexpr double kLength = 0.45 + 0.42;
 
@@ -135,8 +135,8 @@ TEST_F(TwoBoneSolverTest, PoleChoosesTheBendSide) {
     const auto solved = SolveFromRest(goal);
     EXPECT_TRUE(solved.result.reached);
     const Vector3d knee = Pos(solved.pose, knee_);
-    const Vector3d across = knee - hip - (knee - hip).dot(Vector3d::UnitY()) *
-                                              Vector3d::UnitY();
+    const Vector3d across =
+        knee - hip - (knee - hip).dot(Vector3d::UnitY()) * Vector3d::UnitY();
     // The knee's offset from the hip-target line points at the pole.
     const Vector3d want = side.normalized();
     EXPECT_GT(across.normalized().dot(want), 1.0 - 1e-9)
@@ -178,7 +178,8 @@ TEST_F(TwoBoneSolverTest, PoleOnStraightChainFacesKneeAxis) {
   const auto solved = SolveFromRest(goal);
   const Transform knee = GlobalOf(skeleton_, solved.pose, knee_);
   // A positive knee angle moves the knee towards line x axis, i.e. -Y x X.
-  const Vector3d knee_side = (-Vector3d::UnitY()).cross(knee.rotation * Vector3d::UnitX());
+  const Vector3d knee_side =
+      (-Vector3d::UnitY()).cross(knee.rotation * Vector3d::UnitX());
   EXPECT_GT(knee_side.dot(Vector3d::UnitX()), 1.0 - 1e-9);
 }
 
@@ -213,8 +214,7 @@ TEST_F(TwoBoneSolverTest, SameResultUnderTranslatedRotatedScaledRoot) {
   moved.pole = root * *goal.pole;
   const auto solved = SolveFromRest(moved);
   EXPECT_TRUE(solved.result.reached);
-  const Vector3d knee_back =
-      root.Inverse() * Pos(solved.pose, knee_);
+  const Vector3d knee_back = root.Inverse() * Pos(solved.pose, knee_);
   Build(TwoBoneLegDef());
   EXPECT_LT((knee_back - Pos(plain.pose, knee_)).norm(), 1e-9);
 }
@@ -231,10 +231,10 @@ TEST_F(TwoBoneSolverTest, SoftIkEasesIntoFullExtension) {
     if (d <= 0.9 * kLength) {
       EXPECT_NEAR(reach, d, 1e-9);  // Below the soft zone: exact.
     } else {
-      EXPECT_LT(reach, d);          // Inside: eased, never straight.
+      EXPECT_LT(reach, d);  // Inside: eased, never straight.
       EXPECT_LT(reach, kLength);
     }
-    EXPECT_GT(reach, previous);     // Monotonic: no snap.
+    EXPECT_GT(reach, previous);  // Monotonic: no snap.
     previous = reach;
   }
 }
@@ -277,9 +277,10 @@ TEST_F(TwoBoneSolverTest, HingeKneeStaysInItsRange) {
 }
 
 TEST_F(TwoBoneSolverTest, TargetOrientationTurnsTheTip) {
-  Goal goal = MakeGoal(Pos(RestPose(skeleton_), hip_) + Vector3d(0.1, -0.7, 0.2));
-  goal.target_orientation =
-      Eigen::Quaterniond(Eigen::AngleAxisd(0.7, Vector3d(1, 2, 3).normalized()));
+  Goal goal =
+      MakeGoal(Pos(RestPose(skeleton_), hip_) + Vector3d(0.1, -0.7, 0.2));
+  goal.target_orientation = Eigen::Quaterniond(
+      Eigen::AngleAxisd(0.7, Vector3d(1, 2, 3).normalized()));
   const auto solved = SolveFromRest(goal);
   EXPECT_TRUE(solved.result.reached);
   EXPECT_LT(AngleBetween(GlobalOf(skeleton_, solved.pose, ankle_).rotation,
@@ -312,9 +313,9 @@ TEST_F(TwoBoneSolverTest, TargetAtCurrentTipChangesNothing) {
   const Pose start = testing::RandomPose(skeleton_, rng, 1.5);
   const auto solved = SolveFrom(MakeGoal(Pos(start, ankle_)), start);
   for (int j = 0; j < skeleton_.num_joints(); ++j) {
-    EXPECT_LT(AngleBetween(solved.pose.local[j].rotation,
-                           start.local[j].rotation),
-              1e-7)
+    EXPECT_LT(
+        AngleBetween(solved.pose.local[j].rotation, start.local[j].rotation),
+        1e-7)
         << "joint " << j;
   }
 }

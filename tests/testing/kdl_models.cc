@@ -25,8 +25,8 @@ KDL::Chain PandaKdlChain() {
   // so: a fixed segment to joint 1, then (RotZ, origin of the next joint).
   const SkeletonDef def = PandaDef();
   KDL::Chain chain;
-  chain.addSegment(KDL::Segment(KDL::Joint(KDL::Joint::None),
-                                ToKdl(def.joints[1].rest)));
+  chain.addSegment(
+      KDL::Segment(KDL::Joint(KDL::Joint::None), ToKdl(def.joints[1].rest)));
   for (int i = 1; i <= 7; ++i) {
     chain.addSegment(KDL::Segment(KDL::Joint(KDL::Joint::RotZ),
                                   ToKdl(def.joints[i + 1].rest)));

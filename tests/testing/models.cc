@@ -28,10 +28,9 @@ Eigen::Quaterniond RandomRotation(Rng& rng) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   const double u1 = u(rng), u2 = u(rng), u3 = u(rng);
   const double a = std::sqrt(1.0 - u1), b = std::sqrt(u1);
-  return Eigen::Quaterniond(a * std::sin(2 * M_PI * u2),
-                            a * std::cos(2 * M_PI * u2),
-                            b * std::sin(2 * M_PI * u3),
-                            b * std::cos(2 * M_PI * u3));
+  return Eigen::Quaterniond(
+      a * std::sin(2 * M_PI * u2), a * std::cos(2 * M_PI * u2),
+      b * std::sin(2 * M_PI * u3), b * std::cos(2 * M_PI * u3));
 }
 
 Eigen::Quaterniond RandomRotation(Rng& rng, double max_angle) {
@@ -59,8 +58,7 @@ SkeletonDef RandomChainDef(Rng& rng, const RandomChainOptions& options) {
     j.rest.rotation = RandomRotation(rng, options.rest_bend_rad);
     def.joints.push_back(j);
   }
-  def.chains.push_back(
-      {"chain", "j0", absl::StrCat("j", options.joints - 1)});
+  def.chains.push_back({"chain", "j0", absl::StrCat("j", options.joints - 1)});
   return def;
 }
 
@@ -73,9 +71,8 @@ Pose RandomPose(const Skeleton& skeleton, Rng& rng, double max_angle) {
       Eigen::Quaterniond& q = pose.local[joints[k]].rotation;
       switch (joint.type) {
         case JointType::kBall:
-          q = ConstrainRotation(joint,
-                                joint.rest.rotation *
-                                    RandomRotation(rng, max_angle));
+          q = ConstrainRotation(
+              joint, joint.rest.rotation * RandomRotation(rng, max_angle));
           break;
         case JointType::kHinge: {
           const double lo = std::isfinite(joint.min_angle_rad)
@@ -149,7 +146,7 @@ SkeletonDef TwoBoneLegDef(bool hinge_knee) {
 
 const std::vector<JointRange>& PandaLimits() {
   static const std::vector<JointRange> limits = {
-      {-2.8973, 2.8973}, {-1.7628, 1.7628}, {-2.8973, 2.8973},
+      {-2.8973, 2.8973},  {-1.7628, 1.7628}, {-2.8973, 2.8973},
       {-3.0718, -0.0698}, {-2.8973, 2.8973}, {-0.0175, 3.7525},
       {-2.8973, 2.8973}};
   return limits;
@@ -158,11 +155,14 @@ const std::vector<JointRange>& PandaLimits() {
 SkeletonDef PandaDef() {
   // Joint origins from franka_description's panda_arm.xacro.
   const double h = M_PI / 2;
-  const Transform origins[8] = {
-      UrdfOrigin(0, 0, 0.333, 0, 0, 0),      UrdfOrigin(0, 0, 0, -h, 0, 0),
-      UrdfOrigin(0, -0.316, 0, h, 0, 0),     UrdfOrigin(0.0825, 0, 0, h, 0, 0),
-      UrdfOrigin(-0.0825, 0.384, 0, -h, 0, 0), UrdfOrigin(0, 0, 0, h, 0, 0),
-      UrdfOrigin(0.088, 0, 0, h, 0, 0),      UrdfOrigin(0, 0, 0.107, 0, 0, 0)};
+  const Transform origins[8] = {UrdfOrigin(0, 0, 0.333, 0, 0, 0),
+                                UrdfOrigin(0, 0, 0, -h, 0, 0),
+                                UrdfOrigin(0, -0.316, 0, h, 0, 0),
+                                UrdfOrigin(0.0825, 0, 0, h, 0, 0),
+                                UrdfOrigin(-0.0825, 0.384, 0, -h, 0, 0),
+                                UrdfOrigin(0, 0, 0, h, 0, 0),
+                                UrdfOrigin(0.088, 0, 0, h, 0, 0),
+                                UrdfOrigin(0, 0, 0.107, 0, 0, 0)};
   SkeletonDef def;
   JointDef base;
   base.name = "panda_link0";

@@ -22,11 +22,11 @@ Eigen::Quaterniond RandomRotation(Rng& rng);
 Eigen::Quaterniond RandomRotation(Rng& rng, double max_angle);
 
 struct RandomChainOptions {
-  int joints = 5;                 // Including the tip; >= 2.
+  int joints = 5;  // Including the tip; >= 2.
   double min_bone = 0.2;
   double max_bone = 1.0;
-  double rest_bend_rad = 0.6;     // Largest random rest rotation per joint.
-  bool with_base = true;          // A fixed-place "base" joint above the chain.
+  double rest_bend_rad = 0.6;  // Largest random rest rotation per joint.
+  bool with_base = true;       // A fixed-place "base" joint above the chain.
 };
 
 // A skeleton "base -> j0 -> ... -> j{n-1}" of ball joints with random bone
