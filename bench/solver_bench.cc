@@ -160,8 +160,68 @@ Scenario WithSolver(const Scenario& base, SolverKind kind) {
   return s;
 }
 
+// The solver proper, as ozz's IKTwoBoneJob is measured: the chain's
+// model-space transforms are given (as Solve hands them over after its FK
+// pass) and the solver writes the chain's local rotations. No validation,
+// no skeleton-wide FK, no result measurement. Resetting the chain's start
+// state (three transforms) is inside the timed loop.
+void RunSolverCore(benchmark::State& state, const Scenario& scenario) {
+  const Skeleton& skeleton = scenario.skeleton;
+  const std::vector<int>& chain = skeleton.chain(0).joints;
+  const int n = static_cast<int>(chain.size());
+  Workspace ws;
+  ws.Reserve(skeleton.num_joints());
+  ComputeGlobals(skeleton, scenario.start, absl::MakeSpan(ws.globals));
+  std::vector<Transform> start_globals(n);
+  double length = 0.0;
+  for (int k = 0; k < n; ++k) {
+    start_globals[k] = ws.globals[chain[k]];
+    if (k > 0) {
+      length +=
+          (start_globals[k].translation - start_globals[k - 1].translation)
+              .norm();
+    }
+  }
+  ChainProblem problem;
+  problem.skeleton = &skeleton;
+  problem.joints = chain;
+  problem.chain_length = length;
+  problem.orientation_tolerance_rad = 1e-4;
+  const int parent = skeleton.joint(chain[0]).parent;
+  if (parent >= 0) problem.parent_global = ws.globals[parent];
+  Pose pose = scenario.start;
+  int64_t iterations = 0;
+  size_t i = 0;
+  for (auto _ : state) {
+    const Goal& goal = scenario.goals[i];
+    i = (i + 1) % scenario.goals.size();
+    problem.goal = &goal;
+    problem.tolerance =
+        goal.options.tolerance > 0 ? goal.options.tolerance : 1e-5 * length;
+    problem.max_iterations = 128;
+    for (int k = 0; k < n; ++k) {
+      pose.local[chain[k]] = scenario.start.local[chain[k]];
+      ws.chain_globals[k] = start_globals[k];
+    }
+    iterations += GetSolver(goal.solver).Solve(problem, ws, pose);
+    benchmark::DoNotOptimize(pose.local.data());
+  }
+  state.counters["iterations"] = benchmark::Counter(
+      static_cast<double>(iterations), benchmark::Counter::kAvgIterations);
+}
+
 void BM_TwoBone(benchmark::State& state) { RunScenario(state, TwoBoneLimb()); }
 BENCHMARK(BM_TwoBone);
+void BM_TwoBoneCore(benchmark::State& state) {
+  RunSolverCore(state, TwoBoneLimb());
+}
+BENCHMARK(BM_TwoBoneCore);
+void BM_FabrikCore(benchmark::State& state) {
+  RunSolverCore(state, WithSolver(TenJointChain(state.range(0) != 0),
+                                  SolverKind::kFabrik));
+  state.SetLabel(state.range(0) ? "reachable" : "unreachable");
+}
+BENCHMARK(BM_FabrikCore)->Arg(1)->Arg(0);
 
 void BM_TenJointReachable(benchmark::State& state) {
   RunScenario(state, WithSolver(TenJointChain(true),

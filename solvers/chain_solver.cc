@@ -60,6 +60,8 @@ Eigen::Quaterniond SetGlobalRotation(const ChainProblem& problem, int k,
   const Eigen::Quaterniond local =
       ConstrainRotation(problem.skeleton->joint(j),
                         parent_rotation.conjugate() * global_rotation);
+  // Normalised: iterative solvers apply hundreds of these per solve, and
+  // rounding would otherwise compound into visible scale (1e-7 seen in CCD).
   pose.local[j].rotation = local.normalized();
   return parent_rotation * pose.local[j].rotation;
 }

@@ -11,12 +11,19 @@ using Eigen::Quaterniond;
 using Eigen::Vector3d;
 
 // Places `moving` at `length` from `anchor`, along the line anchor->moving.
-// When the two coincide the previous direction is kept (`fallback`).
+// When the two coincide it continues the line from `behind` through
+// `anchor` (any direction keeps the length; this one keeps the chain
+// straight there), or +Y when that is degenerate too.
 inline Vector3d Reach(const Vector3d& anchor, const Vector3d& moving,
-                      double length, const Vector3d& fallback) {
+                      double length, const Vector3d& behind) {
   const Vector3d delta = moving - anchor;
   const double dist_sq = delta.squaredNorm();
-  if (dist_sq < 1e-300) return anchor + length * fallback;
+  if (dist_sq < 1e-300) {
+    const Vector3d on = anchor - behind;
+    const double on_sq = on.squaredNorm();
+    return anchor + (on_sq < 1e-300 ? Vector3d(length * Vector3d::UnitY())
+                                     : Vector3d(on * (length / std::sqrt(on_sq))));
+  }
   return anchor + (length / std::sqrt(dist_sq)) * delta;
 }
 
@@ -84,17 +91,18 @@ int SolvePoints(const ChainProblem& problem, Workspace& ws) {
          guard.KeepGoing((p[n - 1] - target).norm())) {
     ++iterations;
     // Forward reaching: tip onto the target, then towards the root.
-    Vector3d dir = (p[n - 1] - p[n - 2]).normalized();
+    Vector3d beyond = p[n - 1];  // Where the tip was: the line's far end.
     p[n - 1] = target;
     for (int k = n - 2; k >= 0; --k) {
-      p[k] = Reach(p[k + 1], p[k], len[k], -dir);
+      const Vector3d& behind = k + 2 < n ? p[k + 2] : beyond;
+      p[k] = Reach(p[k + 1], p[k], len[k], behind);
     }
     // Backward reaching: root back on its base, then towards the tip.
+    beyond = p[0];
     p[0] = base;
     for (int k = 0; k + 1 < n; ++k) {
-      const Vector3d next = Reach(p[k], p[k + 1], len[k], dir);
-      dir = len[k] > 0.0 ? Vector3d((next - p[k]) / len[k]) : dir;
-      p[k + 1] = next;
+      const Vector3d& behind = k > 0 ? p[k - 1] : beyond;
+      p[k + 1] = Reach(p[k], p[k + 1], len[k], behind);
     }
     if (goal.pole) ApplyPole(*goal.pole, n, p);
   }
@@ -160,10 +168,10 @@ int SolveConstrained(const ChainProblem& problem, Workspace& ws, Pose& pose) {
   while (iterations < problem.max_iterations &&
          guard.KeepGoing((p[n - 1] - target).norm())) {
     ++iterations;
-    const Vector3d dir = (p[n - 1] - p[n - 2]).normalized();
+    const Vector3d beyond = p[n - 1];
     p[n - 1] = target;
     for (int k = n - 2; k >= 1; --k) {
-      p[k] = Reach(p[k + 1], p[k], len[k], -dir);
+      p[k] = Reach(p[k + 1], p[k], len[k], k + 2 < n ? p[k + 2] : beyond);
     }
     if (goal.pole) ApplyPole(*goal.pole, n, p);
     PointJointsAt(problem, ws, pose);

@@ -55,8 +55,13 @@ struct MidGeometry {
 // Unit quaternion for the rotation about the unit `axis` whose angle has
 // cosine c and sine s, by the half-angle formulas (no trigonometry).
 Quaterniond FromCosSin(const Vector3d& axis, double c, double s) {
+  // cos(a/2) = sqrt((1 + c) / 2); sin(a/2) = sin(a) / (2 cos(a/2)), which is
+  // accurate while cos(a/2) is not small (|a| < 2pi/3); past that,
+  // sin(a/2) = sqrt((1 - c) / 2) with the sign of sin(a).
   const double w = std::sqrt(std::max(0.0, 0.5 * (1.0 + c)));
-  const double v = std::copysign(std::sqrt(std::max(0.0, 0.5 * (1.0 - c))), s);
+  const double v =
+      w > 0.5 ? s / (2.0 * w)
+              : std::copysign(std::sqrt(std::max(0.0, 0.5 * (1.0 - c))), s);
   return Quaterniond(w, v * axis.x(), v * axis.y(), v * axis.z());
 }
 
