@@ -28,10 +28,12 @@ struct MidGeometry {
   double r = 0.0;
   double cos0 = 1.0;  // cos(theta0)
   double sin0 = 0.0;  // sin(theta0)
+  Vector3d me_par;    // Part of the second bone along n...
+  Vector3d me_perp;   // ...and across it.
 
   MidGeometry(const Vector3d& ab, const Vector3d& me, const Vector3d& n) {
-    const Vector3d me_par = me.dot(n) * n;
-    const Vector3d me_perp = me - me_par;
+    me_par = me.dot(n) * n;
+    me_perp = me - me_par;
     const double a = ab.dot(me_perp);
     const double b = ab.dot(n.cross(me_perp));
     r = std::sqrt(a * a + b * b);
@@ -219,11 +221,14 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
     }
   }
 
-  // 1. Bend the mid joint so the root-tip distance matches.
+  // 1. Bend the mid joint so the root-tip distance matches. `tip` is where
+  // the tip joint ends up.
+  Vector3d tip_position = g[2].translation;
   if (bend_axis.norm() > 0.5) {
     const MidGeometry geo(ab, me, bend_axis);
     if (geo.r > kTiny * std::max(1.0, length * length)) {
       Quaterniond& local = pose.local[ib].rotation;
+      bool tip_known = false;
       if (mid.type == JointType::kHinge && mid.IsLimited()) {
         local = HingeRotation(
             mid, ChooseHingeAngle(mid, HingeAngle(mid, local), geo, distance));
@@ -238,17 +243,28 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
                                         : g[1].rotation.conjugate() * bend_axis;
         local = ConstrainRotation(
             mid, local * FromCosSin(local_axis, cos_turn, sin_turn));
+        if (!mid.IsLimited()) {
+          // Rodrigues: the second bone turned about the bend axis. Cheaper
+          // than forward kinematics, and off the path to the root's turn.
+          tip_position = g[1].translation + geo.me_par +
+                         cos_turn * geo.me_perp +
+                         sin_turn * bend_axis.cross(geo.me_perp);
+          tip_known = true;
+        }
       }
-      g[1] = g[0] * pose.local[ib];
-      g[2] = g[1] * pose.local[ic];
+      if (!tip_known) {
+        g[1] = g[0] * pose.local[ib];
+        g[2] = g[1] * pose.local[ic];
+        tip_position = g[2].translation;
+      }
     }
   }
 
   // 2. Turn the root by the smallest rotation that points the tip at the
   // target (keeps the start pose's twist).
-  const Quaterniond aim =
-      d > kTiny ? SmallestRotation(g[2].translation - a, to_target)
-                : Quaterniond::Identity();
+  const Quaterniond aim = d > kTiny
+                              ? SmallestRotation(tip_position - a, to_target)
+                              : Quaterniond::Identity();
 
   // 3. Twist about the root-target line so the mid joint faces the pole.
   Quaterniond twist = Quaterniond::Identity();
