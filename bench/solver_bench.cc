@@ -129,13 +129,7 @@ const Scenario& TenJointChain(bool reachable) {
 const Scenario& PandaPose() {
   static const Scenario* scenario = [] {
     auto* s = new Scenario{MustCreate(testing::PandaDef()), {}, {}};
-    s->start = RestPose(s->skeleton);
-    const std::vector<int> joints = testing::PandaJointIndices(s->skeleton);
-    for (int i = 0; i < 7; ++i) {
-      const auto& range = testing::PandaLimits()[i];
-      s->start.local[joints[i]].rotation = HingeRotation(
-          s->skeleton.joint(joints[i]), 0.5 * (range.lo + range.hi));
-    }
+    s->start = testing::PandaMidLimitPose(s->skeleton);
     Rng rng(7);
     const int flange = s->skeleton.FindJoint("panda_flange");
     for (int t = 0; t < kTargets; ++t) {

@@ -141,13 +141,8 @@ void TentacleDemo() {
 void PandaDemo() {
   std::printf("Franka Emika Panda: 7 limited hinges, 6-D pose target\n");
   const Skeleton panda = MustCreate(testing::PandaDef());
-  Pose seed = RestPose(panda);
+  const Pose seed = testing::PandaMidLimitPose(panda);
   const std::vector<int> joints = testing::PandaJointIndices(panda);
-  for (int i = 0; i < 7; ++i) {
-    const auto& range = testing::PandaLimits()[i];
-    seed.local[joints[i]].rotation =
-        HingeRotation(panda.joint(joints[i]), 0.5 * (range.lo + range.hi));
-  }
   testing::Rng rng(3);
   const int flange = panda.FindJoint("panda_flange");
   const Transform want =

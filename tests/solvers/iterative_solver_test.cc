@@ -7,6 +7,7 @@
 
 #include "solvers/limits.h"
 #include "solvers/solve.h"
+#include "tests/testing/expectations.h"
 #include "tests/testing/models.h"
 
 namespace reach {
@@ -63,11 +64,7 @@ class IterativeSolverTest : public ::testing::TestWithParam<SolverKind> {
   }
 
   void ExpectBonesKept(const Pose& pose) const {
-    const auto rest = BoneLengths(skeleton_, RestPose(skeleton_));
-    const auto now = BoneLengths(skeleton_, pose);
-    for (size_t i = 0; i < rest.size(); ++i) {
-      EXPECT_NEAR(now[i], rest[i], 1e-9) << "joint " << i;
-    }
+    testing::ExpectBoneLengthsKept(skeleton_, RestPose(skeleton_), pose);
   }
 
   Skeleton skeleton_;

@@ -78,12 +78,7 @@ TEST(KdlCrossCheckTest, DlsSolutionsLandOnTargetByKdlFk) {
     goal.target_orientation = want.rotation;
     // From the mid-limit seed, then up to 30 random seeds within the limits
     // (the restarts of the TRAC-IK protocol, counted instead of timed).
-    Pose seed = RestPose(*skeleton);
-    for (int i = 0; i < 7; ++i) {
-      const auto& range = testing::PandaLimits()[i];
-      seed.local[joints[i]].rotation = HingeRotation(
-          skeleton->joint(joints[i]), 0.5 * (range.lo + range.hi));
-    }
+    Pose seed = testing::PandaMidLimitPose(*skeleton);
     absl::StatusOr<testing::Solved> solved;
     for (int attempt = 0; attempt <= 30; ++attempt) {
       solved = testing::SolveOne(*skeleton, goal, seed);

@@ -6,6 +6,7 @@
 
 #include "solvers/limits.h"
 #include "solvers/solve.h"
+#include "tests/testing/expectations.h"
 #include "tests/testing/models.h"
 
 namespace reach {
@@ -55,11 +56,7 @@ class TwoBoneSolverTest : public ::testing::Test {
   }
 
   void ExpectBonesKept(const Pose& pose) const {
-    const auto rest = BoneLengths(skeleton_, RestPose(skeleton_));
-    const auto now = BoneLengths(skeleton_, pose);
-    for (size_t i = 0; i < rest.size(); ++i) {
-      EXPECT_NEAR(now[i], rest[i], 1e-9) << "joint " << i;
-    }
+    testing::ExpectBoneLengthsKept(skeleton_, RestPose(skeleton_), pose);
   }
 
   Skeleton skeleton_;

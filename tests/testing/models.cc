@@ -189,6 +189,17 @@ SkeletonDef PandaDef() {
   return def;
 }
 
+Pose PandaMidLimitPose(const Skeleton& skeleton) {
+  Pose pose = RestPose(skeleton);
+  const std::vector<int> joints = PandaJointIndices(skeleton);
+  for (int i = 0; i < 7; ++i) {
+    const JointRange& range = PandaLimits()[i];
+    pose.local[joints[i]].rotation =
+        HingeRotation(skeleton.joint(joints[i]), 0.5 * (range.lo + range.hi));
+  }
+  return pose;
+}
+
 std::vector<int> PandaJointIndices(const Skeleton& skeleton) {
   std::vector<int> out;
   for (int i = 1; i <= 7; ++i) {

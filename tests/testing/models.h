@@ -68,6 +68,10 @@ struct JointRange {
 };
 const std::vector<JointRange>& PandaLimits();
 
+// The Panda's pose with every joint at the middle of its range: the seed of
+// the TRAC-IK protocol.
+Pose PandaMidLimitPose(const Skeleton& skeleton);
+
 // Indices of panda_joint1..7 in PandaDef().
 std::vector<int> PandaJointIndices(const Skeleton& skeleton);
 
