@@ -18,25 +18,6 @@ Quaterniond CapAngle(const Quaterniond& q, double max_angle) {
   return FromRotationVector(v * (max_angle / angle));
 }
 
-// The turn of one joint at `pivot` that swings `tip` towards `target`.
-Quaterniond CcdTurn(const Joint& joint, const Transform& joint_global,
-                    const Vector3d& tip, const Vector3d& target) {
-  const Vector3d& pivot = joint_global.translation;
-  const Vector3d to_tip = tip - pivot;
-  const Vector3d to_target = target - pivot;
-  if (joint.type != JointType::kHinge) {
-    return SmallestRotation(to_tip, to_target);
-  }
-  // A hinge turns only about its axis: compare the directions across it.
-  const Vector3d axis = joint_global.rotation * joint.axis;
-  const Vector3d a = to_tip - to_tip.dot(axis) * axis;
-  const Vector3d b = to_target - to_target.dot(axis) * axis;
-  if (a.squaredNorm() < 1e-24 || b.squaredNorm() < 1e-24) {
-    return Quaterniond::Identity();
-  }
-  return AxisAngle(axis, std::atan2(axis.dot(a.cross(b)), a.dot(b)));
-}
-
 }  // namespace
 
 int CcdSolver::Solve(const ChainProblem& problem, Workspace& ws,
@@ -57,7 +38,7 @@ int CcdSolver::Solve(const ChainProblem& problem, Workspace& ws,
     for (int k = n - 2; k >= 0; --k) {
       const Joint& joint = skeleton.joint(problem.joints[k]);
       if (joint.type == JointType::kFixed) continue;
-      Quaterniond turn = CcdTurn(joint, g[k], tip, target);
+      Quaterniond turn = TurnTowards(joint, g[k], tip, target);
       if (max_step > 0.0) turn = CapAngle(turn, max_step);
       const Quaterniond& parent_rotation =
           k == 0 ? problem.parent_global.rotation : g[k - 1].rotation;

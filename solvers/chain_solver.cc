@@ -66,6 +66,31 @@ Eigen::Quaterniond SetGlobalRotation(const ChainProblem& problem, int k,
   return parent_rotation * pose.local[j].rotation;
 }
 
+Eigen::Quaterniond TurnTowards(const Joint& joint,
+                               const Transform& joint_global,
+                               const Eigen::Vector3d& from,
+                               const Eigen::Vector3d& to) {
+  const Eigen::Vector3d& pivot = joint_global.translation;
+  const Eigen::Vector3d to_from = from - pivot;
+  const Eigen::Vector3d to_to = to - pivot;
+  switch (joint.type) {
+    case JointType::kBall:
+      return SmallestRotation(to_from, to_to);
+    case JointType::kHinge: {
+      const Eigen::Vector3d axis = joint_global.rotation * joint.axis;
+      const Eigen::Vector3d a = to_from - to_from.dot(axis) * axis;
+      const Eigen::Vector3d b = to_to - to_to.dot(axis) * axis;
+      if (a.squaredNorm() < 1e-24 || b.squaredNorm() < 1e-24) {
+        return Eigen::Quaterniond::Identity();
+      }
+      return AxisAngle(axis, std::atan2(axis.dot(a.cross(b)), a.dot(b)));
+    }
+    case JointType::kFixed:
+      break;
+  }
+  return Eigen::Quaterniond::Identity();
+}
+
 void ApplyTipOrientation(const ChainProblem& problem, Workspace& ws,
                          Pose& pose) {
   if (!problem.goal->target_orientation) return;

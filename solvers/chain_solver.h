@@ -84,6 +84,17 @@ Eigen::Quaterniond SetGlobalRotation(const ChainProblem& problem, int k,
                                      const Eigen::Quaterniond& global_rotation,
                                      Pose& pose);
 
+// The turn (model space) of a joint whose model-space transform is
+// `joint_global` that swings point `from` towards point `to` about the
+// joint: a ball joint's smallest rotation; a hinge's rotation about its
+// axis by the angle between the two directions projected across it
+// (identity when either projection vanishes); identity for a fixed joint.
+// Limits are not applied here (SetGlobalRotation does that).
+Eigen::Quaterniond TurnTowards(const Joint& joint,
+                               const Transform& joint_global,
+                               const Eigen::Vector3d& from,
+                               const Eigen::Vector3d& to);
+
 // Points the tip joint at the goal's target orientation, when it has one,
 // within the tip joint's limits. chain_globals must be current up to the
 // tip's parent.

@@ -21,8 +21,9 @@ inline Vector3d Reach(const Vector3d& anchor, const Vector3d& moving,
   if (dist_sq < 1e-300) {
     const Vector3d on = anchor - behind;
     const double on_sq = on.squaredNorm();
-    return anchor + (on_sq < 1e-300 ? Vector3d(length * Vector3d::UnitY())
-                                     : Vector3d(on * (length / std::sqrt(on_sq))));
+    return anchor + (on_sq < 1e-300
+                         ? Vector3d(length * Vector3d::UnitY())
+                         : Vector3d(on * (length / std::sqrt(on_sq))));
   }
   return anchor + (length / std::sqrt(dist_sq)) * delta;
 }
@@ -120,8 +121,8 @@ void PointJointsAt(const ChainProblem& problem, Workspace& ws, Pose& pose) {
   for (int k = 0; k + 1 < n; ++k) {
     g[k] = *parent * pose.local[problem.joints[k]];
     const Vector3d child = g[k] * pose.local[problem.joints[k + 1]].translation;
-    const Quaterniond turn =
-        SmallestRotation(child - g[k].translation, p[k + 1] - g[k].translation);
+    const Quaterniond turn = TurnTowards(
+        problem.skeleton->joint(problem.joints[k]), g[k], child, p[k + 1]);
     g[k].rotation = SetGlobalRotation(problem, k, parent->rotation,
                                       turn * g[k].rotation, pose);
     p[k] = g[k].translation;
