@@ -142,14 +142,30 @@ void WriteRotations(const ChainProblem& problem, Workspace& ws, Pose& pose) {
   const int n = static_cast<int>(problem.joints.size());
   const Vector3d* p = ws.points.data();
   Transform* g = ws.chain_globals.data();
+  const double* len = ws.lengths.data();
   Quaterniond parent = problem.parent_global.rotation;
   for (int k = 0; k + 1 < n; ++k) {
-    const Quaterniond turn = SmallestRotation(
-        g[k + 1].translation - g[k].translation, p[k + 1] - p[k]);
+    // Old and new bone vectors both have length len[k] (FABRIK keeps it), so
+    // the half-angle form needs no lengths of its own: (len^2 + a.b, a x b)
+    // normalised is the rotation from a to b. One square root per bone.
+    const Vector3d a = g[k + 1].translation - g[k].translation;
+    const Vector3d b = p[k + 1] - p[k];
+    const double l_sq = len[k] * len[k];
+    const double w = l_sq + a.dot(b);
+    Quaterniond turn;
+    if (w > 1e-12 * l_sq) {
+      const Vector3d c = a.cross(b);
+      turn = Quaterniond(w, c.x(), c.y(), c.z());
+      turn.normalize();
+    } else {
+      // Zero-length bone (nothing to turn) or an exact half turn.
+      turn = SmallestRotation(a, b);
+    }
     g[k].rotation = turn * g[k].rotation;
     g[k].translation = p[k];
-    pose.local[problem.joints[k]].rotation =
-        (parent.conjugate() * g[k].rotation).normalized();
+    // Both factors are unit and freshly made, so the product is unit to
+    // rounding; Solve renormalises its input on the next call.
+    pose.local[problem.joints[k]].rotation = parent.conjugate() * g[k].rotation;
     parent = g[k].rotation;
   }
   g[n - 1].rotation = parent * pose.local[problem.joints[n - 1]].rotation;
