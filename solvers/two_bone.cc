@@ -19,38 +19,45 @@ Vector3d Perp(const Vector3d& v, const Vector3d& u) { return v - v.dot(u) * u; }
 // Distance from the root A to the tip when the mid joint turns by theta about
 // the unit axis n through B. With ab = B - A and me = C - B split into parts
 // along and across n:
-//   |ab + R(n, theta) me|^2 = k + 2 r cos(theta - theta0)
-// where k = |ab|^2 + |me|^2 + 2 ab.me_par, r cos(theta0) = ab.me_perp and
-// r sin(theta0) = ab.(n x me_perp). For bones perpendicular to n this is the
-// law of cosines; for a hinge with offsets it is its exact generalisation.
+//   |ab + R(n, theta) me|^2 = k + 2 (a cos(theta) + b sin(theta))
+// where k = |ab|^2 + |me|^2 + 2 ab.me_par, a = ab.me_perp and
+// b = ab.(n x me_perp). For bones perpendicular to n this is the law of
+// cosines; for a hinge with offsets it is its exact generalisation.
 struct MidGeometry {
   double k = 0.0;
-  double r = 0.0;
-  double cos0 = 1.0;  // cos(theta0)
-  double sin0 = 0.0;  // sin(theta0)
+  double a = 0.0;
+  double b = 0.0;
+  double r_sq = 0.0;  // a^2 + b^2
   Vector3d me_par;    // Part of the second bone along n...
-  Vector3d me_perp;   // ...and across it.
+  Vector3d me_perp;   // ...across it...
+  Vector3d me_side;   // ...and n x me_perp.
 
   MidGeometry(const Vector3d& ab, const Vector3d& me, const Vector3d& n) {
     me_par = me.dot(n) * n;
     me_perp = me - me_par;
-    const double a = ab.dot(me_perp);
-    const double b = ab.dot(n.cross(me_perp));
-    r = std::sqrt(a * a + b * b);
-    if (r > 0.0) {
-      cos0 = a / r;
-      sin0 = b / r;
-    }
+    me_side = n.cross(me_perp);
+    a = ab.dot(me_perp);
+    b = ab.dot(me_side);
+    r_sq = a * a + b * b;
     k = ab.squaredNorm() + me.squaredNorm() + 2.0 * ab.dot(me_par);
   }
-  double theta0() const { return std::atan2(sin0, cos0); }
   double DistanceAt(double theta) const {
-    return std::sqrt(std::max(0.0, k + 2.0 * r * std::cos(theta - theta0())));
+    return std::sqrt(
+        std::max(0.0, k + 2.0 * (a * std::cos(theta) + b * std::sin(theta))));
   }
-  // cos(theta - theta0) that makes the distance `distance`, clamped to what
-  // the chain can span.
-  double CosSpread(double distance) const {
-    return std::clamp((distance * distance - k) / (2.0 * r), -1.0, 1.0);
+  // Both turns that make the distance `distance` (clamped to what the chain
+  // spans), as cosine and sine, without trigonometry: solving
+  // a cos + b sin = h with h = (distance^2 - k) / 2 and q = sqrt(r^2 - h^2)
+  // gives (cos, sin) = (a h -+ b q, b h +- a q) / r^2.
+  void Turns(double distance, double cos_turn[2], double sin_turn[2]) const {
+    const double r = std::sqrt(r_sq);
+    const double h = std::clamp(0.5 * (distance * distance - k), -r, r);
+    const double q = std::sqrt(std::max(0.0, r_sq - h * h));
+    const double inv = 1.0 / r_sq;
+    cos_turn[0] = (a * h - b * q) * inv;
+    sin_turn[0] = (b * h + a * q) * inv;
+    cos_turn[1] = (a * h + b * q) * inv;
+    sin_turn[1] = (b * h - a * q) * inv;
   }
 };
 
@@ -77,23 +84,16 @@ Quaterniond RotationAbout(const Vector3d& axis, const Vector3d& a,
   return FromCosSin(axis, c / n, s / n);
 }
 
-// The mid joint's turn, as cosine and sine, among the two law-of-cosines
-// solutions theta0 +- acos(c): the smaller turn from the start pose (ties go
-// to theta0 + spread, which for a straight chain bends towards line x n).
-// Angle-sum formulas keep it free of trigonometry.
+// The mid joint's turn, as cosine and sine: of the two solutions the
+// smaller turn from the start pose (the larger cosine); on a tie the first,
+// which for a straight chain bends towards line x n.
 void ChooseFreeTurn(const MidGeometry& geo, double distance, double* cos_turn,
                     double* sin_turn) {
-  const double c = geo.CosSpread(distance);
-  const double s = std::sqrt(std::max(0.0, 1.0 - c * c));
-  const double cos_plus = geo.cos0 * c - geo.sin0 * s;
-  const double cos_minus = geo.cos0 * c + geo.sin0 * s;
-  if (cos_minus > cos_plus + 1e-12) {
-    *cos_turn = cos_minus;
-    *sin_turn = geo.sin0 * c - geo.cos0 * s;
-  } else {
-    *cos_turn = cos_plus;
-    *sin_turn = geo.sin0 * c + geo.cos0 * s;
-  }
+  double c[2], s[2];
+  geo.Turns(distance, c, s);
+  const int pick = c[1] > c[0] + 1e-12 ? 1 : 0;
+  *cos_turn = c[pick];
+  *sin_turn = s[pick];
 }
 
 double WrapPi(double a) { return std::remainder(a, 2.0 * M_PI); }
@@ -103,9 +103,9 @@ double WrapPi(double a) { return std::remainder(a, 2.0 * M_PI); }
 // closest to `distance`. Returns the new hinge angle.
 double ChooseHingeAngle(const Joint& mid, double hinge_angle,
                         const MidGeometry& geo, double distance) {
-  const double spread = std::acos(geo.CosSpread(distance));
-  const double theta0 = geo.theta0();
-  double turns[2] = {WrapPi(theta0 + spread), WrapPi(theta0 - spread)};
+  double c[2], s[2];
+  geo.Turns(distance, c, s);
+  double turns[2] = {std::atan2(s[0], c[0]), std::atan2(s[1], c[1])};
   if (std::abs(turns[1]) < std::abs(turns[0]) - 1e-9) {
     std::swap(turns[0], turns[1]);
   }
@@ -226,7 +226,9 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   Vector3d tip_position = g[2].translation;
   if (bend_axis.norm() > 0.5) {
     const MidGeometry geo(ab, me, bend_axis);
-    if (geo.r > kTiny * std::max(1.0, length * length)) {
+    // r = 0: the second bone lies along the axis or the first has no
+    // length; no turn changes the distance.
+    if (geo.r_sq > 1e-24 * std::max(1.0, length * length * length * length)) {
       Quaterniond& local = pose.local[ib].rotation;
       bool tip_known = false;
       if (mid.type == JointType::kHinge && mid.IsLimited()) {
@@ -247,8 +249,7 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
           // Rodrigues: the second bone turned about the bend axis. Cheaper
           // than forward kinematics, and off the path to the root's turn.
           tip_position = g[1].translation + geo.me_par +
-                         cos_turn * geo.me_perp +
-                         sin_turn * bend_axis.cross(geo.me_perp);
+                         cos_turn * geo.me_perp + sin_turn * geo.me_side;
           tip_known = true;
         }
       }
