@@ -1,5 +1,6 @@
 #include "solvers/fabrik.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "solvers/stall_guard.h"
@@ -188,6 +189,27 @@ int SolveConstrained(const ChainProblem& problem, Workspace& ws, Pose& pose) {
     const Vector3d beyond = p[n - 1];
     p[n - 1] = target;
     for (int k = n - 2; k >= 1; --k) {
+      const Joint& joint = problem.skeleton->joint(problem.joints[k]);
+      if (joint.type == JointType::kHinge && len[k] > 0.0) {
+        // A hinge sweeps its bone over a cone about its axis (a plane when
+        // the bone is square to it): the bone keeps its angle to the axis.
+        // Reach from the child along the nearest direction on that cone
+        // (after Aristidou et al. 2016, "Extending FABRIK with model
+        // constraints"), with the axis where the last backward pass left it.
+        const Vector3d axis = ws.chain_globals[k].rotation * joint.axis;
+        const Vector3d offset = ws.chain_globals[k].rotation *
+                                pose.local[problem.joints[k + 1]].translation;
+        const double along = offset.dot(axis) / offset.norm();  // cos(beta)
+        const Vector3d v = p[k] - p[k + 1];  // Minus the bone.
+        const Vector3d across = v - v.dot(axis) * axis;
+        const double across_norm = across.norm();
+        if (across_norm > 1e-12 * len[k]) {
+          const double sin_beta = std::sqrt(std::max(0.0, 1.0 - along * along));
+          p[k] = p[k + 1] - len[k] * along * axis +
+                 across * (len[k] * sin_beta / across_norm);
+          continue;
+        }
+      }
       p[k] = Reach(p[k + 1], p[k], len[k], k + 2 < n ? p[k + 2] : beyond);
     }
     if (goal.pole) ApplyPole(*goal.pole, n, p);

@@ -10,9 +10,13 @@
 // - Pole: after each backward pass every inner joint is turned about the
 //   line through its neighbours to face the pole (bone lengths kept).
 // - Limits: when a chain joint is a hinge, fixed or a limited ball joint,
-//   the backward pass works on rotations: each joint turns towards the
-//   forward pass's point and is projected onto its limits, so the returned
-//   pose always respects them (best effort towards the target).
+//   the forward pass keeps each hinge's bone on the cone it sweeps about
+//   its axis, and the backward pass works on rotations: each joint turns
+//   towards the forward pass's point (a hinge about its axis) and is
+//   projected onto its limits, so the returned pose always respects them.
+//   Best effort towards the target: cone-limited ball chains solve well,
+//   chains of hinges with tight ranges less so (prefer JACOBIAN_DLS there;
+//   AUTO does).
 // - Target orientation: the tip joint takes it after the position solve.
 #ifndef REACH_SOLVERS_FABRIK_H_
 #define REACH_SOLVERS_FABRIK_H_

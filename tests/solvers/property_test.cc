@@ -135,10 +135,11 @@ INSTANTIATE_TEST_SUITE_P(
         PropertyCase{SolverKind::kJacobianDls, false, false, 0.98},
         PropertyCase{SolverKind::kGradientDescent, false, false, 0.98},
         PropertyCase{SolverKind::kAuto, false, false, 0.98},
-        // FABRIK's rotation-based backward pass handles limits best effort;
-        // with random hinge axes it often stalls (AUTO routes limited chains
-        // to DLS).
-        PropertyCase{SolverKind::kFabrik, true, false, 0.2},
+        // FABRIK handles limits best effort (hinge cones in the forward
+        // pass, projected rotations in the backward pass); random hinge axes
+        // and ranges still stall it often. AUTO routes limited chains to
+        // DLS.
+        PropertyCase{SolverKind::kFabrik, true, false, 0.5},
         PropertyCase{SolverKind::kCcd, true, false, 0.85},
         PropertyCase{SolverKind::kJacobianDls, true, false, 0.97},
         PropertyCase{SolverKind::kJacobianPinv, true, false, 0.95},
