@@ -148,6 +148,47 @@ const Scenario& PandaPose() {
   return *scenario;
 }
 
+// Four limbs of a 31-joint humanoid in one request (two feet, two hands;
+// AUTO picks two-bone): what one character of a batch costs.
+void BM_HumanoidFourLimbs(benchmark::State& state) {
+  static const Scenario* scenario = [] {
+    auto* s = new Scenario{MustCreate(testing::HumanoidDef()), {}, {}};
+    s->start = RestPose(s->skeleton);
+    Rng rng(31);
+    for (int t = 0; t < kTargets; ++t) {
+      const Pose random = testing::RandomPose(s->skeleton, rng, 1.5);
+      for (int c = 0; c < 4; ++c) {
+        Goal goal;
+        goal.chain = c;
+        goal.target =
+            GlobalOf(s->skeleton, random, s->skeleton.chain(c).joints.back())
+                .translation;
+        goal.pole = goal.target + Eigen::Vector3d(0, 0, 1);
+        s->goals.push_back(goal);
+      }
+    }
+    return s;
+  }();
+  Workspace ws;
+  Pose pose = scenario->start;
+  GoalResult results[4];
+  int64_t solved = 0;
+  size_t i = 0;
+  for (auto _ : state) {
+    pose.local = scenario->start.local;
+    const absl::Status status = Solve(
+        scenario->skeleton, absl::MakeConstSpan(&scenario->goals[4 * i], 4), ws,
+        &pose, absl::MakeSpan(results));
+    if (!status.ok()) state.SkipWithError(status.ToString().c_str());
+    i = (i + 1) % kTargets;
+    for (const GoalResult& r : results) solved += r.reached;
+    benchmark::DoNotOptimize(pose.local.data());
+  }
+  state.counters["solved"] = benchmark::Counter(
+      static_cast<double>(solved) / 4, benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_HumanoidFourLimbs);
+
 Scenario WithSolver(const Scenario& base, SolverKind kind) {
   Scenario s{base.skeleton, base.start, base.goals};
   for (Goal& g : s.goals) g.solver = kind;

@@ -12,6 +12,10 @@ namespace reach {
 void Workspace::Reserve(int num_joints) {
   if (static_cast<int>(globals.size()) < num_joints) globals.resize(num_joints);
   if (static_cast<int>(path.capacity()) < num_joints) path.reserve(num_joints);
+  if (static_cast<int>(ancestors.capacity()) < num_joints) {
+    ancestors.reserve(num_joints);
+  }
+  if (static_cast<int>(moved.size()) < num_joints) moved.resize(num_joints);
 }
 
 const ChainSolver& GetSolver(SolverKind kind) {

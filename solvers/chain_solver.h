@@ -25,6 +25,8 @@ struct Workspace {
 
   std::vector<Transform> globals;  // Model-space transform of every joint.
   std::vector<int> path;           // Ad hoc chain (root_joint..tip_joint).
+  std::vector<int> ancestors;      // A joint's path up to its root.
+  std::vector<char> moved;         // Per joint: turned by an earlier goal.
 
   // Chain-sized scratch, indexed by position in the chain (0 = root).
   std::array<Transform, kMaxChainJoints> chain_globals;

@@ -1,5 +1,6 @@
 #include "solvers/solve.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -130,13 +131,13 @@ int DefaultMaxIterations(SolverKind kind) {
 // symmetry. Bends the first movable inner joint by kKick radians, towards
 // the pole when there is one, before such a solve.
 bool BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
-                   const Goal& goal, absl::Span<const Transform> globals,
+                   const Goal& goal, const Transform* chain_globals,
                    Pose* pose) {
   constexpr double kKick = 0.2;
   const int n = static_cast<int>(chain.size());
   if (n < 3) return false;
-  const Eigen::Vector3d base = globals[chain[0]].translation;
-  const Eigen::Vector3d line = globals[chain[n - 1]].translation - base;
+  const Eigen::Vector3d base = chain_globals[0].translation;
+  const Eigen::Vector3d line = chain_globals[n - 1].translation - base;
   const double length = line.norm();
   if (length < 1e-12) return false;
   const Eigen::Vector3d u = line / length;
@@ -146,7 +147,7 @@ bool BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
   };
   const double eps = 1e-9 * length;
   for (int k = 1; k < n; ++k) {
-    if (off_line(globals[chain[k]].translation) > eps) return false;
+    if (off_line(chain_globals[k].translation) > eps) return false;
   }
   if (off_line(goal.target) > eps) return false;
   Eigen::Vector3d side = u.unitOrthogonal();
@@ -168,13 +169,36 @@ bool BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
       // A turn about u x side (model space) swings the bones below towards
       // `side`; expressed in the joint's frame it multiplies on the right.
       const Eigen::Vector3d axis = u.cross(side);
-      const Eigen::Quaterniond& g = globals[chain[k]].rotation;
+      const Eigen::Quaterniond& g = chain_globals[k].rotation;
       local = ConstrainRotation(joint,
                                 local * AxisAngle(g.conjugate() * axis, kKick));
       return true;
     }
   }
   return false;
+}
+
+// The model-space transform of joint `j` (-1: identity) in `pose`. Globals
+// of joints below a joint an earlier goal moved are stale in ws.globals;
+// this recomputes the ones on the path from the topmost moved ancestor
+// down to `j` (a few transforms for a limb below a spine) and leaves the
+// rest for the final pass.
+Transform FreshGlobal(const Skeleton& skeleton, const Pose& pose, int j,
+                      Workspace& ws) {
+  if (j < 0) return Transform();
+  ws.ancestors.clear();
+  int topmost_moved = -1;
+  for (int a = j; a >= 0; a = skeleton.joint(a).parent) {
+    ws.ancestors.push_back(a);
+    if (ws.moved[a]) topmost_moved = static_cast<int>(ws.ancestors.size()) - 1;
+  }
+  for (int i = topmost_moved; i >= 0; --i) {
+    const int a = ws.ancestors[i];
+    const int parent = skeleton.joint(a).parent;
+    ws.globals[a] =
+        parent < 0 ? pose.local[a] : ws.globals[parent] * pose.local[a];
+  }
+  return ws.globals[j];
 }
 
 }  // namespace
@@ -298,6 +322,8 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
   NormalizePose(pose);
   ws.Reserve(skeleton.num_joints());
   ComputeGlobals(skeleton, *pose, absl::MakeSpan(ws.globals));
+  std::fill(ws.moved.begin(), ws.moved.end(), 0);
+  int first_moved = skeleton.num_joints();
 
   for (size_t i = 0; i < goals.size(); ++i) {
     // A copy with the orientation normalised (validation allows 1e-5).
@@ -318,11 +344,21 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
     problem.skeleton = &skeleton;
     problem.joints = chain;
     problem.goal = &goal;
-    const int root_parent = skeleton.joint(chain[0]).parent;
-    if (root_parent >= 0) problem.parent_global = ws.globals[root_parent];
+    problem.parent_global =
+        FreshGlobal(skeleton, *pose, skeleton.joint(chain[0]).parent, ws);
+    if (first_moved == skeleton.num_joints()) {
+      // No goal has moved anything yet: the first pass's globals are current.
+      for (int k = 0; k < n; ++k) ws.chain_globals[k] = ws.globals[chain[k]];
+    } else {
+      ComputeChainGlobals(problem, *pose, ws);
+    }
+    if (kind != SolverKind::kTwoBone &&
+        BreakSymmetry(skeleton, chain, goal, ws.chain_globals.data(), pose)) {
+      ComputeChainGlobals(problem, *pose, ws);
+    }
     for (int k = 0; k + 1 < n; ++k) {
-      problem.chain_length += (ws.globals[chain[k + 1]].translation -
-                               ws.globals[chain[k]].translation)
+      problem.chain_length += (ws.chain_globals[k + 1].translation -
+                               ws.chain_globals[k].translation)
                                   .norm();
     }
     problem.tolerance = goal.options.tolerance > 0.0
@@ -339,11 +375,6 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
     for (int k = 0; k < n; ++k) {
       ws.start_rotations[k] = pose->local[chain[k]].rotation;
     }
-    if (kind != SolverKind::kTwoBone &&
-        BreakSymmetry(skeleton, chain, goal, ws.globals, pose)) {
-      UpdateGlobalsFrom(skeleton, *pose, chain[0], absl::MakeSpan(ws.globals));
-    }
-    for (int k = 0; k < n; ++k) ws.chain_globals[k] = ws.globals[chain[k]];
     GoalResult& result = results[i];
     result = GoalResult();
     result.solver = kind;
@@ -359,11 +390,13 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                 .normalized();
       }
     }
-
     result.tolerance = problem.tolerance;
     result.orientation_tolerance_rad = problem.orientation_tolerance_rad;
-    UpdateGlobalsFrom(skeleton, *pose, chain[0], absl::MakeSpan(ws.globals));
+    for (int j : chain) ws.moved[j] = 1;
+    first_moved = std::min(first_moved, chain[0]);
   }
+  // One forward-kinematics pass from the first joint any goal moved.
+  UpdateGlobalsFrom(skeleton, *pose, first_moved, absl::MakeSpan(ws.globals));
 
   // Measure every goal on the returned pose (a later goal may have moved an
   // earlier goal's chain).

@@ -131,6 +131,26 @@ std::vector<Case> Cases() {
   stretch.options.max_stretch = 1.5;
   stretch.target = Eigen::Vector3d(1.5, 0.2, 0.3);
   cases.push_back({"two_bone", leg, {leg_goal, stretch}});
+  // Four limbs and then a spine-to-hand goal that moves their parents: the
+  // stale-global bookkeeping between goals must not allocate either.
+  const SkeletonDef humanoid = testing::HumanoidDef();
+  const Skeleton body = MustCreate(humanoid);
+  std::vector<Goal> limbs;
+  for (int c = 0; c < 4; ++c) {
+    Goal g;
+    g.chain = c;
+    g.target = GlobalOf(body, testing::RandomPose(body, rng, 1.0),
+                        body.chain(c).joints.back())
+                   .translation;
+    limbs.push_back(g);
+  }
+  Goal reach_up;
+  reach_up.root_joint = body.FindJoint("spine0");
+  reach_up.tip_joint = body.FindJoint("l_wrist");
+  reach_up.target = Eigen::Vector3d(0.3, 1.9, 0.2);
+  limbs.push_back(reach_up);
+  limbs.push_back(limbs[3]);  // The right arm again, below the moved spine.
+  cases.push_back({"humanoid", humanoid, limbs});
   return cases;
 }
 

@@ -144,6 +144,56 @@ SkeletonDef TwoBoneLegDef(bool hinge_knee) {
   return def;
 }
 
+SkeletonDef HumanoidDef() {
+  SkeletonDef def;
+  auto add = [&def](const std::string& name, int parent,
+                    const Eigen::Vector3d& t) {
+    JointDef j;
+    j.name = name;
+    j.parent = parent;
+    j.rest.translation = t;
+    def.joints.push_back(j);
+    return static_cast<int>(def.joints.size()) - 1;
+  };
+  const int hips = add("hips", -1, Eigen::Vector3d(0, 0.95, 0));
+  for (const char* side : {"l", "r"}) {
+    const double s = side[0] == 'l' ? 1.0 : -1.0;
+    const std::string p(side);
+    const int root =
+        add(p + "_hip_root", hips, Eigen::Vector3d(s * 0.05, -0.05, 0));
+    const int hip = add(p + "_hip", root, Eigen::Vector3d(s * 0.05, -0.02, 0));
+    const int knee = add(p + "_knee", hip, Eigen::Vector3d(0, -0.42, 0));
+    const int ankle = add(p + "_ankle", knee, Eigen::Vector3d(0, -0.41, 0));
+    add(p + "_toe", ankle, Eigen::Vector3d(0, -0.05, 0.12));
+  }
+  const int spine0 = add("spine0", hips, Eigen::Vector3d(0, 0.1, 0));
+  const int spine1 = add("spine1", spine0, Eigen::Vector3d(0, 0.12, 0));
+  const int spine2 = add("spine2", spine1, Eigen::Vector3d(0, 0.12, 0));
+  const int neck = add("neck", spine2, Eigen::Vector3d(0, 0.15, 0));
+  const int neck1 = add("neck1", neck, Eigen::Vector3d(0, 0.05, 0));
+  add("head", neck1, Eigen::Vector3d(0, 0.08, 0));
+  for (const char* side : {"l", "r"}) {
+    const double s = side[0] == 'l' ? 1.0 : -1.0;
+    const std::string p(side);
+    const int clavicle =
+        add(p + "_clavicle", spine2, Eigen::Vector3d(s * 0.03, 0.12, 0));
+    const int shoulder =
+        add(p + "_shoulder", clavicle, Eigen::Vector3d(s * 0.15, 0, 0));
+    const int elbow =
+        add(p + "_elbow", shoulder, Eigen::Vector3d(s * 0.28, 0, 0));
+    const int wrist = add(p + "_wrist", elbow, Eigen::Vector3d(s * 0.25, 0, 0));
+    const int finger =
+        add(p + "_finger", wrist, Eigen::Vector3d(s * 0.05, 0, 0));
+    add(p + "_finger1", finger, Eigen::Vector3d(s * 0.03, 0, 0));
+    add(p + "_thumb", wrist, Eigen::Vector3d(s * 0.02, 0, 0.03));
+  }
+  def.chains = {{"l_leg", "l_hip", "l_ankle"},
+                {"r_leg", "r_hip", "r_ankle"},
+                {"l_arm", "l_shoulder", "l_wrist"},
+                {"r_arm", "r_shoulder", "r_wrist"}};
+  return def;
+}
+
 const std::vector<JointRange>& PandaLimits() {
   static const std::vector<JointRange> limits = {
       {-2.8973, 2.8973},  {-1.7628, 1.7628}, {-2.8973, 2.8973},

@@ -56,6 +56,12 @@ std::vector<double> BoneLengths(const Skeleton& skeleton, const Pose& pose);
 // by default or a hinge about +X; chain "leg".
 SkeletonDef TwoBoneLegDef(bool hinge_knee = false);
 
+// A 31-joint humanoid in the joint order of a CMU motion-capture skeleton
+// (hips, legs with toes, a three-joint spine, neck and head, clavicles,
+// arms, hands with two finger joints each), in metres, with chains
+// "l_leg"/"r_leg" (hip..ankle) and "l_arm"/"r_arm" (shoulder..wrist).
+SkeletonDef HumanoidDef();
+
 // The Franka Emika Panda: 7 revolute joints with the manufacturer's limits
 // (franka_description URDF), plus fixed base and flange joints. Chain "arm"
 // runs from panda_joint1 to panda_flange.
