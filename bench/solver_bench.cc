@@ -212,9 +212,10 @@ void RunSolverCore(benchmark::State& state, const Scenario& scenario) {
   for (int k = 0; k < n; ++k) {
     start_globals[k] = ws.globals[chain[k]];
     if (k > 0) {
-      length +=
+      ws.lengths[k - 1] =
           (start_globals[k].translation - start_globals[k - 1].translation)
               .norm();
+      length += ws.lengths[k - 1];
     }
   }
   ChainProblem problem;

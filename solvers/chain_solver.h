@@ -57,7 +57,9 @@ struct ChainProblem {
 // A solver. Implementations are stateless and const, so one instance serves
 // every thread; all scratch lives in the Workspace. On entry
 // ws.chain_globals[0..n-1] hold the chain joints' model-space transforms in
-// `pose` (the caller has them from its forward kinematics pass). Solve writes
+// `pose` (the caller has them from its forward kinematics pass) and
+// ws.lengths[0..n-2] the bone lengths between them (which sum to
+// problem.chain_length). Solve writes
 // the local rotations of the chain's joints in `pose` (and nothing else, except
 // two-bone stretch, which writes the mid and tip translations) and returns
 // the number of iterations it ran. Errors and the reached flag are measured

@@ -227,9 +227,6 @@ int FabrikSolver::Solve(const ChainProblem& problem, Workspace& ws,
   for (int k = 0; k < n; ++k) {
     ws.points[k] = ws.chain_globals[k].translation;
     if (k + 1 < n) {
-      ws.lengths[k] = (ws.chain_globals[k + 1].translation -
-                       ws.chain_globals[k].translation)
-                          .norm();
       constrained |= problem.skeleton->joint(problem.joints[k]).IsConstrained();
     }
   }

@@ -357,9 +357,10 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
       ComputeChainGlobals(problem, *pose, ws);
     }
     for (int k = 0; k + 1 < n; ++k) {
-      problem.chain_length += (ws.chain_globals[k + 1].translation -
-                               ws.chain_globals[k].translation)
-                                  .norm();
+      ws.lengths[k] = (ws.chain_globals[k + 1].translation -
+                       ws.chain_globals[k].translation)
+                          .norm();
+      problem.chain_length += ws.lengths[k];
     }
     problem.tolerance = goal.options.tolerance > 0.0
                             ? goal.options.tolerance
