@@ -221,8 +221,8 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
     }
   }
 
-  // 1. Bend the mid joint so the root-tip distance matches. `tip` is where
-  // the tip joint ends up.
+  // 1. Bend the mid joint so the root-tip distance matches. `tip_position`
+  // is where the tip joint ends up.
   Vector3d tip_position = g[2].translation;
   if (bend_axis.norm() > 0.5) {
     const MidGeometry geo(ab, me, bend_axis);
