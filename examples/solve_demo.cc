@@ -162,45 +162,18 @@ void PandaDemo() {
 }
 
 void HumanoidDemo() {
-  std::printf("Humanoid: two feet and two hands in one solve\n");
-  SkeletonDef def;
-  auto add = [&def](const char* name, int parent, Vector3d t) {
-    JointDef j;
-    j.name = name;
-    j.parent = parent;
-    j.rest.translation = t;
-    def.joints.push_back(j);
-    return static_cast<int>(def.joints.size()) - 1;
-  };
-  const int hips = add("hips", -1, Vector3d(0, 1.0, 0));
-  const int spine = add("spine", hips, Vector3d(0, 0.5, 0));
-  for (double side : {1.0, -1.0}) {
-    const bool left = side > 0;
-    const int hip =
-        add(left ? "l_hip" : "r_hip", hips, Vector3d(0.1 * side, 0, 0));
-    const int knee =
-        add(left ? "l_knee" : "r_knee", hip, Vector3d(0, -0.45, 0));
-    add(left ? "l_ankle" : "r_ankle", knee, Vector3d(0, -0.42, 0));
-    const int shoulder = add(left ? "l_shoulder" : "r_shoulder", spine,
-                             Vector3d(0.2 * side, 0, 0));
-    const int elbow =
-        add(left ? "l_elbow" : "r_elbow", shoulder, Vector3d(0.3 * side, 0, 0));
-    add(left ? "l_wrist" : "r_wrist", elbow, Vector3d(0.25 * side, 0, 0));
-  }
-  def.chains = {{"l_leg", "l_hip", "l_ankle"},
-                {"r_leg", "r_hip", "r_ankle"},
-                {"l_arm", "l_shoulder", "l_wrist"},
-                {"r_arm", "r_shoulder", "r_wrist"}};
-  const Skeleton body = MustCreate(def);
-  const std::vector<Vector3d> targets = {
-      Vector3d(0.15, 0.2, 0.3), Vector3d(-0.1, 0.2, -0.2),
-      Vector3d(0.45, 1.25, 0.3), Vector3d(-0.4, 1.9, 0.1)};
+  std::printf("Humanoid (31 joints): two feet and two hands in one solve\n");
+  const Skeleton body = MustCreate(testing::HumanoidDef());
+  // Targets where a crouching, reaching pose puts the ankles and wrists.
+  testing::Rng rng(8);
+  const Pose crouch = testing::RandomPose(body, rng, 1.2);
   std::vector<Goal> goals;
-  for (int c = 0; c < 4; ++c) {
+  for (int c = 0; c < body.num_chains(); ++c) {
     Goal g;
     g.chain = c;
-    g.target = targets[c];
-    g.pole = targets[c] + Vector3d(0, 0, 1);
+    g.target = testing::GlobalOf(body, crouch, body.chain(c).joints.back())
+                   .translation;
+    g.pole = g.target + Vector3d(0, 0, 1);
     goals.push_back(g);
   }
   SolveAndReport(body, goals, RestPose(body), "feet and hands");
