@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "solvers/limits.h"
 
@@ -141,6 +142,81 @@ void ChainKinematics::CapStep(double max_step, DofVector* delta) const {
     }
   }
   if (largest > max_step) *delta *= max_step / largest;
+}
+
+namespace {
+
+// splitmix64 (Steele, Lea & Flood 2014): a tiny, allocation-free generator.
+uint64_t NextRandom(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, 1).
+double Uniform(uint64_t* state) {
+  return static_cast<double>(NextRandom(state) >> 11) * 0x1.0p-53;
+}
+
+}  // namespace
+
+uint64_t RestartSeed(const Goal& goal) {
+  uint64_t seed = 0x5EEDull;
+  for (int i = 0; i < 3; ++i) {
+    uint64_t bits;
+    std::memcpy(&bits, &goal.target[i], sizeof(bits));
+    seed ^= bits;
+    NextRandom(&seed);
+  }
+  return seed;
+}
+
+void ChainKinematics::Randomize(uint64_t* state) {
+  for (int k = 0; k < moving_joints_; ++k) {
+    const int j = problem_.joints[k];
+    const Joint& joint = problem_.skeleton->joint(j);
+    switch (joint.type) {
+      case JointType::kHinge: {
+        const double lo =
+            std::isfinite(joint.min_angle_rad) ? joint.min_angle_rad : -M_PI;
+        const double hi =
+            std::isfinite(joint.max_angle_rad) ? joint.max_angle_rad : M_PI;
+        double& angle = ws_.dof_values[dof_start_[k]];
+        angle = lo + (hi - lo) * Uniform(state);
+        WriteHinge(k, angle);
+        break;
+      }
+      case JointType::kBall: {
+        // Uniform random rotation (Shoemake 1992).
+        const double u1 = Uniform(state), u2 = Uniform(state),
+                     u3 = Uniform(state);
+        const double a = std::sqrt(1.0 - u1), b = std::sqrt(u1);
+        const Eigen::Quaterniond q(
+            a * std::sin(2 * M_PI * u2), a * std::cos(2 * M_PI * u2),
+            b * std::sin(2 * M_PI * u3), b * std::cos(2 * M_PI * u3));
+        pose_.local[j].rotation =
+            ConstrainRotation(joint, joint.rest.rotation * q).normalized();
+        break;
+      }
+      case JointType::kFixed:
+        break;
+    }
+  }
+}
+
+void ChainKinematics::SaveBest() {
+  for (int k = 0; k < moving_joints_; ++k) {
+    ws_.best_rotations[k] = pose_.local[problem_.joints[k]].rotation;
+  }
+  for (int i = 0; i < dof_; ++i) ws_.best_dof_values[i] = ws_.dof_values[i];
+}
+
+void ChainKinematics::RestoreBest() {
+  for (int k = 0; k < moving_joints_; ++k) {
+    pose_.local[problem_.joints[k]].rotation = ws_.best_rotations[k];
+  }
+  for (int i = 0; i < dof_; ++i) ws_.dof_values[i] = ws_.best_dof_values[i];
 }
 
 void ChainKinematics::Save() {

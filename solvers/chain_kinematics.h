@@ -10,6 +10,7 @@
 
 #include <Eigen/Core>
 #include <array>
+#include <cstdint>
 
 #include "solvers/chain_solver.h"
 
@@ -20,6 +21,10 @@ template <int Rows>
 using JacobianMatrix =
     Eigen::Matrix<double, Rows, Eigen::Dynamic, 0, Rows, kMaxChainDof>;
 using DofVector = Eigen::Matrix<double, Eigen::Dynamic, 1, 0, kMaxChainDof, 1>;
+
+// The restart sequence's seed: a mix of the target's bits, so the same goal
+// always restarts the same way.
+uint64_t RestartSeed(const Goal& goal);
 
 class ChainKinematics {
  public:
@@ -57,6 +62,16 @@ class ChainKinematics {
   void Save();
   void Restore();
 
+  // Saves / restores the best configuration seen across restarts.
+  void SaveBest();
+  void RestoreBest();
+
+  // Moves every DOF to a pseudo-random value within its limits: hinges
+  // uniformly in their range ([-pi, pi] when unlimited), ball joints to a
+  // uniformly random rotation projected onto their limits. `state` is a
+  // splitmix64 state; the same state gives the same configuration.
+  void Randomize(uint64_t* state);
+
  private:
   void WriteHinge(int k, double angle);
 
@@ -72,6 +87,34 @@ class ChainKinematics {
   double position_error_ = 0.0;
   double orientation_error_ = 0.0;
 };
+
+// Runs `attempt` (a callable returning the iterations it ran and leaving
+// `kin` evaluated at its result), then, while the goal is unreached, up to
+// options.max_restarts more attempts from random configurations within the
+// limits. Keeps the best result; returns the iterations of all attempts.
+template <class Attempt>
+int RunWithRestarts(const ChainProblem& problem, ChainKinematics& kin,
+                    Attempt attempt) {
+  int iterations = attempt();
+  const int restarts = problem.goal->options.max_restarts;
+  if (restarts == 0 || kin.dof() == 0 || kin.Converged()) return iterations;
+  double best = kin.error().squaredNorm();
+  kin.SaveBest();
+  uint64_t state = RestartSeed(*problem.goal);
+  for (int r = 0; r < restarts; ++r) {
+    kin.Randomize(&state);
+    iterations += attempt();
+    if (kin.Converged()) return iterations;
+    const double error = kin.error().squaredNorm();
+    if (error < best) {
+      best = error;
+      kin.SaveBest();
+    }
+  }
+  kin.RestoreBest();
+  kin.Evaluate();
+  return iterations;
+}
 
 }  // namespace reach
 

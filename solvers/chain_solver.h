@@ -37,6 +37,8 @@ struct Workspace {
   std::array<double, kMaxChainJoints> lengths;
   std::array<double, kMaxChainDof> dof_values;
   std::array<double, kMaxChainDof> dof_values_alt;
+  std::array<Eigen::Quaterniond, kMaxChainJoints> best_rotations;
+  std::array<double, kMaxChainDof> best_dof_values;
 };
 
 // A validated goal resolved against its skeleton: what a solver needs.

@@ -48,6 +48,13 @@ struct SolveOptions {
   // one step, radians (per-step damping). >= 0; 0: CCD unlimited, Jacobian
   // family 0.5 rad.
   double max_step_rad = 0.0;
+  // Jacobian family and GRADIENT_DESCENT: when an attempt ends unreached,
+  // start again from a pseudo-random configuration within the joint limits,
+  // up to this many times, and keep the best result (TRAC-IK-style random
+  // restarts, counted instead of timed). Deterministic: the sequence
+  // derives from the goal's target. In [0, 1000]; 0: no restarts. Each
+  // attempt gets max_iterations; `iterations` reports them all.
+  int max_restarts = 0;
   // TWO_BONE soft IK: the fraction of the chain's length over which the
   // chain eases into full extension instead of snapping straight.
   // In [0, 1); 0: off. With soft 0.1 the chain starts easing at 90% of its

@@ -81,7 +81,9 @@ int Run(const ChainProblem& problem, ChainKinematics& kin) {
 int GradientDescentSolver::Solve(const ChainProblem& problem, Workspace& ws,
                                  Pose& pose) const {
   ChainKinematics kin(problem, ws, pose);
-  return kin.task_rows() == 6 ? Run<6>(problem, kin) : Run<3>(problem, kin);
+  return RunWithRestarts(problem, kin, [&] {
+    return kin.task_rows() == 6 ? Run<6>(problem, kin) : Run<3>(problem, kin);
+  });
 }
 
 }  // namespace reach

@@ -156,8 +156,10 @@ int Run(const ChainProblem& problem, JacobianMethod method,
 int JacobianSolver::Solve(const ChainProblem& problem, Workspace& ws,
                           Pose& pose) const {
   ChainKinematics kin(problem, ws, pose);
-  return kin.task_rows() == 6 ? Run<6>(problem, method_, kin)
-                              : Run<3>(problem, method_, kin);
+  return RunWithRestarts(problem, kin, [&] {
+    return kin.task_rows() == 6 ? Run<6>(problem, method_, kin)
+                                : Run<3>(problem, method_, kin);
+  });
 }
 
 }  // namespace reach

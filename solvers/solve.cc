@@ -22,6 +22,11 @@ absl::Status ValidateOptions(int i, const SolveOptions& o,
         GoalField(i, "options.max_iterations"), " = ", o.max_iterations,
         " is outside [0, ", limits.max_iterations, "]"));
   }
+  if (o.max_restarts < 0 || o.max_restarts > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(GoalField(i, "options.max_restarts"), " = ",
+                     o.max_restarts, " is outside [0, 1000]"));
+  }
   constexpr double kHuge = 1e300;
   if (auto s = ValidateRange(
           o.tolerance, FieldName{"goals", i, "options.tolerance"}, 0.0, kHuge);

@@ -117,8 +117,12 @@ std::vector<Case> Cases() {
     goal.chain = 0;
     goal.solver = kind;
     goal.target = reachable.translation;
-    cases.push_back(
-        {std::string(SolverName(kind)) + "_limited", limited, {goal}});
+    Goal restarting = goal;
+    restarting.target = Eigen::Vector3d(40, 10, -20);  // Out of reach.
+    restarting.options.max_restarts = 3;
+    cases.push_back({std::string(SolverName(kind)) + "_limited",
+                     limited,
+                     {goal, restarting}});
   }
   const SkeletonDef leg = testing::TwoBoneLegDef(/*hinge_knee=*/true);
   Goal leg_goal;

@@ -327,6 +327,12 @@ std::vector<BrokenGoal> BrokenGoals() {
       {"max_stretch 11",
        [](const Skeleton&, Goal& g) { g.options.max_stretch = 11.0; }, kInvalid,
        "goals[1].options.max_stretch"},
+      {"max_restarts -1",
+       [](const Skeleton&, Goal& g) { g.options.max_restarts = -1; }, kInvalid,
+       "goals[1].options.max_restarts"},
+      {"max_restarts 1001",
+       [](const Skeleton&, Goal& g) { g.options.max_restarts = 1001; },
+       kInvalid, "goals[1].options.max_restarts"},
   };
 }
 
