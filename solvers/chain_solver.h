@@ -33,7 +33,6 @@ struct Workspace {
   std::array<Eigen::Quaterniond, kMaxChainJoints> start_rotations;
   std::array<Eigen::Quaterniond, kMaxChainJoints> saved_rotations;
   std::array<Eigen::Vector3d, kMaxChainJoints> points;
-  std::array<Eigen::Vector3d, kMaxChainJoints> points_alt;
   std::array<double, kMaxChainJoints> lengths;
   std::array<double, kMaxChainDof> dof_values;
   std::array<double, kMaxChainDof> dof_values_alt;

@@ -204,8 +204,9 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
     bend_axis = g[1].rotation * mid.axis;
   } else if (mid.type == JointType::kBall) {
     const Vector3d normal = ab.cross(me);
-    if (normal.norm() > 1e-9 * l1 * l2 && normal.norm() > kTiny) {
-      bend_axis = normal.normalized();
+    const double normal_norm = normal.norm();
+    if (normal_norm > 1e-9 * l1 * l2 && normal_norm > kTiny) {
+      bend_axis = normal / normal_norm;
     } else {
       // Straight (or zero-length) chain: bend towards the pole if there is
       // one (the mid joint then moves to the side line x axis = pole side).
@@ -224,7 +225,9 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   // 1. Bend the mid joint so the root-tip distance matches. `tip_position`
   // is where the tip joint ends up.
   Vector3d tip_position = g[2].translation;
-  if (bend_axis.norm() > 0.5) {
+  // Unit when set; zero only for a fixed mid joint or zero-length bones.
+  const bool has_bend_axis = bend_axis.squaredNorm() > 0.25;
+  if (has_bend_axis) {
     const MidGeometry geo(ab, me, bend_axis);
     // r = 0: the second bone lies along the axis or the first has no
     // length; no turn changes the distance.
@@ -269,12 +272,11 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
 
   // 3. Twist about the root-target line so the mid joint faces the pole.
   Quaterniond twist = Quaterniond::Identity();
-  if (goal.pole && line.norm() > 0.5) {
+  if (goal.pole && line.squaredNorm() > 0.25) {  // line: unit or zero.
     const Vector3d pole_dir = Perp(*goal.pole - a, line);
     if (pole_dir.norm() > 1e-9 * std::max(length, kTiny)) {
       Vector3d mid_dir = Perp(aim * (g[1].translation - a), line);
-      if (mid_dir.norm() <= 1e-9 * std::max(l1, kTiny) &&
-          bend_axis.norm() > 0.5) {
+      if (mid_dir.norm() <= 1e-9 * std::max(l1, kTiny) && has_bend_axis) {
         // Straight chain: the side a positive bend would take.
         const double side =
             mid.type == JointType::kHinge && mid.max_angle_rad <= 0.0 ? -1.0
