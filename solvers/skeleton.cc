@@ -58,6 +58,7 @@ absl::Status ValidateJointLimits(int i, const JointDef& def) {
 }  // namespace
 
 std::string FieldName::ToString() const {
+  if (field.empty()) return absl::StrCat(list, "[", index, "]");
   return absl::StrCat(list, "[", index, "].", field);
 }
 

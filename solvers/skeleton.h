@@ -145,7 +145,8 @@ class Skeleton {
 struct FieldName {
   absl::string_view list;  // "joints", "goals", "pose.local".
   int index;
-  absl::string_view field;  // "rest.rotation", "options.tolerance".
+  absl::string_view field;  // "rest.rotation", "options.tolerance"; may be
+                            // empty ("pose.rotations[3]").
   std::string ToString() const;
 };
 

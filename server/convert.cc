@@ -1,0 +1,236 @@
+#include "server/convert.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace reach {
+namespace {
+
+// Unset limits on the wire mean unlimited: -inf / +inf, never a finite
+// sentinel (KDL's numeric_limits::min() mistake).
+double OrInf(bool has, double value, double inf) { return has ? value : inf; }
+
+std::string GoalField(int i, absl::string_view field) {
+  return absl::StrCat("goals[", i, "].", field);
+}
+
+JointType FromProto(v1::JointType type) {
+  switch (type) {
+    case v1::JOINT_TYPE_HINGE:
+      return JointType::kHinge;
+    case v1::JOINT_TYPE_FIXED:
+      return JointType::kFixed;
+    case v1::JOINT_TYPE_UNSPECIFIED:
+    case v1::JOINT_TYPE_BALL:
+    case v1::JointType_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case v1::JointType_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  return JointType::kBall;
+}
+
+Transform FromProto(const v1::Transform& t) {
+  Transform out;
+  out.translation = reach::FromProto(t.translation());
+  if (t.has_rotation()) out.rotation = reach::FromProto(t.rotation());
+  if (t.scale() != 0.0) out.scale = t.scale();
+  return out;
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl::StatusCode and grpc::StatusCode share the google.rpc.Code values.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+void ToProto(const absl::Status& status, v1::Error* error) {
+  error->set_code(static_cast<int>(status.code()));
+  error->set_message(std::string(status.message()));
+}
+
+Eigen::Vector3d FromProto(const v1::Vec3& v) {
+  return Eigen::Vector3d(v.x(), v.y(), v.z());
+}
+
+Eigen::Quaterniond FromProto(const v1::Quat& q) {
+  return Eigen::Quaterniond(q.w(), q.x(), q.y(), q.z());
+}
+
+void ToProto(const Eigen::Vector3d& v, v1::Vec3* out) {
+  out->set_x(v.x());
+  out->set_y(v.y());
+  out->set_z(v.z());
+}
+
+void ToProto(const Eigen::Quaterniond& q, v1::Quat* out) {
+  out->set_w(q.w());
+  out->set_x(q.x());
+  out->set_y(q.y());
+  out->set_z(q.z());
+}
+
+void ToProto(const Transform& t, v1::Transform* out) {
+  ToProto(t.translation, out->mutable_translation());
+  ToProto(t.rotation, out->mutable_rotation());
+  out->set_scale(t.scale);
+}
+
+absl::Status FromProto(const v1::Skeleton& skeleton, SkeletonDef* def) {
+  def->joints.clear();
+  def->chains.clear();
+  def->joints.reserve(skeleton.joints_size());
+  for (int i = 0; i < skeleton.joints_size(); ++i) {
+    const v1::Joint& in = skeleton.joints(i);
+    if (!v1::JointType_IsValid(in.type())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "joints[", i, "].type: unknown joint type ", in.type()));
+    }
+    JointDef& out = def->joints.emplace_back();
+    out.name = in.name();
+    out.parent = in.parent();
+    out.rest = FromProto(in.rest());
+    out.type = FromProto(in.type());
+    out.axis = FromProto(in.axis());
+    out.min_angle_rad = OrInf(in.has_min_angle_rad(), in.min_angle_rad(), -kInf);
+    out.max_angle_rad = OrInf(in.has_max_angle_rad(), in.max_angle_rad(), kInf);
+    out.max_swing_rad = OrInf(in.has_max_swing_rad(), in.max_swing_rad(), kInf);
+  }
+  def->chains.reserve(skeleton.chains_size());
+  for (const v1::Chain& in : skeleton.chains()) {
+    def->chains.push_back(ChainDef{in.name(), in.root(), in.tip()});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FromProto(const Skeleton& skeleton,
+                       const google::protobuf::RepeatedPtrField<v1::Goal>& goals,
+                       std::vector<Goal>* out) {
+  out->resize(goals.size());
+  for (int i = 0; i < goals.size(); ++i) {
+    const v1::Goal& in = goals[i];
+    Goal& goal = (*out)[i];
+    goal = Goal();
+    if (!in.chain().empty()) {
+      goal.chain = skeleton.FindChain(in.chain());
+      if (goal.chain < 0) {
+        return absl::NotFoundError(absl::StrCat(GoalField(i, "chain"),
+                                                ": no chain named '",
+                                                in.chain(), "'"));
+      }
+    } else if (in.root_joint().empty() || in.tip_joint().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(GoalField(i, "chain"),
+                       ": required (or both root_joint and tip_joint)"));
+    } else {
+      goal.root_joint = skeleton.FindJoint(in.root_joint());
+      if (goal.root_joint < 0) {
+        return absl::NotFoundError(absl::StrCat(GoalField(i, "root_joint"),
+                                                ": no joint named '",
+                                                in.root_joint(), "'"));
+      }
+      goal.tip_joint = skeleton.FindJoint(in.tip_joint());
+      if (goal.tip_joint < 0) {
+        return absl::NotFoundError(absl::StrCat(GoalField(i, "tip_joint"),
+                                                ": no joint named '",
+                                                in.tip_joint(), "'"));
+      }
+    }
+    if (!v1::Solver_IsValid(in.solver())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          GoalField(i, "solver"), ": unknown solver ", in.solver()));
+    }
+    goal.solver = static_cast<SolverKind>(in.solver());
+    if (!in.has_target()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(GoalField(i, "target"), ": required"));
+    }
+    goal.target = FromProto(in.target());
+    if (in.has_target_orientation()) {
+      goal.target_orientation = FromProto(in.target_orientation());
+    }
+    if (in.has_pole()) goal.pole = FromProto(in.pole());
+    if (in.has_weight()) goal.weight = in.weight();
+    const v1::SolveOptions& options = in.options();
+    goal.options.max_iterations = options.max_iterations();
+    goal.options.tolerance = options.tolerance();
+    goal.options.orientation_tolerance_rad = options.orientation_tolerance_rad();
+    goal.options.damping = options.damping();
+    goal.options.max_step_rad = options.max_step_rad();
+    goal.options.max_restarts = options.max_restarts();
+    goal.options.soft = options.soft();
+    goal.options.max_stretch = options.max_stretch();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FromProto(const Skeleton& skeleton, const v1::Pose& pose,
+                       Pose* out) {
+  const int n = skeleton.num_joints();
+  if (pose.rotations_size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("start_pose.rotations: has ", pose.rotations_size(),
+                     " rotations; the skeleton has ", n, " joints"));
+  }
+  out->local.resize(n);
+  for (int i = 0; i < n; ++i) {
+    Transform& local = out->local[i];
+    local = skeleton.joint(i).rest;
+    local.rotation = FromProto(pose.rotations(i));
+    absl::Status status = ValidateUnitQuaternion(
+        local.rotation, FieldName{"start_pose.rotations", i, ""});
+    if (!status.ok()) return status;
+    NormalizeRotation(&local.rotation);
+  }
+  if (pose.has_root_translation()) {
+    if (skeleton.joint(0).parent != -1) {
+      return absl::InvalidArgumentError(
+          "start_pose.root_translation: joint 0 is not a root");
+    }
+    const Eigen::Vector3d t = FromProto(pose.root_translation());
+    if (!t.allFinite()) {
+      return absl::InvalidArgumentError(
+          "start_pose.root_translation: not finite");
+    }
+    out->local[0].translation = t;
+  }
+  return absl::OkStatus();
+}
+
+void ToProto(const Pose& start, const Pose& solved,
+             absl::Span<const GoalResult> results,
+             v1::SolveResponse* response) {
+  const int n = static_cast<int>(solved.local.size());
+  for (int i = 0; i < n; ++i) {
+    const Transform& before = start.local[i];
+    const Transform& after = solved.local[i];
+    const bool rotated = before.rotation.coeffs() != after.rotation.coeffs();
+    const bool moved = before.translation != after.translation;
+    if (!rotated && !moved) continue;
+    v1::JointPose* joint = response->add_joints();
+    joint->set_joint(static_cast<uint32_t>(i));
+    ToProto(after.rotation, joint->mutable_rotation());
+    if (moved) ToProto(after.translation, joint->mutable_translation());
+  }
+  for (const GoalResult& r : results) {
+    v1::GoalResult* out = response->add_results();
+    out->set_reached(r.reached);
+    out->set_position_error(r.position_error);
+    out->set_orientation_error_rad(r.orientation_error_rad);
+    out->set_iterations(r.iterations);
+    out->set_solver(static_cast<v1::Solver>(r.solver));
+    out->set_tolerance(r.tolerance);
+    out->set_orientation_tolerance_rad(r.orientation_tolerance_rad);
+  }
+}
+
+void ToProto(absl::Span<const Transform> globals,
+             v1::SolveResponse* response) {
+  response->mutable_globals()->Reserve(static_cast<int>(globals.size()));
+  for (const Transform& g : globals) ToProto(g, response->add_globals());
+}
+
+}  // namespace reach

@@ -1,0 +1,61 @@
+// The one place where wire messages (reach.v1) meet solver types. Every
+// FromProto validates what the solver library does not (presence, enum
+// ranges, counts) and names the field in its error; every ToProto writes
+// into a message the caller owns so buffers are reused.
+#ifndef REACH_SERVER_CONVERT_H_
+#define REACH_SERVER_CONVERT_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "grpcpp/support/status.h"
+#include "reach/v1/ik_service.pb.h"
+#include "solvers/goal.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+
+namespace reach {
+
+// absl::Status -> grpc::Status, code for code.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Fills an in-band error (stream frames, batch items).
+void ToProto(const absl::Status& status, v1::Error* error);
+
+// The wire skeleton as a solver definition. Unset rotations are identity and
+// unset scales 1; unset limits are unlimited. Validation of the hierarchy
+// itself is Skeleton::Create's job.
+absl::Status FromProto(const v1::Skeleton& skeleton, SkeletonDef* def);
+
+// The request's goals, names resolved against `skeleton`. `goals` is
+// overwritten; its capacity is reused. Unknown chains and joints are
+// NotFound; a missing target or an unknown solver value InvalidArgument,
+// both naming "goals[i].field". Ranges are checked later by reach::Solve.
+absl::Status FromProto(const Skeleton& skeleton,
+                       const google::protobuf::RepeatedPtrField<v1::Goal>& goals,
+                       std::vector<Goal>* out);
+
+// A start pose: one rotation per joint (errors name
+// "start_pose.rotations[i]"); translations and scales from the rest pose,
+// except joint 0's translation when root_translation is set.
+absl::Status FromProto(const Skeleton& skeleton, const v1::Pose& pose,
+                       Pose* out);
+
+// Writes into `response` every joint of `solved` that differs from `start`
+// (rotation, and translation only when it changed) and one result per goal.
+void ToProto(const Pose& start, const Pose& solved,
+             absl::Span<const GoalResult> results, v1::SolveResponse* response);
+
+// Model-space transforms of every joint.
+void ToProto(absl::Span<const Transform> globals, v1::SolveResponse* response);
+
+void ToProto(const Eigen::Vector3d& v, v1::Vec3* out);
+void ToProto(const Eigen::Quaterniond& q, v1::Quat* out);
+void ToProto(const Transform& t, v1::Transform* out);
+Eigen::Vector3d FromProto(const v1::Vec3& v);
+Eigen::Quaterniond FromProto(const v1::Quat& q);
+
+}  // namespace reach
+
+#endif  // REACH_SERVER_CONVERT_H_

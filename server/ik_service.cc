@@ -1,0 +1,328 @@
+#include "server/ik_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/convert.h"
+#include "server/solve_call.h"
+#include "server/solve_stream.h"
+
+namespace reach {
+namespace {
+
+bool DeadlinePassed(const grpc::CallbackServerContext* context) {
+  return context->deadline() <= std::chrono::system_clock::now();
+}
+
+grpc::Status QueueFull(const SolverPool& pool) {
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat("the solver queue is full (",
+                                   pool.queue_depth(),
+                                   " tasks waiting); retry with backoff"));
+}
+
+const grpc::Status kDeadlineBeforeSolve(
+    grpc::StatusCode::DEADLINE_EXCEEDED,
+    "the deadline passed before a solver thread was free");
+
+// A SolveBatch call in flight: its items are split into chunks, one pool
+// task each; the last chunk to finish finishes the call.
+struct BatchCall {
+  IkService* service;
+  grpc::CallbackServerContext* context;
+  const v1::SolveBatchRequest* request;
+  v1::SolveBatchResponse* response;
+  grpc::ServerUnaryReactor* reactor;
+  absl::Time start;
+  std::atomic<int> remaining{0};
+  std::atomic<bool> expired{false};
+};
+
+}  // namespace
+
+absl::Status UnknownSkeleton(absl::string_view id) {
+  if (id.empty()) return absl::InvalidArgumentError("skeleton_id: required");
+  return absl::NotFoundError(
+      absl::StrCat("skeleton_id: no skeleton '", id, "'"));
+}
+
+IkService::IkService(Registry* registry, SolverPool* pool, Metrics* metrics,
+                     const ServiceOptions& options)
+    : registry_(registry), pool_(pool), metrics_(metrics), options_(options) {
+  metrics_->SetSkeletons(registry_->size());
+}
+
+grpc::ServerUnaryReactor* IkService::Finish(grpc::ServerUnaryReactor* reactor,
+                                            Rpc rpc, absl::Time start,
+                                            const grpc::Status& status) {
+  metrics_->RpcHandled(rpc, status.error_code(), absl::Now() - start);
+  if (status.ok()) metrics_->MessageSent(rpc);
+  reactor->Finish(status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* IkService::RegisterSkeleton(
+    grpc::CallbackServerContext* context,
+    const v1::RegisterSkeletonRequest* request,
+    v1::RegisterSkeletonResponse* response) {
+  const absl::Time start = absl::Now();
+  metrics_->RpcStarted(Rpc::kRegisterSkeleton);
+  metrics_->MessageReceived(Rpc::kRegisterSkeleton);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!request->has_skeleton()) {
+    return Finish(reactor, Rpc::kRegisterSkeleton, start,
+                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               "skeleton: required"));
+  }
+  absl::StatusOr<RegisterResult> result =
+      registry_->Register(request->skeleton());
+  if (!result.ok()) {
+    if (result.status().code() != absl::StatusCode::kInvalidArgument) {
+      error_log_.Error(absl::StrCat("RegisterSkeleton: ",
+                                    result.status().ToString()));
+    }
+    return Finish(reactor, Rpc::kRegisterSkeleton, start,
+                  ToGrpcStatus(result.status()));
+  }
+  response->set_skeleton_id(result->id);
+  response->set_version(result->version);
+  response->set_created(result->created);
+  metrics_->SetSkeletons(registry_->size());
+  return Finish(reactor, Rpc::kRegisterSkeleton, start, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* IkService::GetSkeleton(
+    grpc::CallbackServerContext* context, const v1::GetSkeletonRequest* request,
+    v1::GetSkeletonResponse* response) {
+  const absl::Time start = absl::Now();
+  metrics_->RpcStarted(Rpc::kGetSkeleton);
+  metrics_->MessageReceived(Rpc::kGetSkeleton);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::shared_ptr<const RegisteredSkeleton> found =
+      registry_->Find(request->skeleton_id());
+  if (found == nullptr) {
+    return Finish(reactor, Rpc::kGetSkeleton, start,
+                  ToGrpcStatus(UnknownSkeleton(request->skeleton_id())));
+  }
+  response->set_skeleton_id(found->id);
+  response->set_version(found->version);
+  *response->mutable_skeleton() = found->definition;
+  return Finish(reactor, Rpc::kGetSkeleton, start, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* IkService::ListSkeletons(
+    grpc::CallbackServerContext* context,
+    const v1::ListSkeletonsRequest* request,
+    v1::ListSkeletonsResponse* response) {
+  const absl::Time start = absl::Now();
+  metrics_->RpcStarted(Rpc::kListSkeletons);
+  metrics_->MessageReceived(Rpc::kListSkeletons);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  int page_size = request->page_size();
+  if (page_size < 0 || page_size > options_.max_page_size) {
+    return Finish(
+        reactor, Rpc::kListSkeletons, start,
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat("page_size: ", page_size, " is not in [0, ",
+                                  options_.max_page_size, "]")));
+  }
+  if (page_size == 0) page_size = std::min(100, options_.max_page_size);
+  absl::StatusOr<SkeletonPage> page =
+      registry_->List(page_size, request->page_token());
+  if (!page.ok()) {
+    return Finish(reactor, Rpc::kListSkeletons, start,
+                  ToGrpcStatus(page.status()));
+  }
+  for (const auto& skeleton : page->skeletons) {
+    v1::SkeletonSummary* summary = response->add_skeletons();
+    summary->set_skeleton_id(skeleton->id);
+    summary->set_version(skeleton->version);
+    summary->set_name(skeleton->definition.name());
+    summary->set_joint_count(skeleton->skeleton.num_joints());
+    for (const v1::Chain& chain : skeleton->definition.chains()) {
+      summary->add_chains(chain.name());
+    }
+  }
+  response->set_next_page_token(page->next_page_token);
+  return Finish(reactor, Rpc::kListSkeletons, start, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* IkService::DeleteSkeleton(
+    grpc::CallbackServerContext* context,
+    const v1::DeleteSkeletonRequest* request,
+    v1::DeleteSkeletonResponse* /*response*/) {
+  const absl::Time start = absl::Now();
+  metrics_->RpcStarted(Rpc::kDeleteSkeleton);
+  metrics_->MessageReceived(Rpc::kDeleteSkeleton);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = request->skeleton_id().empty()
+                            ? UnknownSkeleton("")
+                            : registry_->Delete(request->skeleton_id());
+  if (!status.ok() && status.code() != absl::StatusCode::kNotFound &&
+      status.code() != absl::StatusCode::kInvalidArgument) {
+    error_log_.Error(absl::StrCat("DeleteSkeleton: ", status.ToString()));
+  }
+  metrics_->SetSkeletons(registry_->size());
+  return Finish(reactor, Rpc::kDeleteSkeleton, start, ToGrpcStatus(status));
+}
+
+grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
+                                           const v1::SolveRequest* request,
+                                           v1::SolveResponse* response) {
+  const absl::Time start = absl::Now();
+  metrics_->RpcStarted(Rpc::kSolve);
+  metrics_->MessageReceived(Rpc::kSolve);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::shared_ptr<const RegisteredSkeleton> skeleton =
+      registry_->Find(request->skeleton_id());
+  if (skeleton == nullptr) {
+    return Finish(reactor, Rpc::kSolve, start,
+                  ToGrpcStatus(UnknownSkeleton(request->skeleton_id())));
+  }
+  SolverPool::Task task = [this, context, request, response, reactor, start,
+                           skeleton = std::move(skeleton)](
+                              SolveScratch& scratch) {
+    if (context->IsCancelled()) {
+      Finish(reactor, Rpc::kSolve, start, grpc::Status::CANCELLED);
+      return;
+    }
+    if (DeadlinePassed(context)) {
+      Finish(reactor, Rpc::kSolve, start, kDeadlineBeforeSolve);
+      return;
+    }
+    const absl::Status status =
+        SolveOne(*skeleton, *request, /*warm_start=*/nullptr,
+                 options_.solve_limits, metrics_, scratch, response);
+    if (!status.ok()) response->Clear();
+    Finish(reactor, Rpc::kSolve, start, ToGrpcStatus(status));
+  };
+  if (!pool_->TrySubmit(task)) {
+    return Finish(reactor, Rpc::kSolve, start, QueueFull(*pool_));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* IkService::SolveBatch(
+    grpc::CallbackServerContext* context, const v1::SolveBatchRequest* request,
+    v1::SolveBatchResponse* response) {
+  const absl::Time start = absl::Now();
+  metrics_->RpcStarted(Rpc::kSolveBatch);
+  metrics_->MessageReceived(Rpc::kSolveBatch);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const int n = request->items_size();
+  if (n == 0 || n > options_.max_batch) {
+    return Finish(
+        reactor, Rpc::kSolveBatch, start,
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat("items: has ", n, " entries; allowed 1 to ",
+                                  options_.max_batch, " (--max_batch)")));
+  }
+  // Every item's response exists before any worker runs, so workers write
+  // disjoint messages and never touch the repeated field itself.
+  response->mutable_items()->Reserve(n);
+  for (int i = 0; i < n; ++i) response->add_items();
+
+  const int chunks = std::min(n, 2 * pool_->threads());
+  auto call = std::make_shared<BatchCall>();
+  call->service = this;
+  call->context = context;
+  call->request = request;
+  call->response = response;
+  call->reactor = reactor;
+  call->start = start;
+  call->remaining = chunks;
+
+  std::vector<SolverPool::Task> tasks;
+  tasks.reserve(chunks);
+  for (int c = 0; c < chunks; ++c) {
+    const int begin = static_cast<int>(static_cast<int64_t>(n) * c / chunks);
+    const int end = static_cast<int>(static_cast<int64_t>(n) * (c + 1) / chunks);
+    tasks.push_back([this, call, begin, end](SolveScratch& scratch) {
+      if (call->context->IsCancelled() || DeadlinePassed(call->context)) {
+        call->expired = true;
+      } else {
+        std::shared_ptr<const RegisteredSkeleton> skeleton;
+        for (int i = begin; i < end; ++i) {
+          const v1::SolveRequest& item = call->request->items(i);
+          v1::SolveResponse* out = call->response->mutable_items(i);
+          if (skeleton == nullptr || skeleton->id != item.skeleton_id()) {
+            skeleton = registry_->Find(item.skeleton_id());
+          }
+          absl::Status status =
+              skeleton == nullptr
+                  ? UnknownSkeleton(item.skeleton_id())
+                  : SolveOne(*skeleton, item, /*warm_start=*/nullptr,
+                             options_.solve_limits, metrics_, scratch, out);
+          if (!status.ok()) {
+            out->Clear();
+            out->set_sequence(item.sequence());
+            ToProto(status, out->mutable_error());
+          }
+        }
+      }
+      if (call->remaining.fetch_sub(1) == 1) {
+        if (call->expired) {
+          call->response->Clear();
+          Finish(call->reactor, Rpc::kSolveBatch, call->start,
+                 call->context->IsCancelled() ? grpc::Status::CANCELLED
+                                              : kDeadlineBeforeSolve);
+        } else {
+          Finish(call->reactor, Rpc::kSolveBatch, call->start,
+                 grpc::Status::OK);
+        }
+      }
+    });
+  }
+  if (!pool_->TrySubmitAll(absl::MakeSpan(tasks))) {
+    response->Clear();
+    return Finish(reactor, Rpc::kSolveBatch, start, QueueFull(*pool_));
+  }
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::SolveRequest, v1::SolveResponse>*
+IkService::SolveStream(grpc::CallbackServerContext* context) {
+  metrics_->RpcStarted(Rpc::kSolveStream);
+  absl::MutexLock lock(&streams_mu_);
+  if (shutting_down_) {
+    return new RejectedStream(
+        this, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                           "the server is shutting down"));
+  }
+  if (static_cast<int>(streams_.size()) >= options_.max_streams) {
+    return new RejectedStream(
+        this, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           absl::StrCat("too many open streams (",
+                                        streams_.size(), "; --max_streams=",
+                                        options_.max_streams, ")")));
+  }
+  auto* stream = new SolveStreamReactor(this, context);
+  streams_.insert(stream);
+  metrics_->SetActiveStreams(static_cast<int>(streams_.size()));
+  stream->Start();
+  return stream;
+}
+
+void IkService::StreamDone(SolveStreamReactor* stream) {
+  absl::MutexLock lock(&streams_mu_);
+  streams_.erase(stream);
+  metrics_->SetActiveStreams(static_cast<int>(streams_.size()));
+}
+
+void IkService::BeginShutdown() {
+  absl::MutexLock lock(&streams_mu_);
+  shutting_down_ = true;
+  for (SolveStreamReactor* stream : streams_) stream->Drain();
+}
+
+int IkService::active_streams() const {
+  absl::MutexLock lock(&streams_mu_);
+  return static_cast<int>(streams_.size());
+}
+
+}  // namespace reach

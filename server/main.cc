@@ -1,0 +1,114 @@
+// reach-server: the Reach IK service. Flags live here only; they fill a
+// ServerOptions. SIGTERM / SIGINT shut down gracefully (exit 0).
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "server/log.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "gRPC listen address host:port (port 0: any free port)");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "Prometheus /metrics listen address host:port; empty: off");
+ABSL_FLAG(int, solver_threads, 0,
+          "Solver worker threads; 0: one per hardware thread");
+ABSL_FLAG(int, queue_capacity, 1024,
+          "Solver tasks that may wait for a thread; beyond it requests get "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(std::string, data_dir, "reach-data",
+          "Directory of the SQLite registry (registry.sqlite3); created if "
+          "missing");
+ABSL_FLAG(bool, in_memory, false,
+          "Keep the registry in memory only (nothing survives a restart)");
+ABSL_FLAG(int, max_joints, 1024, "Joints per skeleton (INVALID_ARGUMENT)");
+ABSL_FLAG(int, max_goals, 64, "Goals per solve request (INVALID_ARGUMENT)");
+ABSL_FLAG(int, max_iterations, 100000,
+          "Cap on a goal's options.max_iterations (INVALID_ARGUMENT)");
+ABSL_FLAG(int, max_batch, 10000, "Items per SolveBatch (INVALID_ARGUMENT)");
+ABSL_FLAG(int, max_message_bytes, 16 * 1024 * 1024,
+          "Largest request message in bytes (RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int, max_streams, 1000,
+          "Concurrent SolveStream calls (RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int, stream_window, 64,
+          "Frames a stream reads ahead and responses it holds unsent "
+          "before it stops reading (back-pressure)");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "On SIGTERM/SIGINT: how long in-flight work may take to finish");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "reach-server: the Reach inverse-kinematics gRPC service.\n"
+      "  reach-server [--listen=127.0.0.1:50051] [--data_dir=reach-data] ...");
+  absl::ParseCommandLine(argc, argv);
+
+  // Block the shutdown signals in every thread (threads inherit the mask);
+  // this thread waits for them with sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  reach::ServerOptions options;
+  options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
+  options.solver_threads = absl::GetFlag(FLAGS_solver_threads);
+  options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.in_memory_store = absl::GetFlag(FLAGS_in_memory);
+  options.max_joints = absl::GetFlag(FLAGS_max_joints);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.service.solve_limits.max_goals = absl::GetFlag(FLAGS_max_goals);
+  options.service.solve_limits.max_iterations =
+      absl::GetFlag(FLAGS_max_iterations);
+  options.service.max_batch = absl::GetFlag(FLAGS_max_batch);
+  options.service.max_streams = absl::GetFlag(FLAGS_max_streams);
+  options.service.stream_window = absl::GetFlag(FLAGS_stream_window);
+  options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+
+  absl::StatusOr<std::unique_ptr<reach::ReachServer>> server =
+      reach::ReachServer::Start(options);
+  if (!server.ok()) {
+    reach::LogError(absl::StrCat("reach-server: cannot start: ",
+                                 server.status().message()));
+    return 1;
+  }
+  const reach::ServerOptions& o = (*server)->options();
+  reach::LogInfo(absl::StrCat(
+      "reach-server listening on ", o.listen_address, " (port ",
+      (*server)->port(), "); metrics on ",
+      o.metrics_address.empty()
+          ? std::string("(off)")
+          : absl::StrCat("http://", o.metrics_address, "/metrics (port ",
+                         (*server)->metrics_port(), ")")));
+  reach::LogInfo(absl::StrCat(
+      "config: solver_threads=", o.solver_threads,
+      " queue_capacity=", o.queue_capacity, " store=",
+      o.in_memory_store ? std::string("memory")
+                        : o.data_dir + "/registry.sqlite3",
+      " skeletons=", (*server)->service().registry().size(),
+      " max_joints=", o.max_joints,
+      " max_goals=", o.service.solve_limits.max_goals,
+      " max_iterations=", o.service.solve_limits.max_iterations,
+      " max_batch=", o.service.max_batch,
+      " max_message_bytes=", o.max_message_bytes,
+      " max_streams=", o.service.max_streams,
+      " stream_window=", o.service.stream_window,
+      " shutdown_grace=", absl::FormatDuration(o.shutdown_grace)));
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  reach::LogInfo(absl::StrCat("received ", strsignal(signal_number),
+                              "; shutting down (grace ",
+                              absl::FormatDuration(o.shutdown_grace), ")"));
+  (*server)->Shutdown();
+  reach::LogInfo("reach-server stopped");
+  return 0;
+}

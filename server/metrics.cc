@@ -1,0 +1,254 @@
+#include "server/metrics.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+namespace reach {
+namespace {
+
+constexpr const char* kService = "reach.v1.IkService";
+
+struct RpcInfo {
+  const char* method;
+  const char* type;  // grpc_type as go-grpc-prometheus names it.
+};
+constexpr std::array<RpcInfo, kNumRpcs> kRpcInfo = {{
+    {"RegisterSkeleton", "unary"},
+    {"GetSkeleton", "unary"},
+    {"ListSkeletons", "unary"},
+    {"DeleteSkeleton", "unary"},
+    {"Solve", "unary"},
+    {"SolveBatch", "unary"},
+    {"SolveStream", "bidi_stream"},
+}};
+
+constexpr std::array<const char*, kNumGrpcCodes> kCodeNames = {
+    "OK",           "Canceled",          "Unknown",
+    "InvalidArgument", "DeadlineExceeded", "NotFound",
+    "AlreadyExists", "PermissionDenied", "ResourceExhausted",
+    "FailedPrecondition", "Aborted",      "OutOfRange",
+    "Unimplemented", "Internal",          "Unavailable",
+    "DataLoss",     "Unauthenticated"};
+
+// Exponential buckets: start, start*factor, ... (count of them).
+prometheus::Histogram::BucketBoundaries Exponential(double start, double factor,
+                                                    int count) {
+  prometheus::Histogram::BucketBoundaries out;
+  double b = start;
+  for (int i = 0; i < count; ++i, b *= factor) out.push_back(b);
+  return out;
+}
+
+// process_cpu_seconds_total and process_resident_memory_bytes, read from
+// /proc/self at scrape time (prometheus-cpp 1.0 has no process collector).
+class ProcessCollector : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> out;
+    double cpu_seconds = 0.0;
+    double resident_bytes = 0.0;
+    if (!Read(&cpu_seconds, &resident_bytes)) return out;
+    prometheus::MetricFamily cpu;
+    cpu.name = "process_cpu_seconds_total";
+    cpu.help = "Total user and system CPU time spent in seconds.";
+    cpu.type = prometheus::MetricType::Counter;
+    cpu.metric.emplace_back().counter.value = cpu_seconds;
+    out.push_back(std::move(cpu));
+    prometheus::MetricFamily rss;
+    rss.name = "process_resident_memory_bytes";
+    rss.help = "Resident memory size in bytes.";
+    rss.type = prometheus::MetricType::Gauge;
+    rss.metric.emplace_back().gauge.value = resident_bytes;
+    out.push_back(std::move(rss));
+    return out;
+  }
+
+ private:
+  static bool Read(double* cpu_seconds, double* resident_bytes) {
+    std::ifstream stat("/proc/self/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    // Fields after the parenthesised command name (which may hold spaces):
+    // state is field 3, utime 14, stime 15.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) return false;
+    unsigned long long utime = 0, stime = 0;
+    if (std::sscanf(line.c_str() + close + 2,
+                    "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                    &utime, &stime) != 2) {
+      return false;
+    }
+    const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+    *cpu_seconds = static_cast<double>(utime + stime) / ticks;
+    std::ifstream statm("/proc/self/statm");
+    unsigned long long size = 0, resident = 0;
+    if (!(statm >> size >> resident)) return false;
+    *resident_bytes = static_cast<double>(resident) *
+                      static_cast<double>(sysconf(_SC_PAGESIZE));
+    return true;
+  }
+};
+
+}  // namespace
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      process_(std::make_shared<ProcessCollector>()) {
+  auto& started = prometheus::BuildCounter()
+                      .Name("grpc_server_started_total")
+                      .Help("Total number of RPCs started on the server.")
+                      .Register(*registry_);
+  auto& handled = prometheus::BuildCounter()
+                      .Name("grpc_server_handled_total")
+                      .Help("Total number of RPCs completed on the server, "
+                            "regardless of success or failure.")
+                      .Register(*registry_);
+  auto& handling = prometheus::BuildHistogram()
+                       .Name("grpc_server_handling_seconds")
+                       .Help("Histogram of response latency (seconds) of "
+                             "gRPC that had been application-level handled "
+                             "by the server.")
+                       .Register(*registry_);
+  auto& received = prometheus::BuildCounter()
+                       .Name("grpc_server_msg_received_total")
+                       .Help("Total number of RPC stream messages received "
+                             "on the server.")
+                       .Register(*registry_);
+  auto& sent = prometheus::BuildCounter()
+                   .Name("grpc_server_msg_sent_total")
+                   .Help("Total number of gRPC stream messages sent by the "
+                         "server.")
+                   .Register(*registry_);
+  // 50 us .. ~6.5 s.
+  const auto latency_buckets = Exponential(50e-6, 2.0, 18);
+  for (int r = 0; r < kNumRpcs; ++r) {
+    const prometheus::Labels labels = {{"grpc_service", kService},
+                                       {"grpc_method", kRpcInfo[r].method},
+                                       {"grpc_type", kRpcInfo[r].type}};
+    RpcChildren& c = rpcs_[r];
+    c.started = &started.Add(labels);
+    for (int code = 0; code < kNumGrpcCodes; ++code) {
+      prometheus::Labels with_code = labels;
+      with_code["grpc_code"] = kCodeNames[code];
+      c.handled[code] = &handled.Add(with_code);
+    }
+    c.handling_seconds = &handling.Add(labels, latency_buckets);
+    c.received = &received.Add(labels);
+    c.sent = &sent.Add(labels);
+  }
+
+  auto& duration = prometheus::BuildHistogram()
+                       .Name("reach_solve_duration_seconds")
+                       .Help("Time of one solve (every goal of a request) "
+                             "on a solver thread, by solver; 'mixed' when "
+                             "the goals ran on different solvers.")
+                       .Register(*registry_);
+  auto& iterations = prometheus::BuildHistogram()
+                         .Name("reach_solve_iterations")
+                         .Help("Iterations per goal, by solver.")
+                         .Register(*registry_);
+  auto& goals = prometheus::BuildCounter()
+                    .Name("reach_goals_total")
+                    .Help("Goals solved, by solver and outcome (reached or "
+                          "unreached).")
+                    .Register(*registry_);
+  // 250 ns .. ~4 s.
+  const auto solve_buckets = Exponential(250e-9, 2.0, 24);
+  const auto iteration_buckets = Exponential(1.0, 2.0, 18);
+  for (int s = 0; s < kNumSolverLabels; ++s) {
+    const std::string name =
+        s == kMixedSolverLabel
+            ? std::string("mixed")
+            : std::string(SolverName(static_cast<SolverKind>(s)));
+    SolverChildren& c = solvers_[s];
+    c.duration = &duration.Add({{"solver", name}}, solve_buckets);
+    c.iterations = &iterations.Add({{"solver", name}}, iteration_buckets);
+    c.reached = &goals.Add({{"solver", name}, {"outcome", "reached"}});
+    c.unreached = &goals.Add({{"solver", name}, {"outcome", "unreached"}});
+  }
+  position_error_ =
+      &prometheus::BuildHistogram()
+           .Name("reach_solve_position_error")
+           .Help("Distance from each goal's tip to its target after the "
+                 "solve, in model units.")
+           .Register(*registry_)
+           .Add({}, Exponential(1e-9, 10.0, 12));
+  queue_wait_ = &prometheus::BuildHistogram()
+                     .Name("reach_queue_wait_seconds")
+                     .Help("Time a task waited in the solver queue.")
+                     .Register(*registry_)
+                     .Add({}, Exponential(1e-6, 2.0, 22));
+  queue_depth_ = &prometheus::BuildGauge()
+                      .Name("reach_queue_depth")
+                      .Help("Tasks waiting in the solver queue.")
+                      .Register(*registry_)
+                      .Add({});
+  active_streams_ = &prometheus::BuildGauge()
+                         .Name("reach_active_streams")
+                         .Help("Open SolveStream calls.")
+                         .Register(*registry_)
+                         .Add({});
+  skeletons_ = &prometheus::BuildGauge()
+                    .Name("reach_skeletons")
+                    .Help("Registered skeletons.")
+                    .Register(*registry_)
+                    .Add({});
+  frames_skipped_ = &prometheus::BuildCounter()
+                         .Name("reach_stream_frames_skipped_total")
+                         .Help("latest_wins stream frames answered as "
+                               "skipped because a newer frame was queued.")
+                         .Register(*registry_)
+                         .Add({});
+}
+
+void Metrics::RpcStarted(Rpc rpc) {
+  rpcs_[static_cast<int>(rpc)].started->Increment();
+}
+
+void Metrics::RpcHandled(Rpc rpc, grpc::StatusCode code,
+                         absl::Duration elapsed) {
+  RpcChildren& c = rpcs_[static_cast<int>(rpc)];
+  const int index = static_cast<int>(code);
+  c.handled[index >= 0 && index < kNumGrpcCodes ? index : 2]->Increment();
+  c.handling_seconds->Observe(absl::ToDoubleSeconds(elapsed));
+}
+
+void Metrics::MessageReceived(Rpc rpc) {
+  rpcs_[static_cast<int>(rpc)].received->Increment();
+}
+
+void Metrics::MessageSent(Rpc rpc) {
+  rpcs_[static_cast<int>(rpc)].sent->Increment();
+}
+
+void Metrics::SolveDone(int solver_label, absl::Duration elapsed) {
+  solvers_[solver_label].duration->Observe(absl::ToDoubleSeconds(elapsed));
+}
+
+void Metrics::GoalDone(SolverKind solver, bool reached, int iterations,
+                       double position_error) {
+  SolverChildren& c = solvers_[static_cast<int>(solver)];
+  (reached ? c.reached : c.unreached)->Increment();
+  c.iterations->Observe(iterations);
+  position_error_->Observe(position_error);
+}
+
+void Metrics::FramesSkipped(int n) { frames_skipped_->Increment(n); }
+void Metrics::SetActiveStreams(int n) { active_streams_->Set(n); }
+void Metrics::SetSkeletons(int n) { skeletons_->Set(n); }
+
+void Metrics::TaskQueued(int queue_depth) { queue_depth_->Set(queue_depth); }
+
+void Metrics::TaskStarted(absl::Duration waited, int queue_depth) {
+  queue_wait_->Observe(absl::ToDoubleSeconds(waited));
+  queue_depth_->Set(queue_depth);
+}
+
+}  // namespace reach

@@ -1,0 +1,97 @@
+// The server's Prometheus metrics. Every family and every label child is
+// created once, here, at start (Family::Add takes a mutex and allocates);
+// the hot path only touches pre-bound counters, gauges and histograms.
+// Labels are method, code, solver and outcome; never a request or
+// skeleton id.
+#ifndef REACH_SERVER_METRICS_H_
+#define REACH_SERVER_METRICS_H_
+
+#include <array>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "grpcpp/support/status.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/solver_pool.h"
+#include "solvers/goal.h"
+
+namespace reach {
+
+// The RPCs of reach.v1.IkService, for the grpc_server_* families.
+enum class Rpc {
+  kRegisterSkeleton,
+  kGetSkeleton,
+  kListSkeletons,
+  kDeleteSkeleton,
+  kSolve,
+  kSolveBatch,
+  kSolveStream,
+};
+inline constexpr int kNumRpcs = 7;
+inline constexpr int kNumGrpcCodes = 17;  // OK .. UNAUTHENTICATED.
+// Solver label values: the solvers that run (AUTO is always resolved), plus
+// "mixed" for a request whose goals ran on different solvers.
+inline constexpr int kNumSolverLabels = kNumSolverKinds + 1;
+inline constexpr int kMixedSolverLabel = kNumSolverKinds;
+
+class Metrics : public SolverPool::Observer {
+ public:
+  Metrics();
+
+  // What /metrics serves: this registry plus the process collector.
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  std::shared_ptr<prometheus::Collectable> process_collector() const {
+    return process_;
+  }
+
+  void RpcStarted(Rpc rpc);
+  void RpcHandled(Rpc rpc, grpc::StatusCode code, absl::Duration elapsed);
+  void MessageReceived(Rpc rpc);
+  void MessageSent(Rpc rpc);
+
+  // One reach::Solve call; `solver_label` is a SolverKind or
+  // kMixedSolverLabel.
+  void SolveDone(int solver_label, absl::Duration elapsed);
+  void GoalDone(SolverKind solver, bool reached, int iterations,
+                double position_error);
+  void FramesSkipped(int n);
+  void SetActiveStreams(int n);
+  void SetSkeletons(int n);
+
+  // SolverPool::Observer.
+  void TaskQueued(int queue_depth) override;
+  void TaskStarted(absl::Duration waited, int queue_depth) override;
+
+ private:
+  struct RpcChildren {
+    prometheus::Counter* started;
+    std::array<prometheus::Counter*, kNumGrpcCodes> handled;
+    prometheus::Histogram* handling_seconds;
+    prometheus::Counter* received;
+    prometheus::Counter* sent;
+  };
+  struct SolverChildren {
+    prometheus::Histogram* duration;
+    prometheus::Histogram* iterations;
+    prometheus::Counter* reached;
+    prometheus::Counter* unreached;
+  };
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> process_;
+  std::array<RpcChildren, kNumRpcs> rpcs_;
+  std::array<SolverChildren, kNumSolverLabels> solvers_;
+  prometheus::Histogram* position_error_;
+  prometheus::Histogram* queue_wait_;
+  prometheus::Gauge* queue_depth_;
+  prometheus::Gauge* active_streams_;
+  prometheus::Gauge* skeletons_;
+  prometheus::Counter* frames_skipped_;
+};
+
+}  // namespace reach
+
+#endif  // REACH_SERVER_METRICS_H_

@@ -1,0 +1,115 @@
+#include "server/server.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/exposer.h"
+#include "server/skeleton_store.h"
+
+namespace reach {
+namespace {
+
+absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenStore(
+    const ServerOptions& options) {
+  if (options.in_memory_store) return NewMemoryStore();
+  if (mkdir(options.data_dir.c_str(), 0750) != 0 && errno != EEXIST) {
+    return absl::UnavailableError(absl::StrCat(
+        "--data_dir=", options.data_dir, ": ", std::strerror(errno)));
+  }
+  return OpenSqliteStore(options.data_dir + "/registry.sqlite3");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
+    const ServerOptions& options) {
+  std::unique_ptr<ReachServer> s(new ReachServer());
+  s->options_ = options;
+  ServerOptions& o = s->options_;
+  if (o.solver_threads <= 0) {
+    o.solver_threads =
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  if (o.queue_capacity < 1) {
+    return absl::InvalidArgumentError("--queue_capacity must be >= 1");
+  }
+  if (o.service.stream_window < 1) {
+    return absl::InvalidArgumentError("--stream_window must be >= 1");
+  }
+
+  s->metrics_ = std::make_unique<Metrics>();
+  absl::StatusOr<std::unique_ptr<SkeletonStore>> store = OpenStore(o);
+  if (!store.ok()) return store.status();
+  SkeletonLimits limits;
+  limits.max_joints = o.max_joints;
+  std::vector<std::string> skipped;
+  absl::StatusOr<std::unique_ptr<Registry>> registry =
+      Registry::Create(*std::move(store), limits, &skipped);
+  if (!registry.ok()) return registry.status();
+  s->registry_ = *std::move(registry);
+  for (const std::string& line : skipped) {
+    LogError(absl::StrCat("registry: skipped stored skeleton ", line));
+  }
+
+  s->pool_ = std::make_unique<SolverPool>(o.solver_threads, o.queue_capacity,
+                                          s->metrics_.get());
+  s->service_ = std::make_unique<IkService>(
+      s->registry_.get(), s->pool_.get(), s->metrics_.get(), o.service);
+
+  if (!o.metrics_address.empty()) {
+    try {
+      s->exposer_ = std::make_unique<prometheus::Exposer>(o.metrics_address, 1);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(
+          "--metrics_address=", o.metrics_address, ": ", e.what()));
+    }
+    s->exposer_->RegisterCollectable(s->metrics_->registry());
+    s->exposer_->RegisterCollectable(s->metrics_->process_collector());
+    const std::vector<int> ports = s->exposer_->GetListeningPorts();
+    s->metrics_port_ = ports.empty() ? 0 : ports[0];
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen_address, grpc::InsecureServerCredentials(),
+                           &s->port_);
+  builder.SetMaxReceiveMessageSize(o.max_message_bytes);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    s->pool_->Shutdown();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on --listen=", o.listen_address));
+  }
+  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  return s;
+}
+
+ReachServer::~ReachServer() { Shutdown(); }
+
+void ReachServer::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    service_->BeginShutdown();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      absl::ToChronoNanoseconds(options_.shutdown_grace));
+  }
+  if (pool_ != nullptr) pool_->Shutdown();
+  exposer_.reset();
+}
+
+}  // namespace reach

@@ -1,0 +1,74 @@
+// The Reach server as a library: everything reach-server's main wires
+// together (registry and its store, solver pool, metrics endpoint, the gRPC
+// server with health and reflection), so tests and benchmarks run the very
+// same server in-process on a loopback port.
+#ifndef REACH_SERVER_SERVER_H_
+#define REACH_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/ik_service.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace reach {
+
+struct ServerOptions {
+  // host:port for gRPC; port 0 picks a free port (see ReachServer::port()).
+  std::string listen_address = "127.0.0.1:50051";
+  // host:port for /metrics; empty: no metrics endpoint. Port 0 picks one.
+  std::string metrics_address = "127.0.0.1:9464";
+  int solver_threads = 0;      // 0: one per hardware thread.
+  int queue_capacity = 1024;   // Tasks waiting for a solver thread.
+  // The SQLite registry lives at data_dir/registry.sqlite3; data_dir is
+  // created if missing. in_memory_store: keep nothing across restarts.
+  std::string data_dir = "reach-data";
+  bool in_memory_store = false;
+  int max_joints = 1024;                    // Per skeleton.
+  int max_message_bytes = 16 * 1024 * 1024;  // Received messages.
+  ServiceOptions service;
+  // How long in-flight work may take to finish on Shutdown().
+  absl::Duration shutdown_grace = absl::Seconds(10);
+};
+
+class ReachServer {
+ public:
+  // Opens the store, starts the pool, binds both ports and starts serving.
+  static absl::StatusOr<std::unique_ptr<ReachServer>> Start(
+      const ServerOptions& options);
+  ~ReachServer();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  const ServerOptions& options() const { return options_; }
+  IkService& service() { return *service_; }
+
+  // Graceful: health turns NOT_SERVING, streams are asked to finish, new
+  // calls are refused, in-flight calls get up to shutdown_grace, then the
+  // pool drains and the threads stop. Idempotent.
+  void Shutdown();
+
+ private:
+  ReachServer() = default;
+
+  ServerOptions options_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<SolverPool> pool_;
+  std::unique_ptr<IkService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace reach
+
+#endif  // REACH_SERVER_SERVER_H_

@@ -1,0 +1,163 @@
+#include "server/skeleton_store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace reach {
+namespace {
+
+class MemoryStore : public SkeletonStore {
+ public:
+  absl::StatusOr<std::vector<StoredSkeleton>> LoadAll() override {
+    std::vector<StoredSkeleton> out;
+    for (const auto& [id, record] : records_) out.push_back(record);
+    std::sort(out.begin(), out.end(),
+              [](const StoredSkeleton& a, const StoredSkeleton& b) {
+                return a.version < b.version;
+              });
+    return out;
+  }
+  absl::Status Put(const StoredSkeleton& record) override {
+    records_[record.id] = record;
+    return absl::OkStatus();
+  }
+  absl::Status Delete(absl::string_view id) override {
+    records_.erase(std::string(id));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::map<std::string, StoredSkeleton> records_;
+};
+
+// Finalizes a prepared statement on every path out.
+struct Statement {
+  sqlite3_stmt* stmt = nullptr;
+  ~Statement() { sqlite3_finalize(stmt); }
+};
+
+class SqliteStore : public SkeletonStore {
+ public:
+  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  ~SqliteStore() override { sqlite3_close(db_); }
+
+  absl::Status Init() {
+    // WAL with synchronous=FULL: a committed registration survives a crash
+    // of the process (kill -9) and of the machine.
+    return Exec(
+        "PRAGMA journal_mode=WAL;"
+        "PRAGMA synchronous=FULL;"
+        "CREATE TABLE IF NOT EXISTS skeletons ("
+        "  id TEXT PRIMARY KEY,"
+        "  version INTEGER NOT NULL,"
+        "  definition BLOB NOT NULL);");
+  }
+
+  absl::StatusOr<std::vector<StoredSkeleton>> LoadAll() override {
+    Statement s;
+    absl::Status status = Prepare(
+        "SELECT id, version, definition FROM skeletons ORDER BY version", &s);
+    if (!status.ok()) return status;
+    std::vector<StoredSkeleton> out;
+    int rc;
+    while ((rc = sqlite3_step(s.stmt)) == SQLITE_ROW) {
+      StoredSkeleton& record = out.emplace_back();
+      record.id = reinterpret_cast<const char*>(sqlite3_column_text(s.stmt, 0));
+      record.version = sqlite3_column_int64(s.stmt, 1);
+      const void* blob = sqlite3_column_blob(s.stmt, 2);
+      const int size = sqlite3_column_bytes(s.stmt, 2);
+      if (blob != nullptr) {
+        record.definition.assign(static_cast<const char*>(blob), size);
+      }
+    }
+    if (rc != SQLITE_DONE) return Error("reading skeletons");
+    return out;
+  }
+
+  absl::Status Put(const StoredSkeleton& record) override {
+    Statement s;
+    absl::Status status = Prepare(
+        "INSERT OR REPLACE INTO skeletons (id, version, definition) "
+        "VALUES (?, ?, ?)",
+        &s);
+    if (!status.ok()) return status;
+    sqlite3_bind_text(s.stmt, 1, record.id.data(),
+                      static_cast<int>(record.id.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(s.stmt, 2, record.version);
+    sqlite3_bind_blob(s.stmt, 3, record.definition.data(),
+                      static_cast<int>(record.definition.size()),
+                      SQLITE_STATIC);
+    if (sqlite3_step(s.stmt) != SQLITE_DONE) return Error("storing a skeleton");
+    return absl::OkStatus();
+  }
+
+  absl::Status Delete(absl::string_view id) override {
+    Statement s;
+    absl::Status status = Prepare("DELETE FROM skeletons WHERE id = ?", &s);
+    if (!status.ok()) return status;
+    sqlite3_bind_text(s.stmt, 1, id.data(), static_cast<int>(id.size()),
+                      SQLITE_STATIC);
+    if (sqlite3_step(s.stmt) != SQLITE_DONE) {
+      return Error("deleting a skeleton");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Error(absl::string_view what) const {
+    return absl::InternalError(
+        absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db_)));
+  }
+  absl::Status Exec(const char* sql) {
+    char* message = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+      absl::Status status =
+          absl::InternalError(absl::StrCat("sqlite: ", message));
+      sqlite3_free(message);
+      return status;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Prepare(const char* sql, Statement* s) {
+    if (sqlite3_prepare_v2(db_, sql, -1, &s->stmt, nullptr) != SQLITE_OK) {
+      return Error(sql);
+    }
+    return absl::OkStatus();
+  }
+
+  sqlite3* db_;
+};
+
+}  // namespace
+
+std::unique_ptr<SkeletonStore> NewMemoryStore() {
+  return std::make_unique<MemoryStore>();
+}
+
+absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenSqliteStore(
+    const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status status = absl::UnavailableError(
+        absl::StrCat("cannot open ", path, ": ",
+                     db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+    sqlite3_close(db);
+    return status;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  auto store = std::make_unique<SqliteStore>(db);
+  absl::Status status = store->Init();
+  if (!status.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot use ", path, ": ", status.message()));
+  }
+  return store;
+}
+
+}  // namespace reach

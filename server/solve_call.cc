@@ -1,0 +1,70 @@
+#include "server/solve_call.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/convert.h"
+#include "server/metrics.h"
+#include "server/registry.h"
+
+namespace reach {
+
+absl::Status SolveOne(const RegisteredSkeleton& registered,
+                      const v1::SolveRequest& request, const Pose* warm_start,
+                      const SolveLimits& limits, Metrics* metrics,
+                      SolveScratch& scratch, v1::SolveResponse* response) {
+  response->set_sequence(request.sequence());
+  const Skeleton& skeleton = registered.skeleton;
+  if (request.goals_size() == 0) {
+    return absl::InvalidArgumentError("goals: at least one goal is required");
+  }
+  if (request.goals_size() > limits.max_goals) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("goals: has ", request.goals_size(),
+                     " entries; the limit is ", limits.max_goals,
+                     " (--max_goals)"));
+  }
+  absl::Status status = FromProto(skeleton, request.goals(), &scratch.goals);
+  if (!status.ok()) return status;
+
+  if (request.has_start_pose()) {
+    status = FromProto(skeleton, request.start_pose(), &scratch.start);
+    if (!status.ok()) return status;
+  } else if (warm_start != nullptr &&
+             static_cast<int>(warm_start->local.size()) ==
+                 skeleton.num_joints()) {
+    scratch.start.local.assign(warm_start->local.begin(),
+                               warm_start->local.end());
+  } else {
+    scratch.start.local.resize(skeleton.num_joints());
+    for (int i = 0; i < skeleton.num_joints(); ++i) {
+      scratch.start.local[i] = skeleton.joint(i).rest;
+    }
+  }
+  scratch.pose.local.assign(scratch.start.local.begin(),
+                            scratch.start.local.end());
+  scratch.results.resize(scratch.goals.size());
+
+  const absl::Time begin = absl::Now();
+  status = Solve(skeleton, scratch.goals, scratch.ws, &scratch.pose,
+                 absl::MakeSpan(scratch.results), limits);
+  const absl::Duration elapsed = absl::Now() - begin;
+  if (!status.ok()) return status;
+
+  if (metrics != nullptr) {
+    int label = static_cast<int>(scratch.results[0].solver);
+    for (const GoalResult& r : scratch.results) {
+      metrics->GoalDone(r.solver, r.reached, r.iterations, r.position_error);
+      if (static_cast<int>(r.solver) != label) label = kMixedSolverLabel;
+    }
+    metrics->SolveDone(label, elapsed);
+  }
+  ToProto(scratch.start, scratch.pose, scratch.results, response);
+  if (request.return_globals()) {
+    ToProto(absl::MakeConstSpan(scratch.ws.globals)
+                .subspan(0, skeleton.num_joints()),
+            response);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace reach
