@@ -1,5 +1,6 @@
 #include "server/convert.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -104,6 +105,38 @@ absl::Status FromProto(const v1::Skeleton& skeleton, SkeletonDef* def) {
     def->chains.push_back(ChainDef{in.name(), in.root(), in.tip()});
   }
   return absl::OkStatus();
+}
+
+void ToProto(const SkeletonDef& def, v1::Skeleton* skeleton) {
+  skeleton->clear_joints();
+  skeleton->clear_chains();
+  for (const JointDef& in : def.joints) {
+    v1::Joint* out = skeleton->add_joints();
+    out->set_name(in.name);
+    out->set_parent(in.parent);
+    ToProto(in.rest, out->mutable_rest());
+    switch (in.type) {
+      case JointType::kBall:
+        out->set_type(v1::JOINT_TYPE_BALL);
+        break;
+      case JointType::kHinge:
+        out->set_type(v1::JOINT_TYPE_HINGE);
+        break;
+      case JointType::kFixed:
+        out->set_type(v1::JOINT_TYPE_FIXED);
+        break;
+    }
+    if (!in.axis.isZero()) ToProto(in.axis, out->mutable_axis());
+    if (std::isfinite(in.min_angle_rad)) out->set_min_angle_rad(in.min_angle_rad);
+    if (std::isfinite(in.max_angle_rad)) out->set_max_angle_rad(in.max_angle_rad);
+    if (std::isfinite(in.max_swing_rad)) out->set_max_swing_rad(in.max_swing_rad);
+  }
+  for (const ChainDef& in : def.chains) {
+    v1::Chain* out = skeleton->add_chains();
+    out->set_name(in.name);
+    out->set_root(in.root);
+    out->set_tip(in.tip);
+  }
 }
 
 absl::Status FromProto(const Skeleton& skeleton,

@@ -28,6 +28,10 @@ void ToProto(const absl::Status& status, v1::Error* error);
 // itself is Skeleton::Create's job.
 absl::Status FromProto(const v1::Skeleton& skeleton, SkeletonDef* def);
 
+// A solver definition on the wire (the inverse of the above): for tools and
+// tests that build skeletons in code. Infinite limits are left unset.
+void ToProto(const SkeletonDef& def, v1::Skeleton* skeleton);
+
 // The request's goals, names resolved against `skeleton`. `goals` is
 // overwritten; its capacity is reused. Unknown chains and joints are
 // NotFound; a missing target or an unknown solver value InvalidArgument,

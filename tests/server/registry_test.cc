@@ -1,0 +1,134 @@
+// The registry over a real SQLite file and over memory.
+#include "server/registry.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/models.h"
+#include "tests/testing/service.h"
+
+namespace reach {
+namespace {
+
+using ::reach::testing::ToWire;
+using ::testing::HasSubstr;
+
+std::string TempDir() {
+  char pattern[] = "/tmp/reach_registry_test_XXXXXX";
+  return mkdtemp(pattern);
+}
+
+std::unique_ptr<Registry> Open(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<SkeletonStore>> store = OpenSqliteStore(path);
+  EXPECT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<std::unique_ptr<Registry>> registry =
+      Registry::Create(*std::move(store), SkeletonLimits{});
+  EXPECT_TRUE(registry.ok()) << registry.status();
+  return *std::move(registry);
+}
+
+TEST(RegistryTest, SqliteKeepsRegistrationsAndDeletesAcrossReopen) {
+  const std::string path = TempDir() + "/registry.sqlite3";
+  std::string leg_id, humanoid_id;
+  {
+    std::unique_ptr<Registry> registry = Open(path);
+    auto leg = registry->Register(ToWire(testing::TwoBoneLegDef(), "leg"));
+    ASSERT_TRUE(leg.ok());
+    auto humanoid = registry->Register(ToWire(testing::HumanoidDef(), "h"));
+    ASSERT_TRUE(humanoid.ok());
+    auto panda = registry->Register(ToWire(testing::PandaDef(), "panda"));
+    ASSERT_TRUE(panda.ok());
+    leg_id = leg->id;
+    humanoid_id = humanoid->id;
+    ASSERT_TRUE(registry->Delete(panda->id).ok());
+  }
+  std::unique_ptr<Registry> reopened = Open(path);
+  EXPECT_EQ(reopened->size(), 2);
+  auto leg = reopened->Find(leg_id);
+  ASSERT_NE(leg, nullptr);
+  EXPECT_EQ(leg->definition.name(), "leg");
+  EXPECT_EQ(leg->version, 1);
+  EXPECT_EQ(leg->skeleton.num_joints(), 3);
+  auto humanoid = reopened->Find(humanoid_id);
+  ASSERT_NE(humanoid, nullptr);
+  EXPECT_EQ(humanoid->skeleton.num_chains(), 4);
+  // Versions continue after the highest stored one (3, though deleted
+  // versions are never reused only while the store remembers them).
+  auto again = reopened->Register(ToWire(testing::TwoBoneLegDef(), "leg 2"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_GT(again->version, humanoid->version);
+}
+
+TEST(RegistryTest, ConcurrentRegistrationsOfOneDefinitionAgree) {
+  std::unique_ptr<Registry> registry =
+      *Registry::Create(NewMemoryStore(), SkeletonLimits{});
+  const v1::Skeleton leg = ToWire(testing::TwoBoneLegDef(), "leg");
+  std::vector<RegisterResult> results(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] { results[t] = *registry->Register(leg); });
+  }
+  for (std::thread& t : threads) t.join();
+  int created = 0;
+  for (const RegisterResult& r : results) {
+    EXPECT_EQ(r.id, results[0].id);
+    EXPECT_EQ(r.version, results[0].version);
+    created += r.created;
+  }
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(registry->size(), 1);
+}
+
+TEST(RegistryTest, HeldSkeletonOutlivesDelete) {
+  std::unique_ptr<Registry> registry =
+      *Registry::Create(NewMemoryStore(), SkeletonLimits{});
+  auto result = registry->Register(ToWire(testing::TwoBoneLegDef(), "leg"));
+  ASSERT_TRUE(result.ok());
+  std::shared_ptr<const RegisteredSkeleton> held = registry->Find(result->id);
+  ASSERT_TRUE(registry->Delete(result->id).ok());
+  EXPECT_EQ(registry->Find(result->id), nullptr);
+  EXPECT_EQ(held->skeleton.num_joints(), 3);  // Still usable.
+  EXPECT_EQ(registry->Delete(result->id).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RegistryTest, StoredSkeletonOverTheLimitIsSkippedNotLost) {
+  const std::string path = TempDir() + "/registry.sqlite3";
+  std::string id;
+  {
+    std::unique_ptr<Registry> registry = Open(path);
+    id = registry->Register(ToWire(testing::HumanoidDef(), "h"))->id;
+  }
+  SkeletonLimits small;
+  small.max_joints = 10;
+  std::vector<std::string> skipped;
+  auto registry =
+      Registry::Create(*OpenSqliteStore(path), small, &skipped);
+  ASSERT_TRUE(registry.ok());
+  EXPECT_EQ((*registry)->size(), 0);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_THAT(skipped[0], HasSubstr(id));
+  // Still stored: a registry with the old limit sees it again.
+  EXPECT_EQ(Open(path)->size(), 1);
+}
+
+TEST(RegistryTest, UnopenableStoreIsAClearError) {
+  auto store = OpenSqliteStore("/nonexistent-dir/x/registry.sqlite3");
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr("/nonexistent-dir"));
+}
+
+TEST(RegistryTest, IdIsStableAndDependsOnContent) {
+  const v1::Skeleton a = ToWire(testing::TwoBoneLegDef(), "leg");
+  v1::Skeleton b = a;
+  EXPECT_EQ(SkeletonId(a), SkeletonId(b));
+  b.mutable_joints(1)->mutable_rest()->mutable_translation()->set_y(-0.46);
+  EXPECT_NE(SkeletonId(a), SkeletonId(b));
+}
+
+}  // namespace
+}  // namespace reach

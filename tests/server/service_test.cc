@@ -1,0 +1,477 @@
+// Every unary RPC against the real server on a loopback port.
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "server/convert.h"
+#include "tests/testing/models.h"
+#include "tests/testing/service.h"
+
+namespace reach {
+namespace {
+
+using ::reach::testing::Context;
+using ::reach::testing::MakeGoal;
+using ::reach::testing::MustRegister;
+using ::reach::testing::TestServer;
+using ::reach::testing::TestServerOptions;
+using ::reach::testing::ToWire;
+using ::testing::HasSubstr;
+
+// Where TwoBoneLegDef's hip sits in model space.
+const Eigen::Vector3d kHip(0.1, 1.0, 0.0);
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  ServiceTest()
+      : leg_def_(testing::TwoBoneLegDef()),
+        leg_(*Skeleton::Create(leg_def_)),
+        leg_id_(MustRegister(*server_.stub, ToWire(leg_def_, "leg"))) {}
+
+  v1::SolveRequest LegRequest(const Eigen::Vector3d& target) {
+    v1::SolveRequest request;
+    request.set_skeleton_id(leg_id_);
+    request.set_sequence(7);
+    *request.add_goals() = MakeGoal("leg", target);
+    return request;
+  }
+
+  TestServer server_;
+  SkeletonDef leg_def_;
+  Skeleton leg_;
+  std::string leg_id_;
+};
+
+TEST_F(ServiceTest, RegisterIsIdempotentAndContentAddressed) {
+  v1::RegisterSkeletonRequest request;
+  *request.mutable_skeleton() = ToWire(leg_def_, "leg");
+  v1::RegisterSkeletonResponse first, second;
+  ASSERT_TRUE(server_.stub->RegisterSkeleton(Context().get(), request, &first)
+                  .ok());
+  ASSERT_TRUE(server_.stub->RegisterSkeleton(Context().get(), request, &second)
+                  .ok());
+  EXPECT_EQ(first.skeleton_id(), leg_id_);
+  EXPECT_EQ(second.skeleton_id(), leg_id_);
+  EXPECT_EQ(first.version(), second.version());
+  EXPECT_FALSE(second.created());
+  EXPECT_EQ(leg_id_.size(), 64u);  // Hex SHA-256.
+
+  // A different definition gets a different id and the next version.
+  request.mutable_skeleton()->set_name("another leg");
+  v1::RegisterSkeletonResponse other;
+  ASSERT_TRUE(server_.stub->RegisterSkeleton(Context().get(), request, &other)
+                  .ok());
+  EXPECT_NE(other.skeleton_id(), leg_id_);
+  EXPECT_TRUE(other.created());
+  EXPECT_EQ(other.version(), first.version() + 1);
+}
+
+TEST_F(ServiceTest, RegisterRejectsInvalidSkeletonNamingTheField) {
+  v1::RegisterSkeletonRequest request;
+  *request.mutable_skeleton() = ToWire(leg_def_, "bad");
+  request.mutable_skeleton()->mutable_joints(2)->set_parent(5);
+  v1::RegisterSkeletonResponse response;
+  grpc::Status status =
+      server_.stub->RegisterSkeleton(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("joints[2].parent"));
+
+  *request.mutable_skeleton() = ToWire(leg_def_, "bad");
+  request.mutable_skeleton()->mutable_joints(1)->mutable_rest()->mutable_rotation()
+      ->set_w(std::numeric_limits<double>::quiet_NaN());
+  status = server_.stub->RegisterSkeleton(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("joints[1].rest.rotation"));
+
+  *request.mutable_skeleton() = ToWire(leg_def_, "bad");
+  request.mutable_skeleton()->mutable_joints(1)->set_type(
+      static_cast<v1::JointType>(42));
+  status = server_.stub->RegisterSkeleton(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("joints[1].type"));
+
+  request.clear_skeleton();
+  status = server_.stub->RegisterSkeleton(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("skeleton"));
+}
+
+TEST(ServiceLimitsTest, MaxJointsIsEnforced) {
+  ServerOptions options = TestServerOptions();
+  options.max_joints = 3;
+  TestServer server(options);
+  v1::RegisterSkeletonRequest request;
+  *request.mutable_skeleton() = ToWire(testing::HumanoidDef(), "humanoid");
+  v1::RegisterSkeletonResponse response;
+  const grpc::Status status =
+      server.stub->RegisterSkeleton(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("joints"));
+  // Exactly at the limit is fine.
+  *request.mutable_skeleton() = ToWire(testing::TwoBoneLegDef(), "leg");
+  EXPECT_TRUE(
+      server.stub->RegisterSkeleton(Context().get(), request, &response).ok());
+}
+
+TEST_F(ServiceTest, GetListDelete) {
+  v1::GetSkeletonRequest get;
+  get.set_skeleton_id(leg_id_);
+  v1::GetSkeletonResponse got;
+  ASSERT_TRUE(server_.stub->GetSkeleton(Context().get(), get, &got).ok());
+  EXPECT_EQ(got.skeleton().SerializeAsString(),
+            ToWire(leg_def_, "leg").SerializeAsString());
+
+  // Five more skeletons; list them two at a time.
+  for (int i = 0; i < 5; ++i) {
+    MustRegister(*server_.stub, ToWire(leg_def_, absl::StrCat("leg ", i)));
+  }
+  std::vector<std::string> names;
+  std::string token;
+  int pages = 0;
+  do {
+    v1::ListSkeletonsRequest list;
+    list.set_page_size(2);
+    list.set_page_token(token);
+    v1::ListSkeletonsResponse page;
+    ASSERT_TRUE(server_.stub->ListSkeletons(Context().get(), list, &page).ok());
+    EXPECT_LE(page.skeletons_size(), 2);
+    for (const auto& s : page.skeletons()) {
+      names.push_back(s.name());
+      EXPECT_EQ(s.joint_count(), 3);
+      EXPECT_THAT(s.chains(), ::testing::ElementsAre("leg"));
+    }
+    token = page.next_page_token();
+    ++pages;
+  } while (!token.empty());
+  EXPECT_EQ(pages, 3);
+  EXPECT_THAT(names, ::testing::ElementsAre("leg", "leg 0", "leg 1", "leg 2",
+                                            "leg 3", "leg 4"));
+
+  v1::ListSkeletonsRequest bad_page;
+  bad_page.set_page_token("not a token");
+  v1::ListSkeletonsResponse unused;
+  grpc::Status status =
+      server_.stub->ListSkeletons(Context().get(), bad_page, &unused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("page_token"));
+  bad_page.set_page_token("");
+  bad_page.set_page_size(100000);
+  status = server_.stub->ListSkeletons(Context().get(), bad_page, &unused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("page_size"));
+
+  v1::DeleteSkeletonRequest del;
+  del.set_skeleton_id(leg_id_);
+  v1::DeleteSkeletonResponse deleted;
+  ASSERT_TRUE(server_.stub->DeleteSkeleton(Context().get(), del, &deleted).ok());
+  status = server_.stub->GetSkeleton(Context().get(), get, &got);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("skeleton_id"));
+  status = server_.stub->DeleteSkeleton(Context().get(), del, &deleted);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, SolveLandsOnTheTargetByIndependentForwardKinematics) {
+  const Eigen::Vector3d target = kHip + Eigen::Vector3d(0.2, -0.6, 0.3);
+  v1::SolveRequest request = LegRequest(target);
+  request.set_return_globals(true);
+  v1::SolveResponse response;
+  ASSERT_TRUE(server_.stub->Solve(Context().get(), request, &response).ok());
+  EXPECT_EQ(response.sequence(), 7u);
+  ASSERT_EQ(response.results_size(), 1);
+  EXPECT_TRUE(response.results(0).reached());
+  EXPECT_EQ(response.results(0).solver(), v1::SOLVER_TWO_BONE);
+  EXPECT_FALSE(response.joints().empty());
+
+  const Pose solved = testing::ApplyResponse(RestPose(leg_), response);
+  const Eigen::Vector3d tip = testing::PositionOf(leg_, solved, 2);
+  EXPECT_LT((tip - target).norm(), 1e-6);
+  EXPECT_NEAR(response.results(0).position_error(), (tip - target).norm(), 1e-9);
+  ASSERT_EQ(response.globals_size(), 3);
+  EXPECT_NEAR(response.globals(2).translation().x(), tip.x(), 1e-12);
+  EXPECT_NEAR(response.globals(2).translation().y(), tip.y(), 1e-12);
+}
+
+TEST_F(ServiceTest, SolveFromAStartPoseAndByJointNames) {
+  v1::SolveRequest request = LegRequest(kHip + Eigen::Vector3d(0.1, -0.5, 0.2));
+  request.mutable_goals(0)->clear_chain();
+  request.mutable_goals(0)->set_root_joint("hip");
+  request.mutable_goals(0)->set_tip_joint("ankle");
+  request.mutable_goals(0)->set_solver(v1::SOLVER_JACOBIAN_DLS);
+  Pose start = RestPose(leg_);
+  start.local[1].rotation =
+      Eigen::Quaterniond(Eigen::AngleAxisd(0.5, Eigen::Vector3d::UnitX()));
+  for (const Transform& local : start.local) {
+    ToProto(local.rotation, request.mutable_start_pose()->add_rotations());
+  }
+  v1::SolveResponse response;
+  ASSERT_TRUE(server_.stub->Solve(Context().get(), request, &response).ok());
+  EXPECT_EQ(response.results(0).solver(), v1::SOLVER_JACOBIAN_DLS);
+  EXPECT_TRUE(response.results(0).reached());
+  const Pose solved = testing::ApplyResponse(start, response);
+  EXPECT_LT((testing::PositionOf(leg_, solved, 2) -
+             (kHip + Eigen::Vector3d(0.1, -0.5, 0.2)))
+                .norm(),
+            response.results(0).tolerance() * 1.0001);
+}
+
+// One broken field at a time: the code and the field named.
+TEST_F(ServiceTest, SolveValidationNamesTheField) {
+  struct Case {
+    const char* name;
+    std::function<void(v1::SolveRequest*)> mutate;
+    grpc::StatusCode code;
+    const char* field;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<Case> cases = {
+      {"unknown skeleton",
+       [](v1::SolveRequest* r) { r->set_skeleton_id("feed"); },
+       grpc::StatusCode::NOT_FOUND, "skeleton_id"},
+      {"no skeleton id", [](v1::SolveRequest* r) { r->clear_skeleton_id(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "skeleton_id"},
+      {"unknown chain",
+       [](v1::SolveRequest* r) { r->mutable_goals(0)->set_chain("arm"); },
+       grpc::StatusCode::NOT_FOUND, "goals[0].chain"},
+      {"unknown tip joint",
+       [](v1::SolveRequest* r) {
+         r->mutable_goals(0)->clear_chain();
+         r->mutable_goals(0)->set_root_joint("hip");
+         r->mutable_goals(0)->set_tip_joint("toe");
+       },
+       grpc::StatusCode::NOT_FOUND, "goals[0].tip_joint"},
+      {"no goals", [](v1::SolveRequest* r) { r->clear_goals(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals"},
+      {"no target",
+       [](v1::SolveRequest* r) { r->mutable_goals(0)->clear_target(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].target"},
+      {"NaN target",
+       [nan](v1::SolveRequest* r) {
+         r->mutable_goals(0)->mutable_target()->set_y(nan);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].target"},
+      {"infinite pole",
+       [](v1::SolveRequest* r) {
+         r->mutable_goals(0)->mutable_pole()->set_x(
+             std::numeric_limits<double>::infinity());
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].pole"},
+      {"zero orientation",
+       [](v1::SolveRequest* r) {
+         r->mutable_goals(0)->mutable_target_orientation();
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].target_orientation"},
+      {"unknown solver",
+       [](v1::SolveRequest* r) {
+         r->mutable_goals(0)->set_solver(static_cast<v1::Solver>(99));
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].solver"},
+      {"weight out of range",
+       [](v1::SolveRequest* r) { r->mutable_goals(0)->set_weight(1.5); },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].weight"},
+      {"negative tolerance",
+       [](v1::SolveRequest* r) {
+         r->mutable_goals(0)->mutable_options()->set_tolerance(-1);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].options.tolerance"},
+      {"too many iterations",
+       [](v1::SolveRequest* r) {
+         r->mutable_goals(0)->mutable_options()->set_max_iterations(1 << 30);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].options.max_iterations"},
+      {"start pose too short",
+       [](v1::SolveRequest* r) {
+         r->mutable_start_pose()->add_rotations()->set_w(1);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "start_pose.rotations"},
+      {"start pose zero quaternion",
+       [](v1::SolveRequest* r) {
+         for (int i = 0; i < 3; ++i) r->mutable_start_pose()->add_rotations();
+         r->mutable_start_pose()->mutable_rotations(0)->set_w(1);
+         r->mutable_start_pose()->mutable_rotations(1)->set_w(1);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "start_pose.rotations[2]"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    v1::SolveRequest request = LegRequest(kHip + Eigen::Vector3d(0.1, -0.5, 0.2));
+    c.mutate(&request);
+    v1::SolveResponse response;
+    const grpc::Status status =
+        server_.stub->Solve(Context().get(), request, &response);
+    EXPECT_EQ(status.error_code(), c.code) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.field));
+  }
+}
+
+TEST(ServiceLimitsTest, MaxGoalsIsEnforced) {
+  ServerOptions options = TestServerOptions();
+  options.service.solve_limits.max_goals = 2;
+  TestServer server(options);
+  const std::string id =
+      MustRegister(*server.stub, ToWire(testing::TwoBoneLegDef(), "leg"));
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  for (int i = 0; i < 3; ++i) {
+    *request.add_goals() = MakeGoal("leg", Eigen::Vector3d(0.1, -0.5, 0.2));
+  }
+  v1::SolveResponse response;
+  grpc::Status status = server.stub->Solve(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("max_goals"));
+  request.mutable_goals()->RemoveLast();
+  EXPECT_TRUE(server.stub->Solve(Context().get(), request, &response).ok());
+}
+
+TEST(ServiceLimitsTest, MaxMessageBytesIsEnforced) {
+  ServerOptions options = TestServerOptions();
+  options.max_message_bytes = 1024;
+  TestServer server(options);
+  v1::RegisterSkeletonRequest request;
+  *request.mutable_skeleton() = ToWire(testing::HumanoidDef(), "humanoid");
+  ASSERT_GT(request.ByteSizeLong(), 1024u);
+  v1::RegisterSkeletonResponse response;
+  const grpc::Status status =
+      server.stub->RegisterSkeleton(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(ServiceTest, ExpiredDeadlineIsDeadlineExceeded) {
+  v1::SolveRequest request = LegRequest(kHip + Eigen::Vector3d(0.1, -0.5, 0.2));
+  v1::SolveResponse response;
+  auto context = Context(-1);
+  const grpc::Status status =
+      server_.stub->Solve(context.get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+TEST_F(ServiceTest, BatchSolvesEveryItemAndReportsBadItemsInBand) {
+  v1::SolveBatchRequest batch;
+  std::vector<Eigen::Vector3d> targets;
+  for (int i = 0; i < 200; ++i) {
+    const double a = 0.01 * i;
+    targets.push_back(kHip + Eigen::Vector3d(0.3 * std::sin(a),
+                                             -0.5 - 0.2 * std::cos(a),
+                                             0.1 * std::cos(3 * a)));
+    v1::SolveRequest* item = batch.add_items();
+    *item = LegRequest(targets.back());
+    item->set_sequence(i);
+  }
+  batch.mutable_items(17)->mutable_goals(0)->set_chain("tail");
+  batch.mutable_items(42)->set_skeleton_id("0000");
+  v1::SolveBatchResponse response;
+  ASSERT_TRUE(server_.stub->SolveBatch(Context().get(), batch, &response).ok());
+  ASSERT_EQ(response.items_size(), 200);
+  for (int i = 0; i < 200; ++i) {
+    const v1::SolveResponse& item = response.items(i);
+    EXPECT_EQ(item.sequence(), static_cast<uint64_t>(i));
+    if (i == 17) {
+      EXPECT_EQ(item.error().code(), static_cast<int>(absl::StatusCode::kNotFound));
+      EXPECT_THAT(item.error().message(), HasSubstr("goals[0].chain"));
+      continue;
+    }
+    if (i == 42) {
+      EXPECT_EQ(item.error().code(), static_cast<int>(absl::StatusCode::kNotFound));
+      EXPECT_THAT(item.error().message(), HasSubstr("skeleton_id"));
+      continue;
+    }
+    ASSERT_FALSE(item.has_error()) << item.error().message();
+    const Pose solved = testing::ApplyResponse(RestPose(leg_), item);
+    EXPECT_LT((testing::PositionOf(leg_, solved, 2) - targets[i]).norm(), 1e-6)
+        << "item " << i;
+  }
+}
+
+TEST(ServiceLimitsTest, MaxBatchIsEnforced) {
+  ServerOptions options = TestServerOptions();
+  options.service.max_batch = 3;
+  TestServer server(options);
+  const std::string id =
+      MustRegister(*server.stub, ToWire(testing::TwoBoneLegDef(), "leg"));
+  v1::SolveBatchRequest batch;
+  v1::SolveBatchResponse response;
+  grpc::Status status =
+      server.stub->SolveBatch(Context().get(), batch, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  for (int i = 0; i < 4; ++i) {
+    v1::SolveRequest* item = batch.add_items();
+    item->set_skeleton_id(id);
+    *item->add_goals() = MakeGoal("leg", Eigen::Vector3d(0.1, -0.5, 0.2));
+  }
+  status = server.stub->SolveBatch(Context().get(), batch, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("max_batch"));
+  batch.mutable_items()->RemoveLast();
+  EXPECT_TRUE(server.stub->SolveBatch(Context().get(), batch, &response).ok());
+  EXPECT_EQ(response.items_size(), 3);
+}
+
+// One solver thread, a queue of one, slow solves: a burst of concurrent
+// calls must be refused with RESOURCE_EXHAUSTED rather than queued.
+TEST(ServiceLimitsTest, FloodedQueueAnswersResourceExhausted) {
+  ServerOptions options = TestServerOptions();
+  options.solver_threads = 1;
+  options.queue_capacity = 1;
+  TestServer server(options);
+  SkeletonDef chain_def;
+  for (int i = 0; i < 12; ++i) {
+    JointDef& j = chain_def.joints.emplace_back();
+    j.name = absl::StrCat("j", i);
+    j.parent = i - 1;
+    j.rest.translation = i == 0 ? Eigen::Vector3d::Zero()
+                                : Eigen::Vector3d(0.1, 0, 0);
+  }
+  chain_def.chains.push_back({"chain", "j0", "j11"});
+  const std::string id = MustRegister(*server.stub, ToWire(chain_def, "chain"));
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  // Unreachable, so DLS runs all its restarts: a slow solve.
+  v1::Goal goal = MakeGoal("chain", Eigen::Vector3d(5, 5, 5),
+                           v1::SOLVER_JACOBIAN_DLS);
+  goal.mutable_options()->set_max_restarts(1000);
+  *request.add_goals() = goal;
+
+  constexpr int kCalls = 24;
+  std::vector<v1::SolveResponse> responses(kCalls);
+  std::vector<grpc::ClientContext> contexts(kCalls);
+  std::vector<grpc::Status> statuses(kCalls);
+  std::atomic<int> done{0};
+  absl::Notification all_done;
+  for (int i = 0; i < kCalls; ++i) {
+    contexts[i].set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::seconds(120));
+    server.stub->async()->Solve(&contexts[i], &request, &responses[i],
+                                [&, i](grpc::Status status) {
+                                  statuses[i] = std::move(status);
+                                  if (++done == kCalls) all_done.Notify();
+                                });
+  }
+  all_done.WaitForNotification();
+  int ok = 0, exhausted = 0;
+  for (const grpc::Status& status : statuses) {
+    if (status.ok()) ++ok;
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++exhausted;
+      EXPECT_THAT(status.error_message(), HasSubstr("queue is full"));
+    }
+  }
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(exhausted, 1);
+  EXPECT_EQ(ok + exhausted, kCalls);
+}
+
+TEST_F(ServiceTest, HealthIsServing) {
+  auto health = grpc::health::v1::Health::NewStub(server_.channel);
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  ASSERT_TRUE(health->Check(Context().get(), request, &response).ok());
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+}  // namespace
+}  // namespace reach

@@ -1,0 +1,104 @@
+#include "tests/testing/service.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/convert.h"
+
+namespace reach::testing {
+
+ServerOptions TestServerOptions() {
+  ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  // No metrics endpoint: stopping prometheus-cpp's HTTP server costs ~2 s,
+  // and the process tests cover /metrics.
+  options.metrics_address = "";
+  options.in_memory_store = true;
+  options.shutdown_grace = absl::Seconds(5);
+  return options;
+}
+
+TestServer::TestServer(const ServerOptions& options) {
+  absl::StatusOr<std::unique_ptr<ReachServer>> started =
+      ReachServer::Start(options);
+  if (!started.ok()) {
+    std::fprintf(stderr, "TestServer: %s\n",
+                 started.status().ToString().c_str());
+    std::abort();
+  }
+  server = *std::move(started);
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  channel = grpc::CreateCustomChannel(
+      address(), grpc::InsecureChannelCredentials(), args);
+  stub = v1::IkService::NewStub(channel);
+}
+
+std::string TestServer::address() const {
+  return absl::StrCat("127.0.0.1:", server->port());
+}
+
+std::unique_ptr<v1::IkService::Stub> TestServer::NewStub() const {
+  return v1::IkService::NewStub(channel);
+}
+
+std::unique_ptr<grpc::ClientContext> Context(double seconds) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6)));
+  return context;
+}
+
+v1::Skeleton ToWire(const SkeletonDef& def, const std::string& name) {
+  v1::Skeleton skeleton;
+  ToProto(def, &skeleton);
+  skeleton.set_name(name);
+  return skeleton;
+}
+
+std::string MustRegister(v1::IkService::Stub& stub,
+                         const v1::Skeleton& skeleton) {
+  v1::RegisterSkeletonRequest request;
+  *request.mutable_skeleton() = skeleton;
+  v1::RegisterSkeletonResponse response;
+  const grpc::Status status =
+      stub.RegisterSkeleton(Context().get(), request, &response);
+  if (!status.ok()) {
+    std::fprintf(stderr, "MustRegister: %s\n", status.error_message().c_str());
+    std::abort();
+  }
+  return response.skeleton_id();
+}
+
+v1::Goal MakeGoal(const std::string& chain, const Eigen::Vector3d& target,
+                  v1::Solver solver) {
+  v1::Goal goal;
+  goal.set_chain(chain);
+  goal.set_solver(solver);
+  ToProto(target, goal.mutable_target());
+  return goal;
+}
+
+Pose ApplyResponse(const Pose& start, const v1::SolveResponse& response) {
+  Pose pose = start;
+  for (const v1::JointPose& joint : response.joints()) {
+    Transform& local = pose.local.at(joint.joint());
+    local.rotation = FromProto(joint.rotation());
+    if (joint.has_translation()) {
+      local.translation = FromProto(joint.translation());
+    }
+  }
+  return pose;
+}
+
+Eigen::Vector3d PositionOf(const Skeleton& skeleton, const Pose& pose,
+                           int joint) {
+  std::vector<Transform> globals(skeleton.num_joints());
+  ComputeGlobals(skeleton, pose, absl::MakeSpan(globals));
+  return globals[joint].translation;
+}
+
+}  // namespace reach::testing

@@ -1,0 +1,55 @@
+// Helpers for service tests and benchmarks: a real ReachServer on a loopback
+// port, stubs on a real channel, wire skeletons and request builders, and
+// an independent check of a response (forward kinematics of the returned
+// pose, computed here, not taken from the server).
+#ifndef REACH_TESTS_TESTING_SERVICE_H_
+#define REACH_TESTS_TESTING_SERVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "grpcpp/grpcpp.h"
+#include "reach/v1/ik_service.grpc.pb.h"
+#include "server/server.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+
+namespace reach::testing {
+
+// In-memory store, a port picked by the kernel, no metrics endpoint.
+ServerOptions TestServerOptions();
+
+struct TestServer {
+  explicit TestServer(const ServerOptions& options = TestServerOptions());
+  std::string address() const;
+  std::unique_ptr<v1::IkService::Stub> NewStub() const;
+
+  std::unique_ptr<ReachServer> server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::IkService::Stub> stub;
+};
+
+// A context with a deadline `seconds` from now.
+std::unique_ptr<grpc::ClientContext> Context(double seconds = 30);
+
+// SkeletonDef -> wire, with a name.
+v1::Skeleton ToWire(const SkeletonDef& def, const std::string& name);
+
+// Registers (CHECK-style: aborts the test binary on failure) and returns
+// the id.
+std::string MustRegister(v1::IkService::Stub& stub, const v1::Skeleton& skeleton);
+
+// A goal on `chain` towards `target`.
+v1::Goal MakeGoal(const std::string& chain, const Eigen::Vector3d& target,
+                  v1::Solver solver = v1::SOLVER_AUTO);
+
+// `start` with the response's joints applied.
+Pose ApplyResponse(const Pose& start, const v1::SolveResponse& response);
+
+// Model-space position of `joint` under `pose`.
+Eigen::Vector3d PositionOf(const Skeleton& skeleton, const Pose& pose,
+                           int joint);
+
+}  // namespace reach::testing
+
+#endif  // REACH_TESTS_TESTING_SERVICE_H_
