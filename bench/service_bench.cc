@@ -283,7 +283,7 @@ int Main() {
       *server.stub, testing::ToWire(humanoid_def, "humanoid"));
   const int characters = absl::GetFlag(FLAGS_batch_characters);
   std::mt19937 rng(7);
-  std::uniform_real_distribution<double> offset(-0.08, 0.08);
+  std::uniform_real_distribution<double> offset(-0.05, 0.05);
   std::vector<Transform> rest_globals(humanoid.num_joints());
   ComputeGlobals(humanoid, RestPose(humanoid), absl::MakeSpan(rest_globals));
   v1::SolveBatchRequest batch;
@@ -292,11 +292,14 @@ int Main() {
     item->set_skeleton_id(humanoid_id);
     item->set_sequence(c);
     for (const char* chain : {"l_leg", "r_leg", "l_arm", "r_arm"}) {
-      const int tip = humanoid.chain(humanoid.FindChain(chain)).joints.back();
-      // Pulled in towards the root a little, so every limb has to bend.
+      const auto& joints = humanoid.chain(humanoid.FindChain(chain)).joints;
+      const Eigen::Vector3d root = rest_globals[joints.front()].translation;
+      const Eigen::Vector3d tip = rest_globals[joints.back()].translation;
+      // 85% of the way from the limb's root to its rest tip, give or take
+      // 5 cm: reachable, and every limb has to bend.
       const Eigen::Vector3d target =
-          rest_globals[tip].translation +
-          Eigen::Vector3d(offset(rng), 0.1 + offset(rng), offset(rng));
+          root + 0.85 * (tip - root) +
+          Eigen::Vector3d(offset(rng), offset(rng), offset(rng));
       *item->add_goals() =
           testing::MakeGoal(chain, target, v1::SOLVER_TWO_BONE);
     }

@@ -55,6 +55,8 @@ IkService::IkService(Registry* registry, SolverPool* pool, Metrics* metrics,
                      const ServiceOptions& options)
     : registry_(registry), pool_(pool), metrics_(metrics), options_(options) {
   metrics_->SetSkeletons(registry_->size());
+  SetMessageAllocatorFor_Solve(&solve_allocator_);
+  SetMessageAllocatorFor_SolveBatch(&batch_allocator_);
 }
 
 grpc::ServerUnaryReactor* IkService::Finish(grpc::ServerUnaryReactor* reactor,

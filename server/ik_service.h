@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "reach/v1/ik_service.grpc.pb.h"
+#include "server/arena_allocator.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/registry.h"
@@ -82,6 +83,9 @@ class IkService final : public v1::IkService::CallbackService {
   Metrics* const metrics_;
   const ServiceOptions options_;
   RateLimitedLog error_log_{10, absl::Seconds(10)};
+  ArenaMessageAllocator<v1::SolveRequest, v1::SolveResponse> solve_allocator_;
+  ArenaMessageAllocator<v1::SolveBatchRequest, v1::SolveBatchResponse>
+      batch_allocator_;
 
   mutable absl::Mutex streams_mu_;
   absl::flat_hash_set<SolveStreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
