@@ -80,27 +80,33 @@ void SolveStreamReactor::AnswerWithError(uint64_t sequence,
   ToProto(status, response.mutable_error());
 }
 
-void SolveStreamReactor::MaybeSolve() {
+bool SolveStreamReactor::TakeNextFrame() {
   const int window = service_->options().stream_window;
-  while (!solve_in_flight_ && !cancelled_ && !pending_.empty() &&
-         static_cast<int>(outgoing_.size()) < window) {
-    // Latest wins: a droppable frame with a newer frame behind it is
-    // answered as skipped, in order, without solving.
-    int skipped = 0;
-    while (pending_.size() > 1 && pending_.front().latest_wins()) {
-      v1::SolveResponse& response = outgoing_.emplace_back();
-      response.set_sequence(pending_.front().sequence());
-      response.set_skipped(true);
-      pending_.pop_front();
-      ++skipped;
-    }
-    if (skipped > 0) service_->metrics().FramesSkipped(skipped);
-
-    solving_.Swap(&pending_.front());
+  if (cancelled_ || pending_.empty() ||
+      static_cast<int>(outgoing_.size()) >= window) {
+    return false;
+  }
+  // Latest wins: a droppable frame with a newer frame behind it is answered
+  // as skipped, in order, without solving.
+  int skipped = 0;
+  while (pending_.size() > 1 && pending_.front().latest_wins()) {
+    v1::SolveResponse& response = outgoing_.emplace_back();
+    response.set_sequence(pending_.front().sequence());
+    response.set_skipped(true);
     pending_.pop_front();
+    ++skipped;
+  }
+  if (skipped > 0) service_->metrics().FramesSkipped(skipped);
+  solving_.Swap(&pending_.front());
+  pending_.pop_front();
+  return true;
+}
+
+void SolveStreamReactor::MaybeSolve() {
+  while (!solve_in_flight_ && TakeNextFrame()) {
     solve_in_flight_ = true;
     SolverPool::Task task = [this](SolveScratch& scratch) {
-      SolveFrame(scratch);
+      SolveFrames(scratch);
     };
     if (!service_->pool().TrySubmit(task)) {
       solve_in_flight_ = false;
@@ -111,37 +117,48 @@ void SolveStreamReactor::MaybeSolve() {
   }
 }
 
+void SolveStreamReactor::SolveFrames(SolveScratch& scratch) {
+  // Frames already queued when one finishes are solved in the same task (up
+  // to a bound, for fairness between streams): no hand-off and no wake-up
+  // per frame.
+  for (int solved = 1;; ++solved) {
+    SolveFrame(scratch);
+    absl::MutexLock lock(&mu_);
+    if (solve_status_.ok()) {
+      outgoing_.emplace_back().Swap(&solved_);
+    } else {
+      if (solve_status_.code() == absl::StatusCode::kInternal ||
+          solve_status_.code() == absl::StatusCode::kUnknown) {
+        service_->error_log().Error(
+            absl::StrCat("SolveStream frame: ", solve_status_.ToString()));
+      }
+      AnswerWithError(solving_.sequence(), solve_status_);
+    }
+    const bool more = solved < kFramesPerTask && TakeNextFrame();
+    if (!more) solve_in_flight_ = false;
+    Pump();
+    if (!more) return;
+  }
+}
+
 void SolveStreamReactor::SolveFrame(SolveScratch& scratch) {
   solved_.Clear();
   std::shared_ptr<const RegisteredSkeleton> skeleton =
       service_->registry().Find(solving_.skeleton_id());
   if (skeleton == nullptr) {
     solve_status_ = UnknownSkeleton(solving_.skeleton_id());
-  } else {
-    if (skeleton->id != warm_skeleton_id_) {
-      warm_.local.clear();  // A new skeleton starts from its rest pose.
-      warm_skeleton_id_ = skeleton->id;
-    }
-    solve_status_ = SolveOne(*skeleton, solving_, &warm_,
-                             service_->options().solve_limits,
-                             &service_->metrics(), scratch, &solved_);
-    if (solve_status_.ok()) {
-      warm_.local.assign(scratch.pose.local.begin(), scratch.pose.local.end());
-    }
+    return;
   }
-  absl::MutexLock lock(&mu_);
-  solve_in_flight_ = false;
+  if (skeleton->id != warm_skeleton_id_) {
+    warm_.local.clear();  // A new skeleton starts from its rest pose.
+    warm_skeleton_id_ = skeleton->id;
+  }
+  solve_status_ = SolveOne(*skeleton, solving_, &warm_,
+                           service_->options().solve_limits,
+                           &service_->metrics(), scratch, &solved_);
   if (solve_status_.ok()) {
-    outgoing_.emplace_back().Swap(&solved_);
-  } else {
-    if (solve_status_.code() == absl::StatusCode::kInternal ||
-        solve_status_.code() == absl::StatusCode::kUnknown) {
-      service_->error_log().Error(
-          absl::StrCat("SolveStream frame: ", solve_status_.ToString()));
-    }
-    AnswerWithError(solving_.sequence(), solve_status_);
+    warm_.local.assign(scratch.pose.local.begin(), scratch.pose.local.end());
   }
-  Pump();
 }
 
 void SolveStreamReactor::MaybeWrite() {

@@ -42,9 +42,16 @@ class SolveStreamReactor final
   void OnDone() override;
 
  private:
-  // The pool task: solves solving_ into solved_ (no lock held; only this
-  // task touches them, and the warm pose, while solve_in_flight_).
+  // The pool task: solves solving_, then any frames queued meanwhile (at
+  // most kFramesPerTask), answering each in order.
+  void SolveFrames(SolveScratch& scratch);
+  // Solves solving_ into solved_ / solve_status_ with no lock held: only
+  // the pool task touches them, and the warm pose, while solve_in_flight_.
   void SolveFrame(SolveScratch& scratch);
+  // Moves the next frame to solve into solving_ (answering latest_wins
+  // frames that have a newer frame behind them as skipped); false when
+  // there is none or the answers window is full.
+  bool TakeNextFrame() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Each advances the state machine as far as it can. mu_ held.
   void Pump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeSolve() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -53,6 +60,8 @@ class SolveStreamReactor final
   void MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AnswerWithError(uint64_t sequence, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  static constexpr int kFramesPerTask = 16;
 
   IkService* const service_;
   grpc::CallbackServerContext* const context_;
