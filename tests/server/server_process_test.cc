@@ -7,7 +7,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -61,15 +60,16 @@ class ServerProcess {
       execv(argv[0], argv.data());
       _exit(127);
     }
-    // Wait for the start line with both ports.
-    const std::regex ports(R"(\(port (\d+)\); metrics on .*\(port (\d+)\))");
+    // Wait for the start line: "... (port N); metrics on ... (port M)".
     const absl::Time give_up = absl::Now() + absl::Seconds(20);
     while (absl::Now() < give_up) {
-      std::smatch m;
       const std::string log = ReadFile(log_path_);
-      if (std::regex_search(log, m, ports)) {
-        port_ = std::stoi(m[1]);
-        metrics_port_ = std::stoi(m[2]);
+      const size_t first = log.find("(port ");
+      const size_t second =
+          first == std::string::npos ? first : log.find("(port ", first + 1);
+      if (second != std::string::npos) {
+        port_ = std::atoi(log.c_str() + first + 6);
+        metrics_port_ = std::atoi(log.c_str() + second + 6);
         break;
       }
       absl::SleepFor(absl::Milliseconds(20));
