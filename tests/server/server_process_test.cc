@@ -155,16 +155,8 @@ TEST(ServerProcessTest, SigtermDrainsAnOpenStreamAndExitsZero) {
   const std::string dir = TempDir();
   ServerProcess server(dir, {"--solver_threads=1", "--shutdown_grace=20s"});
   ASSERT_GT(server.port(), 0) << server.log();
-  SkeletonDef def;
-  for (int i = 0; i < 10; ++i) {
-    JointDef& j = def.joints.emplace_back();
-    j.name = absl::StrCat("j", i);
-    j.parent = i - 1;
-    j.rest.translation =
-        i == 0 ? Eigen::Vector3d::Zero() : Eigen::Vector3d(0.1, 0, 0);
-  }
-  def.chains.push_back({"chain", "j0", "j9"});
-  const std::string id = MustRegister(server.stub(), ToWire(def, "chain"));
+  const std::string id = MustRegister(
+      server.stub(), ToWire(testing::StraightChainDef(10), "chain"));
 
   // Slow frames (unreachable target, many restarts), so work is still
   // queued on the stream when SIGTERM arrives.

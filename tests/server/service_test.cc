@@ -418,16 +418,8 @@ TEST(ServiceLimitsTest, FloodedQueueAnswersResourceExhausted) {
   options.solver_threads = 1;
   options.queue_capacity = 1;
   TestServer server(options);
-  SkeletonDef chain_def;
-  for (int i = 0; i < 12; ++i) {
-    JointDef& j = chain_def.joints.emplace_back();
-    j.name = absl::StrCat("j", i);
-    j.parent = i - 1;
-    j.rest.translation = i == 0 ? Eigen::Vector3d::Zero()
-                                : Eigen::Vector3d(0.1, 0, 0);
-  }
-  chain_def.chains.push_back({"chain", "j0", "j11"});
-  const std::string id = MustRegister(*server.stub, ToWire(chain_def, "chain"));
+  const std::string id = MustRegister(
+      *server.stub, ToWire(testing::StraightChainDef(12), "chain"));
   v1::SolveRequest request;
   request.set_skeleton_id(id);
   // Unreachable, so DLS runs all its restarts: a slow solve.

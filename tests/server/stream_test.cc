@@ -22,20 +22,6 @@ using ::testing::HasSubstr;
 
 using Stream = grpc::ClientReaderWriter<v1::SolveRequest, v1::SolveResponse>;
 
-// A 10-joint chain along +X, bones 0.1; chain "chain" j0..j9.
-SkeletonDef TenJointChainDef() {
-  SkeletonDef def;
-  for (int i = 0; i < 10; ++i) {
-    JointDef& j = def.joints.emplace_back();
-    j.name = absl::StrCat("j", i);
-    j.parent = i - 1;
-    j.rest.translation =
-        i == 0 ? Eigen::Vector3d::Zero() : Eigen::Vector3d(0.1, 0, 0);
-  }
-  def.chains.push_back({"chain", "j0", "j9"});
-  return def;
-}
-
 // Writes every request on its own thread, then half-closes; returns every
 // response read on this thread.
 std::vector<v1::SolveResponse> RunStream(
@@ -142,7 +128,7 @@ TEST_F(StreamTest, BadFramesGetInBandErrorsAndTheStreamGoesOn) {
 // cold (every frame from the rest pose).
 TEST(StreamWarmStartTest, WarmStartNeedsFewerIterationsAndDoesNotFlip) {
   TestServer server;
-  const SkeletonDef def = TenJointChainDef();
+  const SkeletonDef def = testing::StraightChainDef(10);
   const Skeleton skeleton = *Skeleton::Create(def);
   const std::string id = MustRegister(*server.stub, ToWire(def, "chain"));
   constexpr int kFrames = 200;
@@ -205,7 +191,7 @@ TEST(StreamLatestWinsTest, BacklogCollapsesToTheNewestFrame) {
   ServerOptions options = TestServerOptions();
   options.solver_threads = 1;
   TestServer server(options);
-  const SkeletonDef def = TenJointChainDef();
+  const SkeletonDef def = testing::StraightChainDef(10);
   const std::string id = MustRegister(*server.stub, ToWire(def, "chain"));
   // Slow frames (unreachable target, many restarts): a backlog builds up.
   constexpr int kFrames = 40;

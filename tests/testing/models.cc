@@ -122,6 +122,19 @@ std::vector<double> BoneLengths(const Skeleton& skeleton, const Pose& pose) {
   return lengths;
 }
 
+SkeletonDef StraightChainDef(int joints, double bone) {
+  SkeletonDef def;
+  for (int i = 0; i < joints; ++i) {
+    JointDef& j = def.joints.emplace_back();
+    j.name = absl::StrCat("j", i);
+    j.parent = i - 1;
+    j.rest.translation =
+        i == 0 ? Eigen::Vector3d::Zero() : Eigen::Vector3d(bone, 0, 0);
+  }
+  def.chains.push_back({"chain", "j0", absl::StrCat("j", joints - 1)});
+  return def;
+}
+
 SkeletonDef TwoBoneLegDef(bool hinge_knee) {
   SkeletonDef def;
   JointDef hip;

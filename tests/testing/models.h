@@ -56,6 +56,10 @@ std::vector<double> BoneLengths(const Skeleton& skeleton, const Pose& pose);
 // by default or a hinge about +X; chain "leg".
 SkeletonDef TwoBoneLegDef(bool hinge_knee = false);
 
+// `joints` ball joints in a straight line along +X, bones `bone` long,
+// named j0, j1, ...; chain "chain" from j0 to the last joint.
+SkeletonDef StraightChainDef(int joints, double bone = 0.1);
+
 // A 31-joint humanoid in the joint order of a CMU motion-capture skeleton
 // (hips, legs with toes, a three-joint spine, neck and head, clavicles,
 // arms, hands with two finger joints each), in metres, with chains
