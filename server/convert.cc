@@ -12,10 +12,6 @@ namespace {
 // sentinel (KDL's numeric_limits::min() mistake).
 double OrInf(bool has, double value, double inf) { return has ? value : inf; }
 
-std::string GoalField(int i, absl::string_view field) {
-  return absl::StrCat("goals[", i, "].", field);
-}
-
 JointType FromProto(v1::JointType type) {
   switch (type) {
     case v1::JOINT_TYPE_HINGE:
@@ -87,8 +83,8 @@ absl::Status FromProto(const v1::Skeleton& skeleton, SkeletonDef* def) {
   for (int i = 0; i < skeleton.joints_size(); ++i) {
     const v1::Joint& in = skeleton.joints(i);
     if (!v1::JointType_IsValid(in.type())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "joints[", i, "].type: unknown joint type ", in.type()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("joints[", i, "].type: unknown joint type ", in.type()));
     }
     JointDef& out = def->joints.emplace_back();
     out.name = in.name();
@@ -96,7 +92,8 @@ absl::Status FromProto(const v1::Skeleton& skeleton, SkeletonDef* def) {
     out.rest = FromProto(in.rest());
     out.type = FromProto(in.type());
     out.axis = FromProto(in.axis());
-    out.min_angle_rad = OrInf(in.has_min_angle_rad(), in.min_angle_rad(), -kInf);
+    out.min_angle_rad =
+        OrInf(in.has_min_angle_rad(), in.min_angle_rad(), -kInf);
     out.max_angle_rad = OrInf(in.has_max_angle_rad(), in.max_angle_rad(), kInf);
     out.max_swing_rad = OrInf(in.has_max_swing_rad(), in.max_swing_rad(), kInf);
   }
@@ -127,9 +124,12 @@ void ToProto(const SkeletonDef& def, v1::Skeleton* skeleton) {
         break;
     }
     if (!in.axis.isZero()) ToProto(in.axis, out->mutable_axis());
-    if (std::isfinite(in.min_angle_rad)) out->set_min_angle_rad(in.min_angle_rad);
-    if (std::isfinite(in.max_angle_rad)) out->set_max_angle_rad(in.max_angle_rad);
-    if (std::isfinite(in.max_swing_rad)) out->set_max_swing_rad(in.max_swing_rad);
+    if (std::isfinite(in.min_angle_rad))
+      out->set_min_angle_rad(in.min_angle_rad);
+    if (std::isfinite(in.max_angle_rad))
+      out->set_max_angle_rad(in.max_angle_rad);
+    if (std::isfinite(in.max_swing_rad))
+      out->set_max_swing_rad(in.max_swing_rad);
   }
   for (const ChainDef& in : def.chains) {
     v1::Chain* out = skeleton->add_chains();
@@ -139,9 +139,10 @@ void ToProto(const SkeletonDef& def, v1::Skeleton* skeleton) {
   }
 }
 
-absl::Status FromProto(const Skeleton& skeleton,
-                       const google::protobuf::RepeatedPtrField<v1::Goal>& goals,
-                       std::vector<Goal>* out) {
+absl::Status FromProto(
+    const Skeleton& skeleton,
+    const google::protobuf::RepeatedPtrField<v1::Goal>& goals,
+    std::vector<Goal>* out) {
   out->resize(goals.size());
   for (int i = 0; i < goals.size(); ++i) {
     const v1::Goal& in = goals[i];
@@ -150,36 +151,37 @@ absl::Status FromProto(const Skeleton& skeleton,
     if (!in.chain().empty()) {
       goal.chain = skeleton.FindChain(in.chain());
       if (goal.chain < 0) {
-        return absl::NotFoundError(absl::StrCat(GoalField(i, "chain"),
-                                                ": no chain named '",
-                                                in.chain(), "'"));
+        return absl::NotFoundError(
+            absl::StrCat(FieldName{"goals", i, "chain"}.ToString(),
+                         ": no chain named '", in.chain(), "'"));
       }
     } else if (in.root_joint().empty() || in.tip_joint().empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(GoalField(i, "chain"),
+          absl::StrCat(FieldName{"goals", i, "chain"}.ToString(),
                        ": required (or both root_joint and tip_joint)"));
     } else {
       goal.root_joint = skeleton.FindJoint(in.root_joint());
       if (goal.root_joint < 0) {
-        return absl::NotFoundError(absl::StrCat(GoalField(i, "root_joint"),
-                                                ": no joint named '",
-                                                in.root_joint(), "'"));
+        return absl::NotFoundError(
+            absl::StrCat(FieldName{"goals", i, "root_joint"}.ToString(),
+                         ": no joint named '", in.root_joint(), "'"));
       }
       goal.tip_joint = skeleton.FindJoint(in.tip_joint());
       if (goal.tip_joint < 0) {
-        return absl::NotFoundError(absl::StrCat(GoalField(i, "tip_joint"),
-                                                ": no joint named '",
-                                                in.tip_joint(), "'"));
+        return absl::NotFoundError(
+            absl::StrCat(FieldName{"goals", i, "tip_joint"}.ToString(),
+                         ": no joint named '", in.tip_joint(), "'"));
       }
     }
     if (!v1::Solver_IsValid(in.solver())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          GoalField(i, "solver"), ": unknown solver ", in.solver()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(FieldName{"goals", i, "solver"}.ToString(),
+                       ": unknown solver ", in.solver()));
     }
     goal.solver = static_cast<SolverKind>(in.solver());
     if (!in.has_target()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(GoalField(i, "target"), ": required"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          FieldName{"goals", i, "target"}.ToString(), ": required"));
     }
     goal.target = FromProto(in.target());
     if (in.has_target_orientation()) {
@@ -190,7 +192,8 @@ absl::Status FromProto(const Skeleton& skeleton,
     const v1::SolveOptions& options = in.options();
     goal.options.max_iterations = options.max_iterations();
     goal.options.tolerance = options.tolerance();
-    goal.options.orientation_tolerance_rad = options.orientation_tolerance_rad();
+    goal.options.orientation_tolerance_rad =
+        options.orientation_tolerance_rad();
     goal.options.damping = options.damping();
     goal.options.max_step_rad = options.max_step_rad();
     goal.options.max_restarts = options.max_restarts();
@@ -260,8 +263,7 @@ void ToProto(const Pose& start, const Pose& solved,
   }
 }
 
-void ToProto(absl::Span<const Transform> globals,
-             v1::SolveResponse* response) {
+void ToProto(absl::Span<const Transform> globals, v1::SolveResponse* response) {
   response->mutable_globals()->Reserve(static_cast<int>(globals.size()));
   for (const Transform& g : globals) ToProto(g, response->add_globals());
 }

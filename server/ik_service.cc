@@ -20,10 +20,10 @@ bool DeadlinePassed(const grpc::CallbackServerContext* context) {
 }
 
 grpc::Status QueueFull(const SolverPool& pool) {
-  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                      absl::StrCat("the solver queue is full (",
-                                   pool.queue_depth(),
-                                   " tasks waiting); retry with backoff"));
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("the solver queue is full (", pool.queue_depth(),
+                   " tasks waiting); retry with backoff"));
 }
 
 const grpc::Status kDeadlineBeforeSolve(
@@ -33,23 +33,15 @@ const grpc::Status kDeadlineBeforeSolve(
 // A SolveBatch call in flight: its items are split into chunks, one pool
 // task each; the last chunk to finish finishes the call.
 struct BatchCall {
-  IkService* service;
+  IkService::UnaryCall unary;
   grpc::CallbackServerContext* context;
   const v1::SolveBatchRequest* request;
   v1::SolveBatchResponse* response;
-  grpc::ServerUnaryReactor* reactor;
-  absl::Time start;
   std::atomic<int> remaining{0};
   std::atomic<bool> expired{false};
 };
 
 }  // namespace
-
-absl::Status UnknownSkeleton(absl::string_view id) {
-  if (id.empty()) return absl::InvalidArgumentError("skeleton_id: required");
-  return absl::NotFoundError(
-      absl::StrCat("skeleton_id: no skeleton '", id, "'"));
-}
 
 IkService::IkService(Registry* registry, SolverPool* pool, Metrics* metrics,
                      const ServiceOptions& options)
@@ -59,76 +51,70 @@ IkService::IkService(Registry* registry, SolverPool* pool, Metrics* metrics,
   SetMessageAllocatorFor_SolveBatch(&batch_allocator_);
 }
 
-grpc::ServerUnaryReactor* IkService::Finish(grpc::ServerUnaryReactor* reactor,
-                                            Rpc rpc, absl::Time start,
+IkService::UnaryCall IkService::BeginUnary(grpc::CallbackServerContext* context,
+                                           Rpc rpc) {
+  metrics_->RpcStarted(rpc);
+  metrics_->MessageReceived(rpc);
+  return UnaryCall{context->DefaultReactor(), rpc, absl::Now()};
+}
+
+grpc::ServerUnaryReactor* IkService::Finish(const UnaryCall& call,
                                             const grpc::Status& status) {
-  metrics_->RpcHandled(rpc, status.error_code(), absl::Now() - start);
-  if (status.ok()) metrics_->MessageSent(rpc);
-  reactor->Finish(status);
-  return reactor;
+  metrics_->RpcHandled(call.rpc, status.error_code(), absl::Now() - call.start);
+  if (status.ok()) metrics_->MessageSent(call.rpc);
+  call.reactor->Finish(status);
+  return call.reactor;
 }
 
 grpc::ServerUnaryReactor* IkService::RegisterSkeleton(
     grpc::CallbackServerContext* context,
     const v1::RegisterSkeletonRequest* request,
     v1::RegisterSkeletonResponse* response) {
-  const absl::Time start = absl::Now();
-  metrics_->RpcStarted(Rpc::kRegisterSkeleton);
-  metrics_->MessageReceived(Rpc::kRegisterSkeleton);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const UnaryCall call = BeginUnary(context, Rpc::kRegisterSkeleton);
   if (!request->has_skeleton()) {
-    return Finish(reactor, Rpc::kRegisterSkeleton, start,
-                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                               "skeleton: required"));
+    return Finish(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                     "skeleton: required"));
   }
   absl::StatusOr<RegisterResult> result =
       registry_->Register(request->skeleton());
   if (!result.ok()) {
     if (result.status().code() != absl::StatusCode::kInvalidArgument) {
-      error_log_.Error(absl::StrCat("RegisterSkeleton: ",
-                                    result.status().ToString()));
+      error_log_.Error(
+          absl::StrCat("RegisterSkeleton: ", result.status().ToString()));
     }
-    return Finish(reactor, Rpc::kRegisterSkeleton, start,
-                  ToGrpcStatus(result.status()));
+    return Finish(call, ToGrpcStatus(result.status()));
   }
   response->set_skeleton_id(result->id);
   response->set_version(result->version);
   response->set_created(result->created);
   metrics_->SetSkeletons(registry_->size());
-  return Finish(reactor, Rpc::kRegisterSkeleton, start, grpc::Status::OK);
+  return Finish(call, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* IkService::GetSkeleton(
     grpc::CallbackServerContext* context, const v1::GetSkeletonRequest* request,
     v1::GetSkeletonResponse* response) {
-  const absl::Time start = absl::Now();
-  metrics_->RpcStarted(Rpc::kGetSkeleton);
-  metrics_->MessageReceived(Rpc::kGetSkeleton);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const UnaryCall call = BeginUnary(context, Rpc::kGetSkeleton);
   std::shared_ptr<const RegisteredSkeleton> found =
       registry_->Find(request->skeleton_id());
   if (found == nullptr) {
-    return Finish(reactor, Rpc::kGetSkeleton, start,
-                  ToGrpcStatus(UnknownSkeleton(request->skeleton_id())));
+    return Finish(call, ToGrpcStatus(UnknownSkeleton(request->skeleton_id())));
   }
   response->set_skeleton_id(found->id);
   response->set_version(found->version);
   *response->mutable_skeleton() = found->definition;
-  return Finish(reactor, Rpc::kGetSkeleton, start, grpc::Status::OK);
+  return Finish(call, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* IkService::ListSkeletons(
     grpc::CallbackServerContext* context,
     const v1::ListSkeletonsRequest* request,
     v1::ListSkeletonsResponse* response) {
-  const absl::Time start = absl::Now();
-  metrics_->RpcStarted(Rpc::kListSkeletons);
-  metrics_->MessageReceived(Rpc::kListSkeletons);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const UnaryCall call = BeginUnary(context, Rpc::kListSkeletons);
   int page_size = request->page_size();
   if (page_size < 0 || page_size > options_.max_page_size) {
     return Finish(
-        reactor, Rpc::kListSkeletons, start,
+        call,
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                      absl::StrCat("page_size: ", page_size, " is not in [0, ",
                                   options_.max_page_size, "]")));
@@ -137,8 +123,7 @@ grpc::ServerUnaryReactor* IkService::ListSkeletons(
   absl::StatusOr<SkeletonPage> page =
       registry_->List(page_size, request->page_token());
   if (!page.ok()) {
-    return Finish(reactor, Rpc::kListSkeletons, start,
-                  ToGrpcStatus(page.status()));
+    return Finish(call, ToGrpcStatus(page.status()));
   }
   for (const auto& skeleton : page->skeletons) {
     v1::SkeletonSummary* summary = response->add_skeletons();
@@ -151,75 +136,63 @@ grpc::ServerUnaryReactor* IkService::ListSkeletons(
     }
   }
   response->set_next_page_token(page->next_page_token);
-  return Finish(reactor, Rpc::kListSkeletons, start, grpc::Status::OK);
+  return Finish(call, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* IkService::DeleteSkeleton(
     grpc::CallbackServerContext* context,
     const v1::DeleteSkeletonRequest* request,
     v1::DeleteSkeletonResponse* /*response*/) {
-  const absl::Time start = absl::Now();
-  metrics_->RpcStarted(Rpc::kDeleteSkeleton);
-  metrics_->MessageReceived(Rpc::kDeleteSkeleton);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status status = request->skeleton_id().empty()
-                            ? UnknownSkeleton("")
-                            : registry_->Delete(request->skeleton_id());
+  const UnaryCall call = BeginUnary(context, Rpc::kDeleteSkeleton);
+  absl::Status status = registry_->Delete(request->skeleton_id());
   if (!status.ok() && status.code() != absl::StatusCode::kNotFound &&
       status.code() != absl::StatusCode::kInvalidArgument) {
     error_log_.Error(absl::StrCat("DeleteSkeleton: ", status.ToString()));
   }
   metrics_->SetSkeletons(registry_->size());
-  return Finish(reactor, Rpc::kDeleteSkeleton, start, ToGrpcStatus(status));
+  return Finish(call, ToGrpcStatus(status));
 }
 
 grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
                                            const v1::SolveRequest* request,
                                            v1::SolveResponse* response) {
-  const absl::Time start = absl::Now();
-  metrics_->RpcStarted(Rpc::kSolve);
-  metrics_->MessageReceived(Rpc::kSolve);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const UnaryCall call = BeginUnary(context, Rpc::kSolve);
   std::shared_ptr<const RegisteredSkeleton> skeleton =
       registry_->Find(request->skeleton_id());
   if (skeleton == nullptr) {
-    return Finish(reactor, Rpc::kSolve, start,
-                  ToGrpcStatus(UnknownSkeleton(request->skeleton_id())));
+    return Finish(call, ToGrpcStatus(UnknownSkeleton(request->skeleton_id())));
   }
-  SolverPool::Task task = [this, context, request, response, reactor, start,
-                           skeleton = std::move(skeleton)](
-                              SolveScratch& scratch) {
+  SolverPool::Task task = [this, context, request, response, call,
+                           skeleton =
+                               std::move(skeleton)](SolveScratch& scratch) {
     if (context->IsCancelled()) {
-      Finish(reactor, Rpc::kSolve, start, grpc::Status::CANCELLED);
+      Finish(call, grpc::Status::CANCELLED);
       return;
     }
     if (DeadlinePassed(context)) {
-      Finish(reactor, Rpc::kSolve, start, kDeadlineBeforeSolve);
+      Finish(call, kDeadlineBeforeSolve);
       return;
     }
     const absl::Status status =
         SolveOne(*skeleton, *request, /*warm_start=*/nullptr,
                  options_.solve_limits, metrics_, scratch, response);
     if (!status.ok()) response->Clear();
-    Finish(reactor, Rpc::kSolve, start, ToGrpcStatus(status));
+    Finish(call, ToGrpcStatus(status));
   };
   if (!pool_->TrySubmit(task)) {
-    return Finish(reactor, Rpc::kSolve, start, QueueFull(*pool_));
+    return Finish(call, QueueFull(*pool_));
   }
-  return reactor;
+  return call.reactor;
 }
 
 grpc::ServerUnaryReactor* IkService::SolveBatch(
     grpc::CallbackServerContext* context, const v1::SolveBatchRequest* request,
     v1::SolveBatchResponse* response) {
-  const absl::Time start = absl::Now();
-  metrics_->RpcStarted(Rpc::kSolveBatch);
-  metrics_->MessageReceived(Rpc::kSolveBatch);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const UnaryCall call = BeginUnary(context, Rpc::kSolveBatch);
   const int n = request->items_size();
   if (n == 0 || n > options_.max_batch) {
     return Finish(
-        reactor, Rpc::kSolveBatch, start,
+        call,
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                      absl::StrCat("items: has ", n, " entries; allowed 1 to ",
                                   options_.max_batch, " (--max_batch)")));
@@ -230,28 +203,27 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
   for (int i = 0; i < n; ++i) response->add_items();
 
   const int chunks = std::min(n, 2 * pool_->threads());
-  auto call = std::make_shared<BatchCall>();
-  call->service = this;
-  call->context = context;
-  call->request = request;
-  call->response = response;
-  call->reactor = reactor;
-  call->start = start;
-  call->remaining = chunks;
+  auto batch = std::make_shared<BatchCall>();
+  batch->unary = call;
+  batch->context = context;
+  batch->request = request;
+  batch->response = response;
+  batch->remaining = chunks;
 
   std::vector<SolverPool::Task> tasks;
   tasks.reserve(chunks);
   for (int c = 0; c < chunks; ++c) {
     const int begin = static_cast<int>(static_cast<int64_t>(n) * c / chunks);
-    const int end = static_cast<int>(static_cast<int64_t>(n) * (c + 1) / chunks);
-    tasks.push_back([this, call, begin, end](SolveScratch& scratch) {
-      if (call->context->IsCancelled() || DeadlinePassed(call->context)) {
-        call->expired = true;
+    const int end =
+        static_cast<int>(static_cast<int64_t>(n) * (c + 1) / chunks);
+    tasks.push_back([this, batch, begin, end](SolveScratch& scratch) {
+      if (batch->context->IsCancelled() || DeadlinePassed(batch->context)) {
+        batch->expired = true;
       } else {
         std::shared_ptr<const RegisteredSkeleton> skeleton;
         for (int i = begin; i < end; ++i) {
-          const v1::SolveRequest& item = call->request->items(i);
-          v1::SolveResponse* out = call->response->mutable_items(i);
+          const v1::SolveRequest& item = batch->request->items(i);
+          v1::SolveResponse* out = batch->response->mutable_items(i);
           if (skeleton == nullptr || skeleton->id != item.skeleton_id()) {
             skeleton = registry_->Find(item.skeleton_id());
           }
@@ -267,24 +239,23 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
           }
         }
       }
-      if (call->remaining.fetch_sub(1) == 1) {
-        if (call->expired) {
-          call->response->Clear();
-          Finish(call->reactor, Rpc::kSolveBatch, call->start,
-                 call->context->IsCancelled() ? grpc::Status::CANCELLED
-                                              : kDeadlineBeforeSolve);
+      if (batch->remaining.fetch_sub(1) == 1) {
+        if (batch->expired) {
+          batch->response->Clear();
+          Finish(batch->unary, batch->context->IsCancelled()
+                                   ? grpc::Status::CANCELLED
+                                   : kDeadlineBeforeSolve);
         } else {
-          Finish(call->reactor, Rpc::kSolveBatch, call->start,
-                 grpc::Status::OK);
+          Finish(batch->unary, grpc::Status::OK);
         }
       }
     });
   }
   if (!pool_->TrySubmitAll(absl::MakeSpan(tasks))) {
     response->Clear();
-    return Finish(reactor, Rpc::kSolveBatch, start, QueueFull(*pool_));
+    return Finish(call, QueueFull(*pool_));
   }
-  return reactor;
+  return call.reactor;
 }
 
 grpc::ServerBidiReactor<v1::SolveRequest, v1::SolveResponse>*
@@ -292,16 +263,16 @@ IkService::SolveStream(grpc::CallbackServerContext* context) {
   metrics_->RpcStarted(Rpc::kSolveStream);
   absl::MutexLock lock(&streams_mu_);
   if (shutting_down_) {
-    return new RejectedStream(
-        this, grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                           "the server is shutting down"));
+    return new RejectedStream(this,
+                              grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                           "the server is shutting down"));
   }
   if (static_cast<int>(streams_.size()) >= options_.max_streams) {
     return new RejectedStream(
-        this, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                           absl::StrCat("too many open streams (",
-                                        streams_.size(), "; --max_streams=",
-                                        options_.max_streams, ")")));
+        this, grpc::Status(
+                  grpc::StatusCode::RESOURCE_EXHAUSTED,
+                  absl::StrCat("too many open streams (", streams_.size(),
+                               "; --max_streams=", options_.max_streams, ")")));
   }
   auto* stream = new SolveStreamReactor(this, context);
   streams_.insert(stream);

@@ -20,11 +20,11 @@ namespace reach {
 class SolveStreamReactor;
 
 struct ServiceOptions {
-  SolveLimits solve_limits;   // max_goals per request, max_iterations.
-  int max_batch = 10000;      // Items per SolveBatch.
-  int max_streams = 1000;     // Concurrent SolveStream calls.
-  int stream_window = 64;     // Frames a stream reads ahead / keeps unsent.
-  int max_page_size = 1000;   // ListSkeletons.
+  SolveLimits solve_limits;  // max_goals per request, max_iterations.
+  int max_batch = 10000;     // Items per SolveBatch.
+  int max_streams = 1000;    // Concurrent SolveStream calls.
+  int stream_window = 64;    // Frames a stream reads ahead / keeps unsent.
+  int max_page_size = 1000;  // ListSkeletons.
 };
 
 class IkService final : public v1::IkService::CallbackService {
@@ -73,10 +73,19 @@ class IkService final : public v1::IkService::CallbackService {
   RateLimitedLog& error_log() { return error_log_; }
   void StreamDone(SolveStreamReactor* stream);
 
+  // A unary call being handled: its reactor, method and start time.
+  struct UnaryCall {
+    grpc::ServerUnaryReactor* reactor;
+    Rpc rpc;
+    absl::Time start;
+  };
+
  private:
-  // Finishes a unary call: metrics, then reactor->Finish.
-  grpc::ServerUnaryReactor* Finish(grpc::ServerUnaryReactor* reactor, Rpc rpc,
-                                   absl::Time start, const grpc::Status& status);
+  // Counts the call as started and its request as received.
+  UnaryCall BeginUnary(grpc::CallbackServerContext* context, Rpc rpc);
+  // Records the outcome in the metrics, then finishes the call.
+  grpc::ServerUnaryReactor* Finish(const UnaryCall& call,
+                                   const grpc::Status& status);
 
   Registry* const registry_;
   SolverPool* const pool_;
@@ -88,12 +97,10 @@ class IkService final : public v1::IkService::CallbackService {
       batch_allocator_;
 
   mutable absl::Mutex streams_mu_;
-  absl::flat_hash_set<SolveStreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  absl::flat_hash_set<SolveStreamReactor*> streams_
+      ABSL_GUARDED_BY(streams_mu_);
   bool shutting_down_ ABSL_GUARDED_BY(streams_mu_) = false;
 };
-
-// "skeleton_id: no skeleton 'x'" (NotFound) or "skeleton_id: required".
-absl::Status UnknownSkeleton(absl::string_view id);
 
 }  // namespace reach
 

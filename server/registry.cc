@@ -11,6 +11,12 @@
 
 namespace reach {
 
+absl::Status UnknownSkeleton(absl::string_view id) {
+  if (id.empty()) return absl::InvalidArgumentError("skeleton_id: required");
+  return absl::NotFoundError(
+      absl::StrCat("skeleton_id: no skeleton '", id, "'"));
+}
+
 std::string SkeletonId(const v1::Skeleton& definition) {
   std::string bytes;
   {
@@ -108,10 +114,7 @@ std::shared_ptr<const RegisteredSkeleton> Registry::Find(
 absl::Status Registry::Delete(absl::string_view id) {
   absl::MutexLock write_lock(&write_mu_);
   std::shared_ptr<const RegisteredSkeleton> known = Find(id);
-  if (known == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("skeleton_id: no skeleton '", id, "'"));
-  }
+  if (known == nullptr) return UnknownSkeleton(id);
   absl::Status status = store_->Delete(id);
   if (!status.ok()) return status;
   absl::MutexLock lock(&mu_);
@@ -123,11 +126,11 @@ absl::Status Registry::Delete(absl::string_view id) {
 absl::StatusOr<SkeletonPage> Registry::List(
     int page_size, absl::string_view page_token) const {
   int64_t after = 0;
-  if (!page_token.empty() && (!absl::SimpleAtoi(page_token, &after) ||
-                              after < 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_token: '", page_token, "' is not a token from ",
-                     "ListSkeletons"));
+  if (!page_token.empty() &&
+      (!absl::SimpleAtoi(page_token, &after) || after < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("page_token: '", page_token,
+                                                   "' is not a token from ",
+                                                   "ListSkeletons"));
   }
   SkeletonPage page;
   absl::ReaderMutexLock lock(&mu_);

@@ -37,6 +37,10 @@ struct SkeletonPage {
   std::string next_page_token;  // Empty on the last page.
 };
 
+// The error for an id the registry does not know: "skeleton_id: no skeleton
+// 'x'" (NotFound), or "skeleton_id: required" (InvalidArgument) when empty.
+absl::Status UnknownSkeleton(absl::string_view id);
+
 // Lower-case hex SHA-256 of the definition's deterministic serialisation.
 std::string SkeletonId(const v1::Skeleton& definition);
 
@@ -53,7 +57,7 @@ class Registry {
   absl::StatusOr<RegisterResult> Register(const v1::Skeleton& definition);
   // nullptr when unknown.
   std::shared_ptr<const RegisteredSkeleton> Find(absl::string_view id) const;
-  // NotFound when unknown.
+  // UnknownSkeleton(id) when unknown.
   absl::Status Delete(absl::string_view id);
   // In version order; page_size >= 1. An unparsable token is
   // InvalidArgument naming page_token.

@@ -153,12 +153,12 @@ void SolveStreamReactor::SolveFrame(SolveScratch& scratch) {
     warm_.local.clear();  // A new skeleton starts from its rest pose.
     warm_skeleton_id_ = skeleton->id;
   }
-  solve_status_ = SolveOne(*skeleton, solving_, &warm_,
-                           service_->options().solve_limits,
-                           &service_->metrics(), scratch, &solved_);
-  if (solve_status_.ok()) {
-    warm_.local.assign(scratch.pose.local.begin(), scratch.pose.local.end());
-  }
+  solve_status_ =
+      SolveOne(*skeleton, solving_, &warm_, service_->options().solve_limits,
+               &service_->metrics(), scratch, &solved_);
+  // The solution is the next frame's warm start; the scratch pose is
+  // rewritten by the next solve, so a swap saves the copy.
+  if (solve_status_.ok()) warm_.local.swap(scratch.pose.local);
 }
 
 void SolveStreamReactor::MaybeWrite() {
