@@ -268,4 +268,33 @@ void ToProto(absl::Span<const Transform> globals, v1::SolveResponse* response) {
   for (const Transform& g : globals) ToProto(g, response->add_globals());
 }
 
+void ToProto(const Pose& pose, v1::Pose* out) {
+  auto* rotations = out->mutable_rotations();
+  rotations->Clear();
+  rotations->Reserve(static_cast<int>(pose.local.size()));
+  for (const Transform& local : pose.local) {
+    ToProto(local.rotation, rotations->Add());
+  }
+  if (!pose.local.empty()) {
+    ToProto(pose.local[0].translation, out->mutable_root_translation());
+  }
+}
+
+absl::Status ApplyResponse(const v1::SolveResponse& response, Pose* pose) {
+  for (int i = 0; i < response.joints_size(); ++i) {
+    const v1::JointPose& joint = response.joints(i);
+    if (joint.joint() >= pose->local.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "joints[", i, "].joint: ", joint.joint(), " is not below ",
+          pose->local.size()));
+    }
+    Transform& local = pose->local[joint.joint()];
+    local.rotation = FromProto(joint.rotation());
+    if (joint.has_translation()) {
+      local.translation = FromProto(joint.translation());
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace reach

@@ -54,6 +54,15 @@ void ToProto(const Pose& start, const Pose& solved,
 // Model-space transforms of every joint.
 void ToProto(absl::Span<const Transform> globals, v1::SolveResponse* response);
 
+// A pose as a start pose (the inverse of FromProto above): every rotation,
+// and joint 0's translation as root_translation. Other translations and
+// scales are not carried (the server takes them from the rest pose).
+void ToProto(const Pose& pose, v1::Pose* out);
+
+// Applies a response's joints to `pose` (the request's start pose). A joint
+// index outside the pose is InvalidArgument naming "joints[i].joint".
+absl::Status ApplyResponse(const v1::SolveResponse& response, Pose* pose);
+
 void ToProto(const Eigen::Vector3d& v, v1::Vec3* out);
 void ToProto(const Eigen::Quaterniond& q, v1::Quat* out);
 void ToProto(const Transform& t, v1::Transform* out);

@@ -1,5 +1,7 @@
 #include "server/registry.h"
 
+#include <cmath>
+
 #include <openssl/sha.h>
 
 #include <utility>
@@ -17,13 +19,50 @@ absl::Status UnknownSkeleton(absl::string_view id) {
       absl::StrCat("skeleton_id: no skeleton '", id, "'"));
 }
 
+namespace {
+
+// Rewrites every -0.0 as +0.0: they are equal, but serialise differently,
+// and the JSON form does not keep the sign of zero, so a skeleton read back
+// from `reach get` would otherwise hash to another id.
+void CanonicalizeZeros(google::protobuf::Message* message) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* reflection = message->GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(*message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
+      if (field->is_repeated()) {
+        for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
+          if (reflection->GetRepeatedDouble(*message, field, i) == 0.0) {
+            reflection->SetRepeatedDouble(message, field, i, 0.0);
+          }
+        }
+      } else if (reflection->GetDouble(*message, field) == 0.0) {
+        reflection->SetDouble(message, field, 0.0);
+      }
+    } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (field->is_repeated()) {
+        for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
+          CanonicalizeZeros(reflection->MutableRepeatedMessage(message, field, i));
+        }
+      } else {
+        CanonicalizeZeros(reflection->MutableMessage(message, field));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::string SkeletonId(const v1::Skeleton& definition) {
+  v1::Skeleton canonical = definition;
+  CanonicalizeZeros(&canonical);
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream stream(&bytes);
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
-    definition.SerializeToCodedStream(&coded);
+    canonical.SerializeToCodedStream(&coded);
   }
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),

@@ -96,6 +96,10 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
 
 ReachServer::~ReachServer() { Shutdown(); }
 
+void ReachServer::SetServing(bool serving) {
+  server_->GetHealthCheckService()->SetServingStatus(serving);
+}
+
 void ReachServer::Shutdown() {
   {
     absl::MutexLock lock(&mu_);

@@ -48,6 +48,10 @@ class ReachServer {
   const ServerOptions& options() const { return options_; }
   IkService& service() { return *service_; }
 
+  // Sets the health status of every service (SERVING or NOT_SERVING), e.g.
+  // to take a replica out of a load balancer before maintenance.
+  void SetServing(bool serving);
+
   // Graceful: health turns NOT_SERVING, streams are asked to finish, new
   // calls are refused, in-flight calls get up to shutdown_grace, then the
   // pool drains and the threads stop. Idempotent.

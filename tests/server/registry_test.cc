@@ -130,5 +130,15 @@ TEST(RegistryTest, IdIsStableAndDependsOnContent) {
   EXPECT_NE(SkeletonId(a), SkeletonId(b));
 }
 
+// -0.0 and +0.0 are the same skeleton (a JSON round trip drops the sign).
+TEST(RegistryTest, SignOfZeroDoesNotChangeTheId) {
+  v1::Skeleton a = ToWire(testing::TwoBoneLegDef(), "leg");
+  a.mutable_joints(1)->mutable_rest()->mutable_translation()->set_z(0.0);
+  v1::Skeleton b = a;
+  b.mutable_joints(1)->mutable_rest()->mutable_translation()->set_z(-0.0);
+  EXPECT_NE(a.SerializeAsString(), b.SerializeAsString());
+  EXPECT_EQ(SkeletonId(a), SkeletonId(b));
+}
+
 }  // namespace
 }  // namespace reach

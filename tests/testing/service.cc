@@ -84,12 +84,10 @@ v1::Goal MakeGoal(const std::string& chain, const Eigen::Vector3d& target,
 
 Pose ApplyResponse(const Pose& start, const v1::SolveResponse& response) {
   Pose pose = start;
-  for (const v1::JointPose& joint : response.joints()) {
-    Transform& local = pose.local.at(joint.joint());
-    local.rotation = FromProto(joint.rotation());
-    if (joint.has_translation()) {
-      local.translation = FromProto(joint.translation());
-    }
+  const absl::Status status = reach::ApplyResponse(response, &pose);
+  if (!status.ok()) {
+    std::fprintf(stderr, "ApplyResponse: %s\n", status.ToString().c_str());
+    std::abort();
   }
   return pose;
 }

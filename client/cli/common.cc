@@ -1,0 +1,110 @@
+#include "client/cli/common.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace reach::cli {
+namespace {
+
+absl::Status ParseNumbers(const std::string& text, absl::string_view flag,
+                          int count, double* out) {
+  const std::vector<std::string> parts = absl::StrSplit(text, ',');
+  bool ok = static_cast<int>(parts.size()) == count;
+  for (int i = 0; ok && i < count; ++i) {
+    ok = absl::SimpleAtod(parts[i], &out[i]) && std::isfinite(out[i]);
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, ": expected ", count, " comma-separated finite "
+                   "numbers, got '", text, "'"));
+}
+
+}  // namespace
+
+std::unique_ptr<client::ReachClient> MakeClient(const Globals& globals) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(
+      globals.addr, grpc::InsecureChannelCredentials(), args);
+  client::ClientOptions options;
+  options.timeout = absl::Seconds(globals.timeout_s);
+  return std::make_unique<client::ReachClient>(std::move(channel), options);
+}
+
+int Fail(const absl::Status& status, int code) {
+  std::fprintf(stderr, "reach: %s: %s\n",
+               absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return code;
+}
+
+int FailRpc(const absl::Status& status) { return Fail(status, kExitRpcError); }
+
+absl::StatusOr<Eigen::Vector3d> ParseVec3(const std::string& text,
+                                          absl::string_view flag) {
+  Eigen::Vector3d v;
+  if (absl::Status s = ParseNumbers(text, flag, 3, v.data()); !s.ok()) return s;
+  return v;
+}
+
+absl::StatusOr<Eigen::Quaterniond> ParseQuat(const std::string& text,
+                                             absl::string_view flag) {
+  double wxyz[4];
+  if (absl::Status s = ParseNumbers(text, flag, 4, wxyz); !s.ok()) return s;
+  return Eigen::Quaterniond(wxyz[0], wxyz[1], wxyz[2], wxyz[3]);
+}
+
+absl::StatusOr<v1::Solver> ParseSolver(const std::string& name) {
+  std::string upper = absl::AsciiStrToUpper(name);
+  absl::StrReplaceAll({{"-", "_"}}, &upper);
+  v1::Solver solver;
+  if (v1::Solver_Parse(absl::StrCat("SOLVER_", upper), &solver)) return solver;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--solver: unknown solver '", name, "' (one of: ", SolverNames(), ")"));
+}
+
+std::string SolverNames() {
+  std::string names;
+  for (int i = v1::Solver_MIN; i <= v1::Solver_MAX; ++i) {
+    if (!v1::Solver_IsValid(i)) continue;
+    std::string name = absl::AsciiStrToLower(
+        v1::Solver_Name(static_cast<v1::Solver>(i)).substr(7));
+    absl::StrAppend(&names, names.empty() ? "" : ", ", name);
+  }
+  return names;
+}
+
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = false;
+  // Only a message with a malformed Any fails; ours have none.
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+}  // namespace reach::cli

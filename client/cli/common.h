@@ -1,0 +1,69 @@
+// What every `reach` subcommand shares: global flags, exit codes, the
+// client, parsing of vectors and solver names, error printing.
+#ifndef REACH_CLIENT_CLI_COMMON_H_
+#define REACH_CLIENT_CLI_COMMON_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "client/reach_client.h"
+
+namespace reach::cli {
+
+// Exit codes (documented in `reach --help` and the README).
+enum ExitCode {
+  kExitOk = 0,
+  kExitRpcError = 1,      // The server answered with an error, or is down.
+  kExitUsage = 2,         // Bad command line.
+  kExitFileError = 3,     // A file could not be read, imported or written.
+  kExitNotServing = 4,    // `health`: the server is up but not SERVING.
+  kExitCheckFailed = 5,   // `stream`: frames answered with errors.
+};
+
+struct Globals {
+  std::string addr = "127.0.0.1:50051";
+  double timeout_s = 10;  // Deadline of each call, seconds.
+};
+
+// A subcommand's body, run after parsing; returns the exit code.
+using Command = std::function<int()>;
+
+// Each file adds its subcommands to `app`; the chosen one stores its body
+// in `run`.
+void AddRegistryCommands(CLI::App& app, const Globals& globals, Command* run);
+void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run);
+void AddStreamCommand(CLI::App& app, const Globals& globals, Command* run);
+void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run);
+
+std::unique_ptr<client::ReachClient> MakeClient(const Globals& globals);
+
+// Prints "reach: <what>: <CODE>: <message>" to stderr and returns `code`.
+int Fail(const absl::Status& status, int code);
+// Fail with kExitRpcError.
+int FailRpc(const absl::Status& status);
+
+// "x,y,z" / "w,x,y,z": finite numbers, comma-separated.
+absl::StatusOr<Eigen::Vector3d> ParseVec3(const std::string& text,
+                                          absl::string_view flag);
+absl::StatusOr<Eigen::Quaterniond> ParseQuat(const std::string& text,
+                                             absl::string_view flag);
+
+// "auto", "two_bone", "fabrik", "ccd", "jacobian_transpose",
+// "jacobian_pinv", "jacobian_dls", "gradient_descent" (case-insensitive,
+// "-" or "_").
+absl::StatusOr<v1::Solver> ParseSolver(const std::string& name);
+// The names ParseSolver accepts, for --help.
+std::string SolverNames();
+
+// `text` as a JSON string literal, quotes included.
+std::string JsonString(absl::string_view text);
+
+// Canonical protobuf JSON of `message` on one line.
+std::string ToJson(const google::protobuf::Message& message);
+
+}  // namespace reach::cli
+
+#endif  // REACH_CLIENT_CLI_COMMON_H_

@@ -1,0 +1,53 @@
+// reach: the command-line client of a reach-server.
+#include <cstdio>
+
+#include "client/cli/common.h"
+
+namespace {
+
+constexpr char kFooter[] = R"(Exit codes:
+  0  success
+  1  the server answered with an error, or could not be reached
+  2  bad command line
+  3  a file could not be read, imported or written
+  4  health: the server is up but not SERVING
+  5  stream: frames were answered with errors)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace reach::cli;
+  CLI::App app(
+      "reach: register skeletons with a reach-server, solve IK, stream "
+      "motion capture and measure the service.");
+  app.footer(kFooter);
+  app.require_subcommand(1);
+  app.fallthrough();
+  Globals globals;
+  app.add_option("--addr", globals.addr, "Server address host:port")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--timeout", globals.timeout_s,
+                 "Deadline of each call in seconds (streams: added to the "
+                 "clip's length)")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+      ->check(CLI::PositiveNumber);
+
+  Command run;
+  AddRegistryCommands(app, globals, &run);
+  AddSolveCommand(app, globals, &run);
+  AddStreamCommand(app, globals, &run);
+  AddBenchCommand(app, globals, &run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  return run ? run() : kExitUsage;
+}

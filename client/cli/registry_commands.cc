@@ -1,0 +1,168 @@
+// register, list, get, delete, health.
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/cli/common.h"
+#include "client/import/chains.h"
+
+namespace reach::cli {
+namespace {
+
+struct RegisterFlags {
+  std::string file;
+  std::string name;
+  std::vector<std::string> chains;
+  int skin = 0;
+  bool json = false;
+  bool print = false;
+};
+
+int RunRegister(const Globals& globals, const RegisterFlags& flags) {
+  import::SkeletonFileOptions options;
+  options.name = flags.name;
+  options.gltf_skin = flags.skin;
+  for (const std::string& spec : flags.chains) {
+    absl::StatusOr<ChainDef> chain = import::ParseChainSpec(spec);
+    if (!chain.ok()) return Fail(chain.status(), kExitUsage);
+    options.chains.push_back(*std::move(chain));
+  }
+  absl::StatusOr<v1::Skeleton> skeleton =
+      import::LoadSkeletonFile(flags.file, options);
+  if (!skeleton.ok()) return Fail(skeleton.status(), kExitFileError);
+  if (flags.print) {
+    std::printf("%s\n", ToJson(*skeleton).c_str());
+    return kExitOk;
+  }
+  absl::StatusOr<v1::RegisterSkeletonResponse> response =
+      MakeClient(globals)->Register(*skeleton);
+  if (!response.ok()) return FailRpc(response.status());
+  if (flags.json) {
+    std::printf("%s\n", ToJson(*response).c_str());
+  } else {
+    std::vector<std::string> chains;
+    for (const v1::Chain& c : skeleton->chains()) chains.push_back(c.name());
+    std::printf("%s %s: %d joints, chains [%s], version %lld\n",
+                response->created() ? "registered" : "already registered",
+                response->skeleton_id().c_str(), skeleton->joints_size(),
+                absl::StrJoin(chains, ", ").c_str(),
+                static_cast<long long>(response->version()));
+  }
+  return kExitOk;
+}
+
+int RunList(const Globals& globals, bool json) {
+  auto client = MakeClient(globals);
+  v1::ListSkeletonsResponse all;
+  std::string token;
+  do {
+    absl::StatusOr<v1::ListSkeletonsResponse> page =
+        client->ListSkeletons(100, token);
+    if (!page.ok()) return FailRpc(page.status());
+    for (v1::SkeletonSummary& s : *page->mutable_skeletons()) {
+      *all.add_skeletons() = std::move(s);
+    }
+    token = page->next_page_token();
+  } while (!token.empty());
+  if (json) {
+    std::printf("%s\n", ToJson(all).c_str());
+    return kExitOk;
+  }
+  std::printf("%-64s  %-20s %6s  %s\n", "ID", "NAME", "JOINTS", "CHAINS");
+  for (const v1::SkeletonSummary& s : all.skeletons()) {
+    std::printf("%-64s  %-20s %6d  %s\n", s.skeleton_id().c_str(),
+                s.name().c_str(), s.joint_count(),
+                absl::StrJoin(s.chains(), ",").c_str());
+  }
+  return kExitOk;
+}
+
+int RunGet(const Globals& globals, const std::string& id, bool json) {
+  absl::StatusOr<v1::GetSkeletonResponse> response =
+      MakeClient(globals)->GetSkeleton(id);
+  if (!response.ok()) return FailRpc(response.status());
+  // The skeleton alone is a file `reach register` reads back.
+  std::printf("%s\n", json ? ToJson(*response).c_str()
+                           : ToJson(response->skeleton()).c_str());
+  return kExitOk;
+}
+
+int RunDelete(const Globals& globals, const std::string& id) {
+  if (absl::Status s = MakeClient(globals)->DeleteSkeleton(id); !s.ok()) {
+    return FailRpc(s);
+  }
+  std::printf("deleted %s\n", id.c_str());
+  return kExitOk;
+}
+
+int RunHealth(const Globals& globals, const std::string& service) {
+  auto status = MakeClient(globals)->Health(service);
+  if (!status.ok()) return FailRpc(status.status());
+  const std::string name =
+      grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status);
+  std::printf("%s\n", name.c_str());
+  return *status == grpc::health::v1::HealthCheckResponse::SERVING
+             ? kExitOk
+             : kExitNotServing;
+}
+
+}  // namespace
+
+void AddRegistryCommands(CLI::App& app, const Globals& globals, Command* run) {
+  auto flags = std::make_shared<RegisterFlags>();
+  CLI::App* reg = app.add_subcommand(
+      "register",
+      "Register a skeleton file: .json (reach.v1.Skeleton), .bvh, .urdf, "
+      ".gltf or .glb. Prints its id.");
+  reg->add_option("file", flags->file, "Skeleton file")->required();
+  reg->add_option("--name", flags->name, "Name to register under");
+  reg->add_option("--chain", flags->chains,
+                  "Add or replace a chain: NAME=ROOT:TIP (NAME=ROOT,TIP when "
+                  "names hold ':'; repeatable)");
+  reg->add_option("--skin", flags->skin, "glTF: which skin")
+      ->check(CLI::NonNegativeNumber);
+  reg->add_flag("--json", flags->json, "Print the response as JSON");
+  reg->add_flag("--print", flags->print,
+                "Print the imported skeleton as JSON instead of registering");
+  reg->callback([=, &globals] { *run = [=, &globals] {
+    return RunRegister(globals, *flags);
+  }; });
+
+  auto list_json = std::make_shared<bool>(false);
+  CLI::App* list = app.add_subcommand("list", "List registered skeletons.");
+  list->add_flag("--json", *list_json, "Print JSON");
+  list->callback([=, &globals] {
+    *run = [=, &globals] { return RunList(globals, *list_json); };
+  });
+
+  auto id = std::make_shared<std::string>();
+  auto get_json = std::make_shared<bool>(false);
+  CLI::App* get = app.add_subcommand(
+      "get", "Print a registered skeleton as JSON (a file `register` reads).");
+  get->add_option("id", *id, "Skeleton id")->required();
+  get->add_flag("--json", *get_json,
+                "Print the whole response (id, version, skeleton)");
+  get->callback([=, &globals] {
+    *run = [=, &globals] { return RunGet(globals, *id, *get_json); };
+  });
+
+  auto delete_id = std::make_shared<std::string>();
+  CLI::App* del = app.add_subcommand("delete", "Delete a registered skeleton.");
+  del->add_option("id", *delete_id, "Skeleton id")->required();
+  del->callback([=, &globals] {
+    *run = [=, &globals] { return RunDelete(globals, *delete_id); };
+  });
+
+  auto service = std::make_shared<std::string>();
+  CLI::App* health = app.add_subcommand(
+      "health",
+      "Check grpc.health.v1; exit 0 only when SERVING (for Docker "
+      "HEALTHCHECK and Kubernetes probes).");
+  health->add_option("--service", *service,
+                     "Service name (default: the whole server)");
+  health->callback([=, &globals] {
+    *run = [=, &globals] { return RunHealth(globals, *service); };
+  });
+}
+
+}  // namespace reach::cli

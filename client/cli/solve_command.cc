@@ -1,0 +1,111 @@
+// solve: one goal on one chain.
+#include <cstdio>
+
+#include "client/cli/common.h"
+#include "server/convert.h"
+
+namespace reach::cli {
+namespace {
+
+struct SolveFlags {
+  std::string skeleton;
+  std::string chain;
+  std::string target;
+  std::string pole;
+  std::string orientation;
+  std::string solver = "auto";
+  int max_iterations = 0;
+  double tolerance = 0;
+  bool json = false;
+};
+
+int RunSolve(const Globals& globals, const SolveFlags& flags) {
+  v1::SolveRequest request;
+  request.set_skeleton_id(flags.skeleton);
+  v1::Goal* goal = request.add_goals();
+  goal->set_chain(flags.chain);
+  absl::StatusOr<v1::Solver> solver = ParseSolver(flags.solver);
+  if (!solver.ok()) return Fail(solver.status(), kExitUsage);
+  goal->set_solver(*solver);
+  absl::StatusOr<Eigen::Vector3d> target = ParseVec3(flags.target, "--target");
+  if (!target.ok()) return Fail(target.status(), kExitUsage);
+  ToProto(*target, goal->mutable_target());
+  if (!flags.pole.empty()) {
+    absl::StatusOr<Eigen::Vector3d> pole = ParseVec3(flags.pole, "--pole");
+    if (!pole.ok()) return Fail(pole.status(), kExitUsage);
+    ToProto(*pole, goal->mutable_pole());
+  }
+  if (!flags.orientation.empty()) {
+    absl::StatusOr<Eigen::Quaterniond> q =
+        ParseQuat(flags.orientation, "--orientation");
+    if (!q.ok()) return Fail(q.status(), kExitUsage);
+    ToProto(*q, goal->mutable_target_orientation());
+  }
+  goal->mutable_options()->set_max_iterations(flags.max_iterations);
+  goal->mutable_options()->set_tolerance(flags.tolerance);
+  request.set_return_globals(!flags.json);
+
+  auto client = MakeClient(globals);
+  absl::StatusOr<v1::SolveResponse> response = client->Solve(request);
+  if (!response.ok()) return FailRpc(response.status());
+  if (flags.json) {
+    std::printf("%s\n", ToJson(*response).c_str());
+    return kExitOk;
+  }
+  absl::StatusOr<v1::GetSkeletonResponse> skeleton =
+      client->GetSkeleton(flags.skeleton);
+  if (!skeleton.ok()) return FailRpc(skeleton.status());
+  const auto name = [&](uint32_t joint) -> std::string {
+    return joint < static_cast<uint32_t>(skeleton->skeleton().joints_size())
+               ? skeleton->skeleton().joints(joint).name()
+               : "?";
+  };
+  const v1::GoalResult& result = response->results(0);
+  std::printf("chain %s: %s, position error %.3g, orientation error %.3g rad, "
+              "%d iterations\n",
+              flags.chain.c_str(), result.reached() ? "reached" : "NOT reached",
+              result.position_error(), result.orientation_error_rad(),
+              result.iterations());
+  for (const v1::JointPose& joint : response->joints()) {
+    const v1::Quat& q = joint.rotation();
+    std::printf("  %-24s rotation (w,x,y,z) %.6f %.6f %.6f %.6f",
+                name(joint.joint()).c_str(), q.w(), q.x(), q.y(), q.z());
+    if (static_cast<int>(joint.joint()) < response->globals_size()) {
+      const v1::Vec3& p = response->globals(joint.joint()).translation();
+      std::printf("  at %.4f,%.4f,%.4f", p.x(), p.y(), p.z());
+    }
+    std::printf("\n");
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
+  auto flags = std::make_shared<SolveFlags>();
+  CLI::App* solve = app.add_subcommand(
+      "solve", "Solve one goal: move a chain's tip to a target.");
+  solve->add_option("--skeleton", flags->skeleton, "Skeleton id")->required();
+  solve->add_option("--chain", flags->chain, "Chain name")->required();
+  solve->add_option("--target", flags->target,
+                    "Target position x,y,z (model space)")
+      ->required();
+  solve->add_option("--pole", flags->pole,
+                    "Pole position x,y,z: where the middle joint should point");
+  solve->add_option("--orientation", flags->orientation,
+                    "Target orientation of the tip, quaternion w,x,y,z");
+  solve->add_option("--solver", flags->solver, "One of: " + SolverNames())
+      ->capture_default_str();
+  solve->add_option("--max-iterations", flags->max_iterations,
+                    "Iteration cap (0: the solver's default)")
+      ->check(CLI::NonNegativeNumber);
+  solve->add_option("--tolerance", flags->tolerance,
+                    "Position tolerance, model units (0: the default)")
+      ->check(CLI::NonNegativeNumber);
+  solve->add_flag("--json", flags->json, "Print the response as JSON");
+  solve->callback([=, &globals] {
+    *run = [=, &globals] { return RunSolve(globals, *flags); };
+  });
+}
+
+}  // namespace reach::cli

@@ -1,0 +1,31 @@
+// glTF 2.0 skins (.gltf and .glb) -> skeletons.
+//
+// The joints of one skin become skeleton joints in parent-before-child
+// order, with each node's local TRS (or matrix) as the rest transform; a
+// joint whose parent node is not in the skin is a root (its ancestors'
+// transforms are folded into it). Arm and leg chains are guessed from joint
+// names (GuessLimbChains).
+//
+// Joints are ball joints named after their nodes; unnamed nodes and repeated
+// names become "node_<index>". Scales must be uniform (to 1e-6, relative),
+// as Reach's transforms are. The result is named after the skin, or the
+// file's stem. Errors are InvalidArgument naming the file and the element
+// ("skin 1", "node 12 'LeftArm'"); a missing file is NotFound.
+#ifndef REACH_CLIENT_IMPORT_GLTF_H_
+#define REACH_CLIENT_IMPORT_GLTF_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "client/import/import_error.h"
+
+namespace reach::import {
+
+// Reads a .gltf (JSON, external or embedded buffers) or .glb file and
+// imports skin `skin_index` (the first one by default).
+absl::StatusOr<ImportedSkeleton> ImportGltf(const std::string& path,
+                                            int skin_index = 0);
+
+}  // namespace reach::import
+
+#endif  // REACH_CLIENT_IMPORT_GLTF_H_

@@ -1,0 +1,35 @@
+// What every importer returns, and the one shape of its errors.
+#ifndef REACH_CLIENT_IMPORT_IMPORT_ERROR_H_
+#define REACH_CLIENT_IMPORT_IMPORT_ERROR_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "solvers/skeleton.h"
+
+namespace reach::import {
+
+// A skeleton read from a file: a name for registration (the robot's name,
+// the skin's name, the file's stem) and the definition. Importers return
+// definitions that Skeleton::Create accepts.
+struct ImportedSkeleton {
+  std::string name;
+  SkeletonDef def;
+};
+
+// InvalidArgument "FILE:LINE: ELEMENT: MESSAGE". `line` <= 0 leaves the line
+// out ("FILE: ELEMENT: MESSAGE") for formats without lines (.glb); an empty
+// `element` leaves the element out.
+absl::Status ImportError(absl::string_view file, int line,
+                         absl::string_view element, absl::string_view message);
+
+// Reads a whole file. NotFound / InvalidArgument name the file.
+absl::Status ReadFile(const std::string& path, std::string* contents);
+
+// "dir/walk.bvh" -> "walk".
+std::string FileStem(absl::string_view path);
+
+}  // namespace reach::import
+
+#endif  // REACH_CLIENT_IMPORT_IMPORT_ERROR_H_

@@ -1,0 +1,208 @@
+#include "client/reach_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace reach::client {
+
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view rpc) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(rpc, ": ", status.error_message()));
+}
+
+ReachClient::ReachClient(std::shared_ptr<grpc::ChannelInterface> channel,
+                         ClientOptions options)
+    : channel_(std::move(channel)),
+      options_(options),
+      stub_(v1::IkService::NewStub(channel_)),
+      health_(grpc::health::v1::Health::NewStub(channel_)) {}
+
+std::unique_ptr<grpc::ClientContext> ReachClient::NewContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  return context;
+}
+
+absl::StatusOr<v1::RegisterSkeletonResponse> ReachClient::Register(
+    const v1::Skeleton& skeleton) {
+  v1::RegisterSkeletonRequest request;
+  *request.mutable_skeleton() = skeleton;
+  v1::RegisterSkeletonResponse response;
+  auto context = NewContext();
+  const grpc::Status status =
+      stub_->RegisterSkeleton(context.get(), request, &response);
+  if (!status.ok()) return FromGrpc(status, "RegisterSkeleton");
+  return response;
+}
+
+absl::StatusOr<v1::RegisterSkeletonResponse> ReachClient::RegisterFile(
+    const std::string& path, const import::SkeletonFileOptions& options) {
+  absl::StatusOr<v1::Skeleton> skeleton =
+      import::LoadSkeletonFile(path, options);
+  if (!skeleton.ok()) return skeleton.status();
+  return Register(*skeleton);
+}
+
+absl::StatusOr<v1::GetSkeletonResponse> ReachClient::GetSkeleton(
+    const std::string& id) {
+  v1::GetSkeletonRequest request;
+  request.set_skeleton_id(id);
+  v1::GetSkeletonResponse response;
+  auto context = NewContext();
+  const grpc::Status status =
+      stub_->GetSkeleton(context.get(), request, &response);
+  if (!status.ok()) return FromGrpc(status, "GetSkeleton");
+  return response;
+}
+
+absl::StatusOr<v1::ListSkeletonsResponse> ReachClient::ListSkeletons(
+    int page_size, const std::string& page_token) {
+  v1::ListSkeletonsRequest request;
+  request.set_page_size(page_size);
+  request.set_page_token(page_token);
+  v1::ListSkeletonsResponse response;
+  auto context = NewContext();
+  const grpc::Status status =
+      stub_->ListSkeletons(context.get(), request, &response);
+  if (!status.ok()) return FromGrpc(status, "ListSkeletons");
+  return response;
+}
+
+absl::Status ReachClient::DeleteSkeleton(const std::string& id) {
+  v1::DeleteSkeletonRequest request;
+  request.set_skeleton_id(id);
+  v1::DeleteSkeletonResponse response;
+  auto context = NewContext();
+  return FromGrpc(stub_->DeleteSkeleton(context.get(), request, &response),
+                  "DeleteSkeleton");
+}
+
+absl::StatusOr<v1::SolveResponse> ReachClient::Solve(
+    const v1::SolveRequest& request) {
+  v1::SolveResponse response;
+  auto context = NewContext();
+  const grpc::Status status = stub_->Solve(context.get(), request, &response);
+  if (!status.ok()) return FromGrpc(status, "Solve");
+  return response;
+}
+
+absl::StatusOr<v1::SolveBatchResponse> ReachClient::SolveBatch(
+    const v1::SolveBatchRequest& request) {
+  v1::SolveBatchResponse response;
+  auto context = NewContext();
+  const grpc::Status status =
+      stub_->SolveBatch(context.get(), request, &response);
+  if (!status.ok()) return FromGrpc(status, "SolveBatch");
+  return response;
+}
+
+absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus>
+ReachClient::Health(const std::string& service) {
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  auto context = NewContext();
+  const grpc::Status status = health_->Check(context.get(), request, &response);
+  if (!status.ok()) return FromGrpc(status, "Health.Check");
+  return response.status();
+}
+
+std::unique_ptr<SolveStream> ReachClient::OpenStream(absl::Duration deadline,
+                                                     int max_in_flight) {
+  return std::make_unique<SolveStream>(*stub_, deadline, max_in_flight);
+}
+
+SolveStream::SolveStream(v1::IkService::Stub& stub, absl::Duration deadline,
+                         int max_in_flight)
+    : max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight) {
+  context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  call_ = stub.SolveStream(&context_);
+  reader_ = std::thread([this] { ReadLoop(); });
+}
+
+SolveStream::~SolveStream() {
+  if (!finished_) {
+    context_.TryCancel();
+    reader_.join();
+    call_->Finish().IgnoreError();
+  }
+}
+
+void SolveStream::ReadLoop() {
+  StreamResult result;
+  while (call_->Read(&result.response)) {
+    const absl::Time now = absl::Now();
+    absl::MutexLock lock(&mu_);
+    if (sent_at_.empty()) break;  // More responses than requests: broken.
+    result.latency = now - sent_at_.front();
+    sent_at_.pop_front();
+    received_.push_back(std::move(result));
+  }
+  absl::MutexLock lock(&mu_);
+  read_done_ = true;
+}
+
+bool SolveStream::Send(const v1::SolveRequest& frame) {
+  if (write_failed_ || finished_) return false;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return read_done_ || static_cast<int>(sent_at_.size()) < max_in_flight_;
+    };
+    mu_.Await(absl::Condition(&room));
+    if (read_done_) return false;
+    sent_at_.push_back(absl::Now());
+  }
+  if (!call_->Write(frame)) {
+    write_failed_ = true;
+    return false;
+  }
+  return true;
+}
+
+bool SolveStream::Receive(StreamResult* result) {
+  absl::MutexLock lock(&mu_);
+  const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !received_.empty() || read_done_ || sent_at_.empty();
+  };
+  mu_.Await(absl::Condition(&ready));
+  return PopLocked(result);
+}
+
+bool SolveStream::TryReceive(StreamResult* result) {
+  absl::MutexLock lock(&mu_);
+  return PopLocked(result);
+}
+
+bool SolveStream::PopLocked(StreamResult* result) {
+  if (received_.empty()) return false;
+  *result = std::move(received_.front());
+  received_.pop_front();
+  return true;
+}
+
+absl::Status SolveStream::Finish() {
+  if (finished_) return status_;
+  finished_ = true;
+  if (!write_failed_) call_->WritesDone();
+  reader_.join();
+  status_ = FromGrpc(call_->Finish(), "SolveStream");
+  if (status_.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (!sent_at_.empty()) {
+      status_ = absl::DataLossError(absl::StrCat(
+          "SolveStream: the server closed the stream with ", sent_at_.size(),
+          " frames unanswered"));
+    }
+  }
+  return status_;
+}
+
+int SolveStream::in_flight() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(sent_at_.size());
+}
+
+}  // namespace reach::client

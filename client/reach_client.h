@@ -1,0 +1,129 @@
+// A small client for reach.v1.IkService over a channel the caller owns.
+//
+// Every call carries a deadline (ClientOptions::timeout, or the stream's own
+// deadline), and every failure comes back as an absl::Status whose code is
+// the gRPC code and whose message names the RPC.
+#ifndef REACH_CLIENT_REACH_CLIENT_H_
+#define REACH_CLIENT_REACH_CLIENT_H_
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/import/skeleton_file.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "reach/v1/ik_service.grpc.pb.h"
+
+namespace reach::client {
+
+struct ClientOptions {
+  absl::Duration timeout = absl::Seconds(10);  // Deadline of each unary call.
+};
+
+// grpc::Status -> absl::Status, code for code, the message prefixed by
+// `rpc` ("Solve: goals[0].chain: ...").
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view rpc);
+
+class SolveStream;
+
+class ReachClient {
+ public:
+  explicit ReachClient(std::shared_ptr<grpc::ChannelInterface> channel,
+                       ClientOptions options = {});
+
+  absl::StatusOr<v1::RegisterSkeletonResponse> Register(
+      const v1::Skeleton& skeleton);
+  // Imports a skeleton file (import::LoadSkeletonFile) and registers it.
+  absl::StatusOr<v1::RegisterSkeletonResponse> RegisterFile(
+      const std::string& path, const import::SkeletonFileOptions& options = {});
+  absl::StatusOr<v1::GetSkeletonResponse> GetSkeleton(const std::string& id);
+  // One page; `page_token` from the previous page's next_page_token.
+  absl::StatusOr<v1::ListSkeletonsResponse> ListSkeletons(
+      int page_size = 0, const std::string& page_token = "");
+  absl::Status DeleteSkeleton(const std::string& id);
+
+  absl::StatusOr<v1::SolveResponse> Solve(const v1::SolveRequest& request);
+  absl::StatusOr<v1::SolveBatchResponse> SolveBatch(
+      const v1::SolveBatchRequest& request);
+
+  // grpc.health.v1.Health/Check of `service` ("" = the whole server).
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Health(
+      const std::string& service = "");
+
+  // Opens a SolveStream that ends at `deadline` from now at the latest, with
+  // at most `max_in_flight` (>= 1) frames sent and not yet answered.
+  std::unique_ptr<SolveStream> OpenStream(absl::Duration deadline,
+                                          int max_in_flight = 8);
+
+  v1::IkService::Stub& stub() { return *stub_; }
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
+
+  std::shared_ptr<grpc::ChannelInterface> channel_;
+  ClientOptions options_;
+  std::unique_ptr<v1::IkService::Stub> stub_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+};
+
+// One answered frame and its round trip (from Send to the arrival of its
+// response).
+struct StreamResult {
+  v1::SolveResponse response;
+  absl::Duration latency;
+};
+
+// A bidirectional SolveStream with back-pressure: Send blocks while
+// max_in_flight frames are unanswered. A reader thread takes responses as
+// they arrive (so latencies are not inflated by a busy sender); Receive
+// hands them out in order. One thread may Send while another Receives.
+class SolveStream {
+ public:
+  SolveStream(v1::IkService::Stub& stub, absl::Duration deadline,
+              int max_in_flight);
+  ~SolveStream();  // Cancels the call if Finish was not called.
+
+  // Sends one frame; blocks while the window is full. False when the stream
+  // is broken (Finish says why).
+  bool Send(const v1::SolveRequest& frame);
+  // The next response in order; blocks until one arrives. False when no
+  // frame is outstanding (every frame sent so far has been received) or the
+  // stream is broken.
+  bool Receive(StreamResult* result);
+  // The next response if one has arrived; never blocks.
+  bool TryReceive(StreamResult* result);
+  // Half-closes, waits for the outstanding responses (kept for Receive) and
+  // returns the call's status.
+  absl::Status Finish();
+
+  int in_flight() const;
+
+ private:
+  void ReadLoop();
+  bool PopLocked(StreamResult* result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SolveRequest, v1::SolveResponse>>
+      call_;
+  const int max_in_flight_;
+  std::thread reader_;
+
+  mutable absl::Mutex mu_;
+  std::deque<absl::Time> sent_at_ ABSL_GUARDED_BY(mu_);  // Unanswered frames.
+  std::deque<StreamResult> received_ ABSL_GUARDED_BY(mu_);
+  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ = false;
+  bool finished_ = false;
+  absl::Status status_;
+};
+
+}  // namespace reach::client
+
+#endif  // REACH_CLIENT_REACH_CLIENT_H_

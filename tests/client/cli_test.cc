@@ -1,0 +1,242 @@
+// The `reach` binary end to end against a real server on loopback: exit
+// codes, JSON output that parses, readable errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+#include "tests/testing/service.h"
+
+namespace reach {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestServer;
+
+struct CliRun {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string DataPath(const std::string& name) {
+  return absl::StrCat(REACH_TEST_DATA, "/", name);
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  // Runs `reach --addr <server> ARGS`, capturing stdout and stderr.
+  CliRun Reach(const std::string& args, const std::string& addr = "") {
+    const std::string out = Temp("out");
+    const std::string err = Temp("err");
+    const std::string command =
+        absl::StrCat(REACH_CLI_BINARY, " --timeout 20 --addr ",
+                     addr.empty() ? server_.address() : addr, " ", args, " >",
+                     out, " 2>", err);
+    const int status = std::system(command.c_str());
+    CliRun run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(out),
+            Slurp(err)};
+    return run;
+  }
+
+  // A file name of this test alone (ctest runs tests in parallel).
+  static std::string Temp(const std::string& name) {
+    return absl::StrCat(::testing::TempDir(), "/reach_cli_", getpid(), "_",
+                        name);
+  }
+
+  std::string RegisterWalk() {
+    CliRun run = Reach("register --json " + DataPath("mocap/cmu_02_01_walk.bvh"));
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    v1::RegisterSkeletonResponse response;
+    EXPECT_TRUE(
+        google::protobuf::util::JsonStringToMessage(run.out, &response).ok())
+        << run.out;
+    return response.skeleton_id();
+  }
+
+  TestServer server_;
+};
+
+TEST_F(CliTest, HealthExitCodes) {
+  CliRun serving = Reach("health");
+  EXPECT_EQ(serving.exit_code, 0) << serving.err;
+  EXPECT_EQ(serving.out, "SERVING\n");
+  server_.server->SetServing(false);
+  CliRun not_serving = Reach("health");
+  EXPECT_EQ(not_serving.exit_code, 4);
+  EXPECT_EQ(not_serving.out, "NOT_SERVING\n");
+  // Nobody listens on port 1.
+  CliRun down = Reach("--timeout 2 health", "127.0.0.1:1");
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_THAT(down.err, HasSubstr("UNAVAILABLE"));
+}
+
+TEST_F(CliTest, RegistryCommands) {
+  const std::string id = RegisterWalk();
+  ASSERT_EQ(id.size(), 64u);
+  CliRun again = Reach("register " + DataPath("mocap/cmu_02_01_walk.bvh"));
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_THAT(again.out, HasSubstr("already registered " + id));
+
+  CliRun list = Reach("list --json");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  v1::ListSkeletonsResponse listed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(list.out, &listed).ok());
+  ASSERT_EQ(listed.skeletons_size(), 1);
+  EXPECT_EQ(listed.skeletons(0).skeleton_id(), id);
+  EXPECT_EQ(listed.skeletons(0).joint_count(), 38);
+
+  // `get` prints a skeleton file that registers to the same id.
+  CliRun get = Reach("get " + id);
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  const std::string file = Temp("walk.skeleton.json");
+  std::ofstream(file) << get.out;
+  CliRun reregister = Reach("register --json " + file);
+  EXPECT_EQ(reregister.exit_code, 0) << reregister.err;
+  EXPECT_THAT(reregister.out, HasSubstr(id));
+
+  CliRun del = Reach("delete " + id);
+  EXPECT_EQ(del.exit_code, 0) << del.err;
+  CliRun gone = Reach("get " + id);
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(gone.err, HasSubstr(id));
+}
+
+TEST_F(CliTest, RegisterErrorsAreReadable) {
+  CliRun missing = Reach("register /nonexistent/walk.bvh");
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_THAT(missing.err, HasSubstr("/nonexistent/walk.bvh"));
+
+  const std::string bad = Temp("bad.bvh");
+  std::ofstream(bad) << "HIERARCHY\nROOT Hips\n{\n  OFFSET 0 0 0\n  BONE x\n";
+  CliRun malformed = Reach("register " + bad);
+  EXPECT_EQ(malformed.exit_code, 3);
+  EXPECT_THAT(malformed.err, HasSubstr("bad.bvh:5: joint 'Hips': unknown keyword 'BONE'"));
+
+  CliRun chain = Reach("register --chain nonsense " +
+                    DataPath("mocap/cmu_02_01_walk.bvh"));
+  EXPECT_EQ(chain.exit_code, 2);
+  EXPECT_THAT(chain.err, HasSubstr("NAME=ROOT:TIP"));
+
+  CliRun unknown_joint = Reach("register --chain tail=Hips:Tail " +
+                            DataPath("mocap/cmu_02_01_walk.bvh"));
+  EXPECT_EQ(unknown_joint.exit_code, 1);
+  EXPECT_THAT(unknown_joint.err, HasSubstr("Tail"));
+}
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(Reach("").exit_code, 2);
+  EXPECT_EQ(Reach("frobnicate").exit_code, 2);
+  EXPECT_EQ(Reach("solve --chain x --target 1,2,3").exit_code, 2);
+  CliRun bad_vector = Reach("solve --skeleton s --chain c --target 1,2");
+  EXPECT_EQ(bad_vector.exit_code, 2);
+  EXPECT_THAT(bad_vector.err, HasSubstr("--target"));
+  CliRun bad_solver = Reach("solve --skeleton s --chain c --target 1,2,3 --solver magic");
+  EXPECT_EQ(bad_solver.exit_code, 2);
+  EXPECT_THAT(bad_solver.err, HasSubstr("fabrik"));
+  CliRun help = Reach("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("Exit codes"));
+  for (const char* command :
+       {"register", "list", "get", "delete", "solve", "stream", "bench",
+        "health"}) {
+    CliRun sub = Reach(absl::StrCat(command, " --help"));
+    EXPECT_EQ(sub.exit_code, 0) << command;
+    EXPECT_THAT(sub.out, HasSubstr(command)) << command;
+  }
+}
+
+TEST_F(CliTest, SolveJsonLandsOnTheTarget) {
+  const std::string id = RegisterWalk();
+  // The rest pose has the hips at the origin and the left shoulder
+  // (LeftArm) near (3.6, 5.0, -0.4): a target 3.6 units away, elbow back.
+  CliRun solve = Reach("solve --json --skeleton " + id +
+                    " --chain left_arm --target 5,3,3 --pole 4,2,-3 "
+                    "--solver two_bone");
+  ASSERT_EQ(solve.exit_code, 0) << solve.err;
+  v1::SolveResponse response;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(solve.out, &response).ok())
+      << solve.out;
+  ASSERT_EQ(response.results_size(), 1);
+  EXPECT_TRUE(response.results(0).reached());
+  EXPECT_GT(response.joints_size(), 0);
+
+  CliRun text = Reach("solve --skeleton " + id +
+                   " --chain left_arm --target 5,3,3");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("chain left_arm: reached"));
+
+  CliRun unknown = Reach("solve --skeleton " + id + " --chain tail --target 1,2,3");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("goals[0].chain"));
+}
+
+TEST_F(CliTest, StreamReportsAndWritesBvh) {
+  const std::string out = Temp("solved.bvh");
+  CliRun stream = Reach("stream --json --max-rate --frames 120 --out " + out +
+                     " " + DataPath("mocap/cmu_131_03_hop.bvh"));
+  ASSERT_EQ(stream.exit_code, 0) << stream.err;
+  const nlohmann::json report = nlohmann::json::parse(stream.out);
+  EXPECT_EQ(report["frames"], 120);
+  EXPECT_EQ(report["solved"], 120);
+  EXPECT_EQ(report["errors"], 0);
+  EXPECT_LT(report["meanErrorOfHeight"].get<double>(), 1e-4);
+  EXPECT_GT(report["fps"].get<double>(), 0);
+  EXPECT_EQ(report["chains"].size(), 4u);
+  CliRun reimport = Reach("register --print " + out);
+  EXPECT_EQ(reimport.exit_code, 0) << reimport.err;
+
+  CliRun text = Reach("stream --frames 10 --fps 240 " +
+                   DataPath("mocap/cmu_02_01_walk.bvh"));
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("10 solved, 0 skipped, 0 errors"));
+
+  CliRun bad_chain = Reach("stream --chains left_arm,tail " +
+                        DataPath("mocap/cmu_02_01_walk.bvh"));
+  EXPECT_EQ(bad_chain.exit_code, 2);
+  EXPECT_THAT(bad_chain.err, HasSubstr("chain 'tail'"));
+}
+
+TEST_F(CliTest, BenchJsonCountsEveryRequest) {
+  for (const char* rpc : {"solve", "batch", "stream"}) {
+    SCOPED_TRACE(rpc);
+    CliRun bench = Reach(absl::StrCat("bench --format json --rpc ", rpc,
+                                   " --requests 60 --concurrency 3 "
+                                   "--batch-size 5"));
+    ASSERT_EQ(bench.exit_code, 0) << bench.err << bench.out;
+    const nlohmann::json report = nlohmann::json::parse(bench.out);
+    EXPECT_EQ(report["count"], 60);
+    EXPECT_EQ(report["statusCodes"]["OK"], 60);
+    EXPECT_EQ(report["histogram"].size(), 10u);
+    const auto& latency = report["latencyMs"];
+    EXPECT_LE(latency["min"].get<double>(), latency["p50"].get<double>());
+    EXPECT_LE(latency["p50"].get<double>(), latency["p99"].get<double>());
+    EXPECT_LE(latency["p99"].get<double>(), latency["max"].get<double>());
+  }
+  CliRun text = Reach("bench --rpc solve --requests 20 --rps 200");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("Requests/s"));
+  EXPECT_THAT(text.out, HasSubstr("OK: 20"));
+  CliRun bad = Reach("bench --rpc nope --requests 1");
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace reach
