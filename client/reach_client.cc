@@ -156,7 +156,10 @@ bool SolveStream::Send(const v1::SolveRequest& frame) {
     sent_at_.push_back(absl::Now());
   }
   if (!call_->Write(frame)) {
+    // The frame never left: it will not be answered.
     write_failed_ = true;
+    absl::MutexLock lock(&mu_);
+    sent_at_.pop_back();
     return false;
   }
   return true;

@@ -190,6 +190,13 @@ Metrics::Metrics()
                       .Help("Tasks waiting in the solver queue.")
                       .Register(*registry_)
                       .Add({});
+  queue_capacity_ = &prometheus::BuildGauge()
+                         .Name("reach_queue_capacity")
+                         .Help("Tasks the solver queue holds at most "
+                               "(--queue_capacity); a full queue answers "
+                               "RESOURCE_EXHAUSTED.")
+                         .Register(*registry_)
+                         .Add({});
   active_streams_ = &prometheus::BuildGauge()
                          .Name("reach_active_streams")
                          .Help("Open SolveStream calls.")
@@ -242,6 +249,8 @@ void Metrics::GoalDone(SolverKind solver, bool reached, int iterations,
 
 void Metrics::FramesSkipped(int n) { frames_skipped_->Increment(n); }
 void Metrics::SetActiveStreams(int n) { active_streams_->Set(n); }
+void Metrics::SetQueueCapacity(int n) { queue_capacity_->Set(n); }
+
 void Metrics::SetSkeletons(int n) { skeletons_->Set(n); }
 
 void Metrics::TaskQueued(int queue_depth) { queue_depth_->Set(queue_depth); }

@@ -60,6 +60,8 @@ class Metrics : public SolverPool::Observer {
   void FramesSkipped(int n);
   void SetActiveStreams(int n);
   void SetSkeletons(int n);
+  // The solver queue's bound (--queue_capacity), for saturation alerts.
+  void SetQueueCapacity(int n);
 
   // SolverPool::Observer.
   void TaskQueued(int queue_depth) override;
@@ -87,6 +89,7 @@ class Metrics : public SolverPool::Observer {
   prometheus::Histogram* position_error_;
   prometheus::Histogram* queue_wait_;
   prometheus::Gauge* queue_depth_;
+  prometheus::Gauge* queue_capacity_;
   prometheus::Gauge* active_streams_;
   prometheus::Gauge* skeletons_;
   prometheus::Counter* frames_skipped_;

@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
 
   s->pool_ = std::make_unique<SolverPool>(o.solver_threads, o.queue_capacity,
                                           s->metrics_.get());
+  s->metrics_->SetQueueCapacity(o.queue_capacity);
   s->service_ = std::make_unique<IkService>(
       s->registry_.get(), s->pool_.get(), s->metrics_.get(), o.service);
 

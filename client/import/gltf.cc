@@ -4,7 +4,6 @@
 // node indices).
 #include "client/import/gltf.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>

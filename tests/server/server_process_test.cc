@@ -222,7 +222,7 @@ TEST(ServerProcessTest, MetricsPassPromtool) {
         "grpc_server_msg_sent_total", "reach_solve_duration_seconds_bucket",
         "reach_solve_iterations_bucket", "reach_solve_position_error_bucket",
         "reach_goals_total", "reach_queue_wait_seconds_bucket",
-        "reach_queue_depth", "reach_active_streams", "reach_skeletons",
+        "reach_queue_depth", "reach_queue_capacity", "reach_active_streams", "reach_skeletons",
         "reach_stream_frames_skipped_total", "process_cpu_seconds_total",
         "process_resident_memory_bytes"}) {
     EXPECT_THAT(text, HasSubstr(family));

@@ -1,0 +1,43 @@
+# reach-server and the reach tool, built from source on Debian 12.
+#
+#   docker build -t reach-server .        (or: podman build -t reach-server .)
+#   docker run --rm -p 127.0.0.1:50051:50051 -p 127.0.0.1:9464:9464 reach-server
+#
+# Air-gapped machines: deploy/base-image.sh builds debian:bookworm with
+# debootstrap and imports it into the local engine first.
+ARG BASE_IMAGE=debian:bookworm
+
+# Builder: the very setup script CI and developers use.
+FROM ${BASE_IMAGE} AS build
+WORKDIR /src
+COPY scripts/setup scripts/setup
+RUN scripts/setup && rm -rf /var/lib/apt/lists/*
+COPY . .
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DREACH_BUILD_BENCHMARKS=OFF \
+ && cmake --build /build --target reach-server reach \
+ && strip /build/server/reach-server /build/client/reach
+
+# Runtime: the shared libraries the two binaries link, nothing else.
+FROM ${BASE_IMAGE}
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
+      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
+      libsqlite3-0 libssl3 libtinyxml2-9 libtinygltf2d zlib1g \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home-dir /var/lib/reach --shell /usr/sbin/nologin reach \
+ && mkdir -p /var/lib/reach && chown reach:reach /var/lib/reach
+COPY --from=build /build/server/reach-server /build/client/reach /usr/local/bin/
+USER reach
+WORKDIR /var/lib/reach
+# gRPC (reach.v1.IkService, grpc.health.v1, reflection) and /metrics.
+EXPOSE 50051 9464
+# The SQLite registry: mount a volume to keep registrations.
+VOLUME /var/lib/reach
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["reach", "--addr=127.0.0.1:50051", "--timeout=2", "health"]
+# reach-server drains streams and in-flight calls on SIGTERM (--shutdown_grace).
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["reach-server", "--listen=0.0.0.0:50051", \
+            "--metrics_listen=0.0.0.0:9464", "--data_dir=/var/lib/reach"]

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Smoke test of the container stack on this machine's engine: builds the
+# images, starts reach-server + Prometheus (+ Grafana where its image can be
+# had), then checks that the container turns healthy (its HEALTHCHECK runs
+# `reach health`), a skeleton registers and solves through the CLI,
+# Prometheus scrapes the server (target up), Grafana (if running) serves the
+# provisioned dashboard, and SIGTERM stops the server with exit code 0.
+# Tears everything down (volumes included) at the end.
+#
+#   deploy/smoke.sh
+# Environment: ENGINE=docker|podman; GRAFANA_IMAGE (default in the compose
+# file); SMOKE_KEEP=1 leaves the stack running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+engine=${ENGINE:-docker}
+if [ "$engine" = podman ]; then
+  compose=(podman-compose)
+elif docker compose version >/dev/null 2>&1; then
+  compose=(docker compose)
+else
+  compose=(docker-compose)
+fi
+project=reach-smoke
+export REACH_GRPC_PORT=55051 REACH_METRICS_PORT=59464 PROMETHEUS_PORT=59090 \
+  GRAFANA_PORT=53000
+grafana_image=${GRAFANA_IMAGE:-grafana/grafana-oss:11.2.0}
+export GRAFANA_IMAGE=$grafana_image
+dc() { "${compose[@]}" -p "$project" -f deploy/docker-compose.yml "$@"; }
+step() { echo "== smoke: $*"; }
+fail() { echo "smoke: FAILED: $*" >&2; dc logs --tail=50 >&2 || true; exit 1; }
+cleanup() {
+  if [ "${SMOKE_KEEP:-0}" != 1 ]; then dc down -v --remove-orphans >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+started=$(date +%s)
+
+# The base image: present, pulled, or built from the Debian mirror.
+if ! "$engine" image inspect debian:bookworm >/dev/null 2>&1; then
+  "$engine" pull debian:bookworm 2>/dev/null || ENGINE=$engine deploy/base-image.sh
+fi
+
+step "building the images"
+dc build reach-server prometheus
+
+services=(reach-server prometheus)
+if "$engine" image inspect "$grafana_image" >/dev/null 2>&1 ||
+   "$engine" pull "$grafana_image" >/dev/null 2>&1; then
+  services+=(grafana)
+else
+  echo "smoke: $grafana_image cannot be had here; running without Grafana"
+fi
+step "starting ${services[*]}"
+dc up -d "${services[@]}"
+server=$(dc ps -q reach-server)
+
+step "waiting for the container's HEALTHCHECK (reach health)"
+for _ in $(seq 60); do
+  health=$("$engine" inspect -f '{{.State.Health.Status}}' "$server")
+  [ "$health" = healthy ] && break
+  sleep 1
+done
+[ "$health" = healthy ] || fail "reach-server is $health"
+dc exec -T reach-server reach health | grep -qx SERVING || fail "reach health"
+
+step "register and solve through the CLI"
+"$engine" cp examples/humanoid.skeleton.json "$server":/tmp/humanoid.skeleton.json
+id=$(dc exec -T reach-server reach register --json /tmp/humanoid.skeleton.json |
+  sed -n 's/.*"skeletonId":"\([0-9a-f]*\)".*/\1/p')
+[ ${#id} = 64 ] || fail "register printed no id"
+dc exec -T reach-server reach solve --skeleton "$id" --chain l_arm \
+  --target 0.35,1.2,0.25 | tee /dev/stderr | grep -q "chain l_arm: reached" ||
+  fail "solve"
+dc exec -T reach-server reach bench --rpc stream --requests 500 --format json |
+  grep -q '"statusCodes":{"OK":500}' || fail "bench"
+
+step "Prometheus scrapes the server"
+up=""
+for _ in $(seq 60); do
+  up=$(curl -sf "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/query" \
+    --data-urlencode 'query=up{job="reach"}' | grep -o '"value":\[[^]]*"1"\]' || true)
+  [ -n "$up" ] && break
+  sleep 1
+done
+[ -n "$up" ] || fail "Prometheus target reach is not up"
+curl -sf "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/query" \
+  --data-urlencode 'query=sum(grpc_server_handled_total{grpc_method="SolveStream"})' |
+  grep -q '"result":\[{' || fail "no SolveStream series in Prometheus"
+
+if [[ " ${services[*]} " == *" grafana "* ]]; then
+  step "Grafana serves the provisioned dashboard"
+  for _ in $(seq 60); do
+    curl -sf "http://127.0.0.1:$GRAFANA_PORT/api/health" >/dev/null && break
+    sleep 1
+  done
+  curl -sf "http://127.0.0.1:$GRAFANA_PORT/api/dashboards/uid/reach-overview" |
+    grep -q '"uid":"reach-overview"' || fail "dashboard reach-overview"
+fi
+
+step "SIGTERM drains and exits 0"
+dc stop reach-server
+code=$("$engine" inspect -f '{{.State.ExitCode}}' "$server")
+[ "$code" = 0 ] || fail "reach-server exited $code"
+
+echo "smoke: OK in $(( $(date +%s) - started )) s (${services[*]})"
