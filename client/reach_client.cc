@@ -25,16 +25,25 @@ std::unique_ptr<grpc::ClientContext> ReachClient::NewContext() const {
   return context;
 }
 
+template <typename Request, typename Response>
+absl::StatusOr<Response> ReachClient::Call(
+    grpc::Status (v1::IkService::Stub::*method)(grpc::ClientContext*,
+                                                const Request&, Response*),
+    const Request& request, absl::string_view rpc) {
+  Response response;
+  auto context = NewContext();
+  const grpc::Status status =
+      (stub_.get()->*method)(context.get(), request, &response);
+  if (!status.ok()) return FromGrpc(status, rpc);
+  return response;
+}
+
 absl::StatusOr<v1::RegisterSkeletonResponse> ReachClient::Register(
     const v1::Skeleton& skeleton) {
   v1::RegisterSkeletonRequest request;
   *request.mutable_skeleton() = skeleton;
-  v1::RegisterSkeletonResponse response;
-  auto context = NewContext();
-  const grpc::Status status =
-      stub_->RegisterSkeleton(context.get(), request, &response);
-  if (!status.ok()) return FromGrpc(status, "RegisterSkeleton");
-  return response;
+  return Call(&v1::IkService::Stub::RegisterSkeleton, request,
+              "RegisterSkeleton");
 }
 
 absl::StatusOr<v1::RegisterSkeletonResponse> ReachClient::RegisterFile(
@@ -49,12 +58,7 @@ absl::StatusOr<v1::GetSkeletonResponse> ReachClient::GetSkeleton(
     const std::string& id) {
   v1::GetSkeletonRequest request;
   request.set_skeleton_id(id);
-  v1::GetSkeletonResponse response;
-  auto context = NewContext();
-  const grpc::Status status =
-      stub_->GetSkeleton(context.get(), request, &response);
-  if (!status.ok()) return FromGrpc(status, "GetSkeleton");
-  return response;
+  return Call(&v1::IkService::Stub::GetSkeleton, request, "GetSkeleton");
 }
 
 absl::StatusOr<v1::ListSkeletonsResponse> ReachClient::ListSkeletons(
@@ -62,40 +66,24 @@ absl::StatusOr<v1::ListSkeletonsResponse> ReachClient::ListSkeletons(
   v1::ListSkeletonsRequest request;
   request.set_page_size(page_size);
   request.set_page_token(page_token);
-  v1::ListSkeletonsResponse response;
-  auto context = NewContext();
-  const grpc::Status status =
-      stub_->ListSkeletons(context.get(), request, &response);
-  if (!status.ok()) return FromGrpc(status, "ListSkeletons");
-  return response;
+  return Call(&v1::IkService::Stub::ListSkeletons, request, "ListSkeletons");
 }
 
 absl::Status ReachClient::DeleteSkeleton(const std::string& id) {
   v1::DeleteSkeletonRequest request;
   request.set_skeleton_id(id);
-  v1::DeleteSkeletonResponse response;
-  auto context = NewContext();
-  return FromGrpc(stub_->DeleteSkeleton(context.get(), request, &response),
-                  "DeleteSkeleton");
+  return Call(&v1::IkService::Stub::DeleteSkeleton, request, "DeleteSkeleton")
+      .status();
 }
 
 absl::StatusOr<v1::SolveResponse> ReachClient::Solve(
     const v1::SolveRequest& request) {
-  v1::SolveResponse response;
-  auto context = NewContext();
-  const grpc::Status status = stub_->Solve(context.get(), request, &response);
-  if (!status.ok()) return FromGrpc(status, "Solve");
-  return response;
+  return Call(&v1::IkService::Stub::Solve, request, "Solve");
 }
 
 absl::StatusOr<v1::SolveBatchResponse> ReachClient::SolveBatch(
     const v1::SolveBatchRequest& request) {
-  v1::SolveBatchResponse response;
-  auto context = NewContext();
-  const grpc::Status status =
-      stub_->SolveBatch(context.get(), request, &response);
-  if (!status.ok()) return FromGrpc(status, "SolveBatch");
-  return response;
+  return Call(&v1::IkService::Stub::SolveBatch, request, "SolveBatch");
 }
 
 absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus>

@@ -66,6 +66,12 @@ class ReachClient {
 
  private:
   std::unique_ptr<grpc::ClientContext> NewContext() const;
+  // One unary IkService call with the deadline; errors name `rpc`.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(
+      grpc::Status (v1::IkService::Stub::*method)(grpc::ClientContext*,
+                                                  const Request&, Response*),
+      const Request& request, absl::string_view rpc);
 
   std::shared_ptr<grpc::ChannelInterface> channel_;
   ClientOptions options_;

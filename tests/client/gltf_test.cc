@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
+#include "tests/testing/models.h"
 #include "tiny_gltf.h"
 
 namespace reach::import {
@@ -31,17 +32,8 @@ std::string GltfPath(absl::string_view name) {
   return absl::StrCat(REACH_TEST_DATA, "/gltf/", name);
 }
 
-std::vector<std::string> JointNames(const SkeletonDef& def) {
-  std::vector<std::string> names;
-  for (const JointDef& j : def.joints) names.push_back(j.name);
-  return names;
-}
-
-std::vector<int> Parents(const SkeletonDef& def) {
-  std::vector<int> parents;
-  for (const JointDef& j : def.joints) parents.push_back(j.parent);
-  return parents;
-}
+using testing::JointNames;
+using testing::JointParents;
 
 // The file as tinygltf reads it, for the expectations below.
 tinygltf::Model LoadModel(const std::string& path) {
@@ -110,7 +102,7 @@ TEST(GltfImportTest, RiggedFigureImportsItsNineteenJointsAsBalls) {
                 "node_13", "node_17", "node_14", "node_18", "node_15", "node_7",
                 "node_3", "node_8", "node_4", "node_9", "node_5", "node_10",
                 "node_6"}));
-  EXPECT_EQ(Parents(figure->def),
+  EXPECT_EQ(JointParents(figure->def),
             (std::vector<int>{-1, 0, 1, 2, 3, 2, 2, 5, 6, 7, 8, 0, 0, 11, 12,
                               13, 14, 15, 16}));
   for (const JointDef& joint : figure->def.joints) {
@@ -186,7 +178,7 @@ TEST(GltfImportTest, RiggedFigureGlbMatchesGltf) {
   ASSERT_TRUE(glb.ok()) << glb.status();
   EXPECT_EQ(glb->name, gltf->name);
   ASSERT_EQ(JointNames(glb->def), JointNames(gltf->def));
-  EXPECT_EQ(Parents(glb->def), Parents(gltf->def));
+  EXPECT_EQ(JointParents(glb->def), JointParents(gltf->def));
   for (size_t i = 0; i < gltf->def.joints.size(); ++i) {
     const Transform& a = gltf->def.joints[i].rest;
     const Transform& b = glb->def.joints[i].rest;
@@ -209,7 +201,7 @@ TEST(GltfImportTest, ArmFoldsNonJointNodesOrdersAndNamesJoints) {
   EXPECT_EQ(JointNames(def),
             (std::vector<std::string>{"Hips", "Spine", "LeftArm", "LeftForeArm",
                                       "LeftHand", "node_7", "node_8"}));
-  EXPECT_EQ(Parents(def), (std::vector<int>{-1, 0, 1, 2, 3, 4, 1}));
+  EXPECT_EQ(JointParents(def), (std::vector<int>{-1, 0, 1, 2, 3, 4, 1}));
 
   // Hips = Armature * Hips: (0, 0, 1) + 0.01 * Ry(90) * (0, 100, 0).
   const Transform& hips = def.joints[0].rest;
@@ -267,7 +259,7 @@ TEST(GltfImportTest, SecondSkinIsChosenByIndexAndNamedAfterTheFile) {
   EXPECT_EQ(arm->name, "arm");  // Skin 1 has no name.
   EXPECT_EQ(JointNames(arm->def),
             (std::vector<std::string>{"Spine", "node_8"}));
-  EXPECT_EQ(Parents(arm->def), (std::vector<int>{-1, 0}));
+  EXPECT_EQ(JointParents(arm->def), (std::vector<int>{-1, 0}));
   // Armature and Hips are folded into the root.
   EXPECT_LT((arm->def.joints[0].rest.translation - Vector3d(0, 1.2, 1)).norm(),
             1e-15);

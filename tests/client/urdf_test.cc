@@ -30,17 +30,8 @@ std::string UrdfPath(absl::string_view name) {
   return absl::StrCat(REACH_TEST_DATA, "/urdf/", name);
 }
 
-std::vector<std::string> JointNames(const SkeletonDef& def) {
-  std::vector<std::string> names;
-  for (const JointDef& j : def.joints) names.push_back(j.name);
-  return names;
-}
-
-std::vector<int> Parents(const SkeletonDef& def) {
-  std::vector<int> parents;
-  for (const JointDef& j : def.joints) parents.push_back(j.parent);
-  return parents;
-}
+using testing::JointNames;
+using testing::JointParents;
 
 std::vector<Transform> Globals(const Skeleton& skeleton, const Pose& pose) {
   std::vector<Transform> globals(skeleton.num_joints());
@@ -72,7 +63,7 @@ TEST(UrdfImportTest, PandaHasFrankaJointsLimitsAndOneChain) {
                 "panda_link0", "panda_joint1", "panda_joint2", "panda_joint3",
                 "panda_joint4", "panda_joint5", "panda_joint6", "panda_joint7",
                 "panda_joint8", "panda_hand_joint"}));
-  EXPECT_EQ(Parents(def), (std::vector<int>{-1, 0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(JointParents(def), (std::vector<int>{-1, 0, 1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(def.joints[0].type, JointType::kFixed);
   for (int i = 1; i <= 7; ++i) {
     SCOPED_TRACE(def.joints[i].name);
@@ -177,7 +168,7 @@ TEST(UrdfImportTest, TurretOrdersTreeAndMapsEveryJointType) {
   ASSERT_EQ(JointNames(def),
             (std::vector<std::string>{"base_link", "sensor_joint", "pan",
                                       "mount_joint", "tilt", "tilt_mimic"}));
-  EXPECT_EQ(Parents(def), (std::vector<int>{-1, 0, 0, 2, 3, 3}));
+  EXPECT_EQ(JointParents(def), (std::vector<int>{-1, 0, 0, 2, 3, 3}));
 
   const JointDef& base = def.joints[0];
   EXPECT_EQ(base.type, JointType::kFixed);

@@ -271,4 +271,16 @@ std::vector<int> PandaJointIndices(const Skeleton& skeleton) {
   return out;
 }
 
+std::vector<std::string> JointNames(const SkeletonDef& def) {
+  std::vector<std::string> names;
+  for (const JointDef& j : def.joints) names.push_back(j.name);
+  return names;
+}
+
+std::vector<int> JointParents(const SkeletonDef& def) {
+  std::vector<int> parents;
+  for (const JointDef& j : def.joints) parents.push_back(j.parent);
+  return parents;
+}
+
 }  // namespace reach::testing

@@ -85,6 +85,11 @@ Pose PandaMidLimitPose(const Skeleton& skeleton);
 // Indices of panda_joint1..7 in PandaDef().
 std::vector<int> PandaJointIndices(const Skeleton& skeleton);
 
+// Joint names and parent indices of a definition, in joint order: for
+// comparing imported hierarchies.
+std::vector<std::string> JointNames(const SkeletonDef& def);
+std::vector<int> JointParents(const SkeletonDef& def);
+
 }  // namespace reach::testing
 
 #endif  // REACH_TESTS_TESTING_MODELS_H_
