@@ -57,7 +57,6 @@ SkeletonDef BenchRig() {
     const int hand = add(absl::StrCat(side, "_hand"), fore, {s * 0.28, 0, 0.02});
     def.chains.push_back({absl::StrCat(side, "_arm"), def.joints[arm].name,
                           def.joints[hand].name});
-    (void)low;
   }
   return def;
 }
