@@ -15,6 +15,7 @@ struct SolveFlags {
   std::string orientation;
   std::string solver = "auto";
   int max_iterations = 0;
+  int max_restarts = 0;
   double tolerance = 0;
   bool json = false;
 };
@@ -42,6 +43,7 @@ int RunSolve(const Globals& globals, const SolveFlags& flags) {
     ToProto(*q, goal->mutable_target_orientation());
   }
   goal->mutable_options()->set_max_iterations(flags.max_iterations);
+  goal->mutable_options()->set_max_restarts(flags.max_restarts);
   goal->mutable_options()->set_tolerance(flags.tolerance);
   request.set_return_globals(!flags.json);
 
@@ -99,6 +101,11 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
   solve->add_option("--max-iterations", flags->max_iterations,
                     "Iteration cap (0: the solver's default)")
       ->check(CLI::NonNegativeNumber);
+  solve->add_option("--max-restarts", flags->max_restarts,
+                    "Iterative solvers: attempts from random configurations "
+                    "within the limits when the first one stalls (e.g. a "
+                    "straight arm at a singularity)")
+      ->check(CLI::Range(0, 1000));
   solve->add_option("--tolerance", flags->tolerance,
                     "Position tolerance, model units (0: the default)")
       ->check(CLI::NonNegativeNumber);

@@ -183,6 +183,19 @@ TEST_F(CliTest, SolveJsonLandsOnTheTarget) {
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_THAT(text.out, HasSubstr("chain left_arm: reached"));
 
+  // The Panda from its all-zero pose (straight up, a singularity where DLS
+  // alone stalls): restarts from random configurations get there.
+  CliRun panda = Reach("register --json " + DataPath("urdf/panda.urdf"));
+  ASSERT_EQ(panda.exit_code, 0) << panda.err;
+  v1::RegisterSkeletonResponse panda_id;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(panda.out, &panda_id).ok());
+  const std::string arm = " --skeleton " + panda_id.skeleton_id() +
+                          " --chain panda_hand_joint --target 0.4,0.2,0.5"
+                          " --solver jacobian_dls";
+  CliRun restarted = Reach("solve --max-restarts 8" + arm);
+  EXPECT_EQ(restarted.exit_code, 0) << restarted.err;
+  EXPECT_THAT(restarted.out, HasSubstr("chain panda_hand_joint: reached"));
+
   CliRun unknown = Reach("solve --skeleton " + id + " --chain tail --target 1,2,3");
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_THAT(unknown.err, HasSubstr("goals[0].chain"));
