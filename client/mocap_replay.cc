@@ -122,8 +122,14 @@ void MocapRetarget::BuildFrame(int frame, v1::SolveRequest* request,
                                Pose* start,
                                std::vector<Eigen::Vector3d>* targets) {
   const Skeleton& target = *target_;
+  // Consecutive frames (the replay's case) read each clip frame once.
+  if (frame == frame_index_ + 1) {
+    std::swap(previous_, frame_);
+  } else if (frame > 0) {
+    clip_->FramePose(frame - 1, &previous_);
+  }
   clip_->FramePose(frame, &frame_);
-  if (frame > 0) clip_->FramePose(frame - 1, &previous_);
+  frame_index_ = frame;
   start->local.resize(target.num_joints());
   for (int j = 0; j < target.num_joints(); ++j) {
     Transform& local = start->local[j];
@@ -166,13 +172,10 @@ void MocapRetarget::BuildFrame(int frame, v1::SolveRequest* request,
 
 absl::StatusOr<ReplayReport> ReplayMocap(ReachClient& client,
                                          const std::string& skeleton_id,
-                                         const Skeleton& target,
-                                         const import::BvhClip& clip,
+                                         MocapRetarget& retarget,
                                          const ReplayOptions& options) {
-  absl::StatusOr<MocapRetarget> retarget =
-      MocapRetarget::Create(clip, target, options.chains);
-  if (!retarget.ok()) return retarget.status();
-  retarget->solver = options.solver;
+  const import::BvhClip& clip = retarget.clip();
+  const Skeleton& target = retarget.target();
   const int first = std::clamp(options.first_frame, 0, clip.num_frames);
   const int total = options.max_frames < 0
                         ? clip.num_frames - first
@@ -183,13 +186,13 @@ absl::StatusOr<ReplayReport> ReplayMocap(ReachClient& client,
     Pose pose;
     clip.FramePose(first < clip.num_frames ? first : 0, &pose);
     if (clip.num_frames > 0) {
-      report.source_height = PoseHeight(retarget->source(), pose);
+      report.source_height = PoseHeight(retarget.source(), pose);
     }
     v1::SolveRequest scratch;
     Pose start;
     std::vector<Eigen::Vector3d> targets;
     if (clip.num_frames > 0) {
-      retarget->BuildFrame(first, &scratch, &start, &targets);
+      retarget.BuildFrame(first, &scratch, &start, &targets);
       report.target_height = PoseHeight(target, start);
     }
   }
@@ -242,7 +245,7 @@ absl::StatusOr<ReplayReport> ReplayMocap(ReachClient& client,
       } else {
         ++report.solved;
         ComputeGlobals(target, solved, absl::MakeSpan(globals));
-        const std::vector<int>& tips = retarget->target_tips();
+        const std::vector<int>& tips = retarget.target_tips();
         for (size_t g = 0; g < tips.size(); ++g) {
           const double e = (globals[tips[g]].translation - p.targets[g]).norm();
           error_sum += e;
@@ -273,12 +276,12 @@ absl::StatusOr<ReplayReport> ReplayMocap(ReachClient& client,
     const int frame = first + i;
     Pending p;
     p.frame = frame;
-    retarget->BuildFrame(frame, &request, &p.start, &p.targets);
+    retarget.BuildFrame(frame, &request, &p.start, &p.targets);
     request.set_sequence(frame);
     ComputeGlobals(target, p.start, absl::MakeSpan(globals));
     for (size_t g = 0; g < p.targets.size(); ++g) {
       start_error_sum +=
-          (globals[retarget->target_tips()[g]].translation - p.targets[g])
+          (globals[retarget.target_tips()[g]].translation - p.targets[g])
               .norm();
       ++start_goals;
     }

@@ -45,6 +45,7 @@ class MocapRetarget {
   void BuildFrame(int frame, v1::SolveRequest* request, Pose* start,
                   std::vector<Eigen::Vector3d>* targets);
 
+  const import::BvhClip& clip() const { return *clip_; }
   const Skeleton& source() const { return source_; }
   const Skeleton& target() const { return *target_; }
   const std::vector<std::string>& chains() const { return chain_names_; }
@@ -70,13 +71,12 @@ class MocapRetarget {
   std::vector<int> source_of_target_;   // Per target joint; -1: none.
   std::vector<bool> warm_started_;      // Per target joint: in a chain.
   double root_scale_ = 1;
-  Pose frame_, previous_;
+  Pose frame_, previous_;  // The clip at frame_index_ and the frame before.
+  int frame_index_ = -2;
   std::vector<Transform> source_globals_, target_globals_;
 };
 
 struct ReplayOptions {
-  std::vector<std::string> chains;  // Empty: every shared chain.
-  v1::Solver solver = v1::SOLVER_AUTO;
   double fps = 0;            // Frames per second to pace at; 0: max rate.
   bool latest_wins = false;  // Mark frames latest_wins (live mocap).
   int max_in_flight = 8;     // Frames sent and not yet answered.
@@ -110,12 +110,11 @@ struct ReplayReport {
                                  // failed frame repeats the previous pose.
 };
 
-// Streams `clip` onto the registered skeleton `skeleton_id` (whose
-// definition is `target`) and checks every answer.
+// Streams the retarget's clip onto the registered skeleton `skeleton_id`
+// (whose definition is retarget.target()) and checks every answer.
 absl::StatusOr<ReplayReport> ReplayMocap(ReachClient& client,
                                          const std::string& skeleton_id,
-                                         const Skeleton& target,
-                                         const import::BvhClip& clip,
+                                         MocapRetarget& retarget,
                                          const ReplayOptions& options);
 
 }  // namespace reach::client

@@ -60,8 +60,6 @@ int RunStream(const Globals& globals, const StreamFlags& flags) {
   if (!target.ok()) return FailRpc(target.status());
 
   client::ReplayOptions options;
-  options.chains = flags.chains;
-  options.solver = *solver;
   options.fps = flags.max_rate ? 0
                 : flags.fps > 0 ? flags.fps
                                 : 1.0 / clip->frame_time;
@@ -78,12 +76,13 @@ int RunStream(const Globals& globals, const StreamFlags& flags) {
       if (sent == total) std::fprintf(stderr, "\n");
     };
   }
-  absl::StatusOr<client::MocapRetarget> chains_check =
+  absl::StatusOr<client::MocapRetarget> retarget =
       client::MocapRetarget::Create(*clip, *target, flags.chains);
-  if (!chains_check.ok()) return Fail(chains_check.status(), kExitUsage);
+  if (!retarget.ok()) return Fail(retarget.status(), kExitUsage);
+  retarget->solver = *solver;
 
   absl::StatusOr<client::ReplayReport> report =
-      client::ReplayMocap(*client, id, *target, *clip, options);
+      client::ReplayMocap(*client, id, *retarget, options);
   if (!report.ok()) return FailRpc(report.status());
   const client::ReplayReport& r = *report;
 
@@ -109,14 +108,14 @@ int RunStream(const Globals& globals, const StreamFlags& flags) {
         "\"meanErrorOfHeight\":%.9g,\"meanStartError\":%.9g,\"height\":%.9g,\"seconds\":%.6f,"
         "\"fps\":%.3f,\"p50Ms\":%.4f,\"p99Ms\":%.4f,\"maxMs\":%.4f}\n",
         JsonString(flags.file), id,
-        absl::StrJoin(chains_check->chains(), "\",\""), r.frames, r.solved,
+        absl::StrJoin(retarget->chains(), "\",\""), r.frames, r.solved,
         r.skipped, r.errors, JsonString(r.first_error), r.mean_error,
         r.max_error, relative, r.mean_start_error, r.target_height, r.seconds, r.fps, Ms(r.p50),
         Ms(r.p99), Ms(r.max_latency));
   } else {
     std::printf("streamed %d frames of %s onto %s (chains %s)\n", r.frames,
                 flags.file.c_str(), id.c_str(),
-                absl::StrJoin(chains_check->chains(), ", ").c_str());
+                absl::StrJoin(retarget->chains(), ", ").c_str());
     std::printf("answered: %d solved, %d skipped, %d errors%s%s\n", r.solved,
                 r.skipped, r.errors, r.first_error.empty() ? "" : "; first: ",
                 r.first_error.c_str());

@@ -49,8 +49,10 @@ TEST_F(MocapStreamTest, EveryClipStreamsOntoItsOwnSkeleton) {
     ASSERT_TRUE(target.ok());
     ReplayOptions options;
     options.max_in_flight = 16;
+    absl::StatusOr<MocapRetarget> retarget = MocapRetarget::Create(*clip, *target);
+    ASSERT_TRUE(retarget.ok()) << retarget.status();
     absl::StatusOr<ReplayReport> report =
-        ReplayMocap(client_, id, *target, *clip, options);
+        ReplayMocap(client_, id, *retarget, options);
     ASSERT_TRUE(report.ok()) << report.status();
     EXPECT_EQ(report->frames, clip->num_frames);
     EXPECT_EQ(report->solved, clip->num_frames);
@@ -92,8 +94,10 @@ TEST_F(MocapStreamTest, RetargetsOntoOtherProportions) {
   ASSERT_TRUE(target.ok());
   ReplayOptions options;
   options.keep_poses = true;
+  absl::StatusOr<MocapRetarget> retarget = MocapRetarget::Create(*clip, *target);
+  ASSERT_TRUE(retarget.ok()) << retarget.status();
   absl::StatusOr<ReplayReport> report =
-      ReplayMocap(client_, id, *target, *clip, options);
+      ReplayMocap(client_, id, *retarget, options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->errors, 0) << report->first_error;
   EXPECT_EQ(report->solved, clip->num_frames);
@@ -133,8 +137,10 @@ TEST_F(MocapStreamTest, LatestWinsAnswersEveryFrame) {
   options.latest_wins = true;
   options.max_in_flight = 64;
   options.keep_poses = true;
+  absl::StatusOr<MocapRetarget> retarget = MocapRetarget::Create(*clip, *target);
+  ASSERT_TRUE(retarget.ok()) << retarget.status();
   absl::StatusOr<ReplayReport> report =
-      ReplayMocap(client_, id, *target, *clip, options);
+      ReplayMocap(client_, id, *retarget, options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->solved + report->skipped, clip->num_frames);
   EXPECT_EQ(report->errors, 0);
