@@ -68,9 +68,11 @@ step "register and solve through the CLI"
 id=$(dc exec -T reach-server reach register --json /tmp/humanoid.skeleton.json |
   sed -n 's/.*"skeletonId":"\([0-9a-f]*\)".*/\1/p')
 [ ${#id} = 64 ] || fail "register printed no id"
-dc exec -T reach-server reach solve --skeleton "$id" --chain l_arm \
-  --target 0.35,1.2,0.25 | tee /dev/stderr | grep -q "chain l_arm: reached" ||
-  fail "solve"
+# (Not `tee /dev/stderr`: when stderr is a file, tee would truncate it.)
+solved=$(dc exec -T reach-server reach solve --skeleton "$id" --chain l_arm \
+  --target 0.35,1.2,0.25)
+echo "$solved"
+grep -q "chain l_arm: reached" <<<"$solved" || fail "solve"
 dc exec -T reach-server reach bench --rpc stream --requests 500 --format json |
   grep -q '"statusCodes":{"OK":500}' || fail "bench"
 
