@@ -153,7 +153,9 @@ TEST(ServerProcessTest, AcknowledgedRegistrationSurvivesKillNineAndRestart) {
 
 TEST(ServerProcessTest, SigtermDrainsAnOpenStreamAndExitsZero) {
   const std::string dir = TempDir();
-  ServerProcess server(dir, {"--solver_threads=1", "--shutdown_grace=20s"});
+  // A grace far beyond the queued work even under the sanitizers (about
+  // 7 s there, 1 s in Release), so the drain, not the clock, is tested.
+  ServerProcess server(dir, {"--solver_threads=1", "--shutdown_grace=90s"});
   ASSERT_GT(server.port(), 0) << server.log();
   const std::string id = MustRegister(
       server.stub(), ToWire(testing::StraightChainDef(10), "chain"));
@@ -161,7 +163,7 @@ TEST(ServerProcessTest, SigtermDrainsAnOpenStreamAndExitsZero) {
   // Slow frames (unreachable target, many restarts), so work is still
   // queued on the stream when SIGTERM arrives.
   constexpr int kFrames = 30;
-  auto context = Context(60);
+  auto context = Context(180);
   auto stream = server.stub().SolveStream(context.get());
   for (int i = 0; i < kFrames; ++i) {
     v1::SolveRequest request;
@@ -169,7 +171,7 @@ TEST(ServerProcessTest, SigtermDrainsAnOpenStreamAndExitsZero) {
     request.set_sequence(i);
     v1::Goal goal =
         MakeGoal("chain", Eigen::Vector3d(3, 0, 0), v1::SOLVER_JACOBIAN_DLS);
-    goal.mutable_options()->set_max_restarts(300);
+    goal.mutable_options()->set_max_restarts(100);
     *request.add_goals() = goal;
     ASSERT_TRUE(stream->Write(request));
   }
@@ -190,7 +192,7 @@ TEST(ServerProcessTest, SigtermDrainsAnOpenStreamAndExitsZero) {
   EXPECT_EQ(answered, kFrames);  // Every frame sent before SIGTERM.
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(status.error_message(), HasSubstr("shutting down"));
-  EXPECT_EQ(server.WaitForExit(absl::Seconds(30)), 0) << server.log();
+  EXPECT_EQ(server.WaitForExit(absl::Seconds(120)), 0) << server.log();
   EXPECT_THAT(server.log(), HasSubstr("shutting down"));
   EXPECT_THAT(server.log(), HasSubstr("reach-server stopped"));
 }
