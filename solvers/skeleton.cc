@@ -104,18 +104,6 @@ absl::Status ValidateRange(double value, const FieldName& field, double lo,
   return absl::OkStatus();
 }
 
-bool Joint::IsConstrained() const {
-  switch (type) {
-    case JointType::kBall:
-      return std::isfinite(max_swing_rad) || std::isfinite(min_angle_rad) ||
-             std::isfinite(max_angle_rad);
-    case JointType::kHinge:
-    case JointType::kFixed:
-      return true;
-  }
-  return true;
-}
-
 absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
                                           const SkeletonLimits& limits) {
   const int n = static_cast<int>(def.joints.size());

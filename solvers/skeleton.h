@@ -95,7 +95,9 @@ struct Joint {
 
   // True when the joint constrains rotation beyond its type (a fixed joint,
   // a hinge, or a ball with a finite swing or twist bound).
-  bool IsConstrained() const;
+  bool IsConstrained() const {
+    return type != JointType::kBall || IsLimited();
+  }
   // True when the joint has a finite angle, twist or swing bound.
   bool IsLimited() const {
     return std::isfinite(min_angle_rad) || std::isfinite(max_angle_rad) ||

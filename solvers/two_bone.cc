@@ -12,9 +12,65 @@ using Eigen::Quaterniond;
 using Eigen::Vector3d;
 
 constexpr double kTiny = 1e-12;
+constexpr double kTinySq = kTiny * kTiny;
+// Targets and poles farther than this from the root (squared) only give a
+// direction: they are brought nearer first, so no square overflows.
+constexpr double kFarSq = 1e100;
 
 // Component of v perpendicular to the unit vector u.
-Vector3d Perp(const Vector3d& v, const Vector3d& u) { return v - v.dot(u) * u; }
+inline Vector3d Perp(const Vector3d& v, const Vector3d& u) {
+  return v - v.dot(u) * u;
+}
+
+// The offset `to - from` of two finite points, and its squared norm. When
+// it is farther than kFarSq it is replaced by an offset in the same
+// direction `far` long (computed without overflow).
+inline Vector3d NearOffset(const Vector3d& to, const Vector3d& from,
+                           double far, double* norm_sq) {
+  Vector3d offset = to - from;
+  *norm_sq = offset.squaredNorm();
+  if (*norm_sq <= kFarSq) return offset;
+  const double s =
+      1.0 / std::max(to.cwiseAbs().maxCoeff(), from.cwiseAbs().maxCoeff());
+  offset = to * s - from * s;
+  offset *= far / offset.norm();
+  *norm_sq = offset.squaredNorm();
+  return offset;
+}
+
+// q v q* for a quaternion q of any norm: v turned by q's rotation, times
+// |q|^2.
+inline Vector3d ScaledRotate(const Quaterniond& q, const Vector3d& v) {
+  const Vector3d u = q.vec();
+  return (q.w() * q.w() - u.squaredNorm()) * v + (2.0 * u.dot(v)) * u +
+         (2.0 * q.w()) * u.cross(v);
+}
+
+// The smallest rotation taking direction `from` to direction `to`, as
+// (|f||t| + f.t, f x t) / (|f||t|): the unit half-angle quaternion times
+// sqrt(2 (1 + cos angle)). Leaving it unnormalised keeps a square root and a
+// division off the solver's critical path (the root's rotation is
+// normalised once at the end). `norm_sq` receives its squared norm.
+// Identity when either vector is shorter than kTiny; a half turn about a
+// perpendicular axis when they are opposite.
+Quaterniond ScaledAim(const Vector3d& from, const Vector3d& to,
+                      double* norm_sq) {
+  const double ff = from.squaredNorm();
+  const double tt = to.squaredNorm();
+  *norm_sq = 1.0;
+  if (!(ff > kTinySq) || !(tt > kTinySq)) return Quaterniond::Identity();
+  const double ft = std::sqrt(ff * tt);
+  const double inv = 1.0 / ft;
+  const Vector3d c = from.cross(to) * inv;
+  const Quaterniond q((ft + from.dot(to)) * inv, c.x(), c.y(), c.z());
+  const double q_sq = q.squaredNorm();
+  if (q_sq < 1e-30) {
+    const Vector3d axis = from.unitOrthogonal();
+    return Quaterniond(0.0, axis.x(), axis.y(), axis.z());
+  }
+  *norm_sq = q_sq;
+  return q;
+}
 
 // Distance from the root A to the tip when the mid joint turns by theta about
 // the unit axis n through B. With ab = B - A and me = C - B split into parts
@@ -41,17 +97,31 @@ struct MidGeometry {
     r_sq = a * a + b * b;
     k = ab.squaredNorm() + me.squaredNorm() + 2.0 * ab.dot(me_par);
   }
+  // A ball mid joint bends about the normal of the plane of its bones,
+  // `normal` = ab x me (length `normal_norm` > 0), across both bones:
+  // me_par = 0, b = -|normal| and r^2 = |ab|^2 |me|^2, with no
+  // normalisation on the way.
+  MidGeometry(const Vector3d& ab, const Vector3d& me, const Vector3d& normal,
+              double normal_norm, double ab_sq, double me_sq)
+      : k(ab_sq + me_sq),
+        a(ab.dot(me)),
+        b(-normal_norm),
+        r_sq(ab_sq * me_sq),
+        me_par(Vector3d::Zero()),
+        me_perp(me),
+        me_side(normal.cross(me) / normal_norm) {}
   double DistanceAt(double theta) const {
     return std::sqrt(
         std::max(0.0, k + 2.0 * (a * std::cos(theta) + b * std::sin(theta))));
   }
-  // Both turns that make the distance `distance` (clamped to what the chain
-  // spans), as cosine and sine, without trigonometry: solving
+  // Both turns that make the distance sqrt(distance_sq) (clamped to what
+  // the chain spans), as cosine and sine, without trigonometry: solving
   // a cos + b sin = h with h = (distance^2 - k) / 2 and q = sqrt(r^2 - h^2)
   // gives (cos, sin) = (a h -+ b q, b h +- a q) / r^2.
-  void Turns(double distance, double cos_turn[2], double sin_turn[2]) const {
+  void Turns(double distance_sq, double cos_turn[2],
+             double sin_turn[2]) const {
     const double r = std::sqrt(r_sq);
-    const double h = std::clamp(0.5 * (distance * distance - k), -r, r);
+    const double h = std::clamp(0.5 * (distance_sq - k), -r, r);
     const double q = std::sqrt(std::max(0.0, r_sq - h * h));
     const double inv = 1.0 / r_sq;
     cos_turn[0] = (a * h - b * q) * inv;
@@ -74,23 +144,13 @@ Quaterniond FromCosSin(const Vector3d& axis, double c, double s) {
   return Quaterniond(w, v * axis.x(), v * axis.y(), v * axis.z());
 }
 
-// The rotation about the unit `axis` taking direction a to direction b
-// (both across the axis, non-zero).
-Quaterniond RotationAbout(const Vector3d& axis, const Vector3d& a,
-                          const Vector3d& b) {
-  const double c = a.dot(b);
-  const double s = axis.dot(a.cross(b));
-  const double n = std::sqrt(c * c + s * s);
-  return FromCosSin(axis, c / n, s / n);
-}
-
 // The mid joint's turn, as cosine and sine: of the two solutions the
 // smaller turn from the start pose (the larger cosine); on a tie the first,
 // which for a straight chain bends towards line x n.
-void ChooseFreeTurn(const MidGeometry& geo, double distance, double* cos_turn,
-                    double* sin_turn) {
+void ChooseFreeTurn(const MidGeometry& geo, double distance_sq,
+                    double* cos_turn, double* sin_turn) {
   double c[2], s[2];
-  geo.Turns(distance, c, s);
+  geo.Turns(distance_sq, c, s);
   const int pick = c[1] > c[0] + 1e-12 ? 1 : 0;
   *cos_turn = c[pick];
   *sin_turn = s[pick];
@@ -104,7 +164,7 @@ double WrapPi(double a) { return std::remainder(a, 2.0 * M_PI); }
 double ChooseHingeAngle(const Joint& mid, double hinge_angle,
                         const MidGeometry& geo, double distance) {
   double c[2], s[2];
-  geo.Turns(distance, c, s);
+  geo.Turns(distance * distance, c, s);
   double turns[2] = {std::atan2(s[0], c[0]), std::atan2(s[1], c[1])};
   if (std::abs(turns[1]) < std::abs(turns[0]) - 1e-9) {
     std::swap(turns[0], turns[1]);
@@ -137,16 +197,14 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const Joint& tip = skeleton.joint(ic);
   Transform* g = ws.chain_globals.data();
 
-  const Vector3d a = g[0].translation;
-  const Vector3d to_target = goal.target - a;
-  const double d = to_target.norm();
-
   // Bone lengths: the rest lengths when stretching (so stretch never
-  // compounds across frames), else the pose's.
+  // compounds across frames), else the pose's. Only thresholds, soft IK
+  // and stretch use them (not the critical path).
   const double max_stretch = goal.options.max_stretch;
   const bool stretch = max_stretch > 1.0;
   double l1;
   double l2;
+  const Vector3d a = g[0].translation;
   if (stretch) {
     l1 = g[0].scale * mid.rest.translation.norm();
     l2 = g[0].scale * pose.local[ib].scale * tip.rest.translation.norm();
@@ -155,36 +213,47 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
     l2 = (g[2].translation - g[1].translation).norm();
   }
   const double length = l1 + l2;
+  const double far = 1e20 * std::max(length, 1.0);
 
-  // Distance the chain should span. Soft IK (after Harris, "Soft IK"):
-  // past (1 - soft) of the length the reach eases exponentially towards
-  // full extension, so the knee never snaps straight.
-  double distance = d;
+  double d_sq;
+  const Vector3d to_target = NearOffset(goal.target, a, far, &d_sq);
+  const bool has_target_dir = d_sq > kTinySq;
+  const double inv_d = has_target_dir ? 1.0 / std::sqrt(d_sq) : 0.0;
+
+  // Distance the chain should span, squared. Soft IK (after Harris, "Soft
+  // IK"): past (1 - soft) of the length the reach eases exponentially
+  // towards full extension, so the knee never snaps straight.
+  double distance_sq = d_sq;
   const double soft = goal.options.soft;
-  if (soft > 0.0 && length > kTiny) {
-    const double ease_start = (1.0 - soft) * length;
-    const double ease_span = soft * length;
-    if (d > ease_start) {
-      distance = ease_start +
-                 ease_span * (1.0 - std::exp(-(d - ease_start) / ease_span));
+  if ((soft > 0.0 && length > kTiny) || stretch) {
+    const double d = std::sqrt(d_sq);
+    double distance = d;
+    if (soft > 0.0 && length > kTiny) {
+      const double ease_start = (1.0 - soft) * length;
+      const double ease_span = soft * length;
+      if (d > ease_start) {
+        distance = ease_start +
+                   ease_span * (1.0 - std::exp(-(d - ease_start) / ease_span));
+      }
     }
-  }
-  if (stretch) {
-    // Stretch the bones so the (softened) chain spans the target distance,
-    // up to max_stretch.
-    double s = 1.0;
-    if (soft > 0.0) {
-      if (distance > kTiny && d > distance)
-        s = std::min(d / distance, max_stretch);
-      distance *= s;
-    } else if (length > kTiny && d > length) {
-      s = std::min(d / length, max_stretch);
-      distance = std::min(d, s * length);
+    if (stretch) {
+      // Stretch the bones so the (softened) chain spans the target
+      // distance, up to max_stretch.
+      double s = 1.0;
+      if (soft > 0.0) {
+        if (distance > kTiny && d > distance)
+          s = std::min(d / distance, max_stretch);
+        distance *= s;
+      } else if (length > kTiny && d > length) {
+        s = std::min(d / length, max_stretch);
+        distance = std::min(d, s * length);
+      }
+      pose.local[ib].translation = mid.rest.translation * s;
+      pose.local[ic].translation = tip.rest.translation * s;
+      g[1] = g[0] * pose.local[ib];
+      g[2] = g[1] * pose.local[ic];
     }
-    pose.local[ib].translation = mid.rest.translation * s;
-    pose.local[ic].translation = tip.rest.translation * s;
-    g[1] = g[0] * pose.local[ib];
-    g[2] = g[1] * pose.local[ic];
+    distance_sq = distance * distance;
   }
 
   const Vector3d ab = g[1].translation - a;
@@ -192,43 +261,54 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const Vector3d start_end = g[2].translation - a;
   // The line the chain will lie along: towards the target, or its current
   // direction when the target sits on the root.
-  Vector3d line = d > kTiny ? Vector3d(to_target / d) : Vector3d::Zero();
-  if (d <= kTiny) {
+  Vector3d line = has_target_dir ? Vector3d(to_target * inv_d)
+                                 : Vector3d::Zero();
+  if (!has_target_dir) {
     const Vector3d dir = start_end.norm() > kTiny ? start_end : ab;
     if (dir.norm() > kTiny) line = dir.normalized();
   }
+  double pole_sq = 0.0;
+  const Vector3d pole_offset =
+      goal.pole ? NearOffset(*goal.pole, a, far, &pole_sq) : Vector3d::Zero();
 
-  // The mid joint's bend axis, model space.
+  // 1. Bend the mid joint so the root-tip distance matches. `bend_axis` is
+  // its axis, model space: unit when set; zero only for a fixed mid joint
+  // or zero-length bones.
   Vector3d bend_axis = Vector3d::Zero();
-  if (mid.type == JointType::kHinge) {
+  const double ab_sq = ab.squaredNorm();
+  const double me_sq = me.squaredNorm();
+  const Vector3d normal = ab.cross(me);
+  const double normal_sq = normal.squaredNorm();
+  // A ball mid joint in a bent chain: the plane of the bones.
+  const bool bent_ball = mid.type == JointType::kBall &&
+                         normal_sq > 1e-18 * ab_sq * me_sq &&
+                         normal_sq > kTinySq;
+  double normal_norm = 0.0;
+  if (bent_ball) {
+    normal_norm = std::sqrt(normal_sq);
+    bend_axis = normal / normal_norm;
+  } else if (mid.type == JointType::kHinge) {
     bend_axis = g[1].rotation * mid.axis;
   } else if (mid.type == JointType::kBall) {
-    const Vector3d normal = ab.cross(me);
-    const double normal_norm = normal.norm();
-    if (normal_norm > 1e-9 * l1 * l2 && normal_norm > kTiny) {
-      bend_axis = normal / normal_norm;
-    } else {
-      // Straight (or zero-length) chain: bend towards the pole if there is
-      // one (the mid joint then moves to the side line x axis = pole side).
-      const Vector3d chain_dir =
-          start_end.norm() > kTiny ? Vector3d(start_end.normalized()) : line;
-      Vector3d pole_side = Vector3d::Zero();
-      if (goal.pole) pole_side = Perp(*goal.pole - a, chain_dir);
-      if (pole_side.norm() > 1e-9 * std::max(length, kTiny)) {
-        bend_axis = pole_side.cross(chain_dir).normalized();
-      } else if (chain_dir.norm() > kTiny) {
-        bend_axis = chain_dir.unitOrthogonal();
-      }
+    // Straight (or zero-length) chain: bend towards the pole if there is
+    // one (the mid joint then moves to the side line x axis = pole side).
+    const Vector3d chain_dir =
+        start_end.norm() > kTiny ? Vector3d(start_end.normalized()) : line;
+    const Vector3d pole_side = Perp(pole_offset, chain_dir);
+    if (pole_side.norm() > 1e-9 * std::max(length, kTiny)) {
+      bend_axis = pole_side.cross(chain_dir).normalized();
+    } else if (chain_dir.norm() > kTiny) {
+      bend_axis = chain_dir.unitOrthogonal();
     }
   }
 
-  // 1. Bend the mid joint so the root-tip distance matches. `tip_position`
-  // is where the tip joint ends up.
+  // `tip_position` is where the tip joint ends up.
   Vector3d tip_position = g[2].translation;
-  // Unit when set; zero only for a fixed mid joint or zero-length bones.
   const bool has_bend_axis = bend_axis.squaredNorm() > 0.25;
   if (has_bend_axis) {
-    const MidGeometry geo(ab, me, bend_axis);
+    const MidGeometry geo =
+        bent_ball ? MidGeometry(ab, me, normal, normal_norm, ab_sq, me_sq)
+                  : MidGeometry(ab, me, bend_axis);
     // r = 0: the second bone lies along the axis or the first has no
     // length; no turn changes the distance.
     if (geo.r_sq > 1e-24 * std::max(1.0, length * length * length * length)) {
@@ -236,19 +316,21 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
       bool tip_known = false;
       if (mid.type == JointType::kHinge && mid.IsLimited()) {
         local = HingeRotation(
-            mid, ChooseHingeAngle(mid, HingeAngle(mid, local), geo, distance));
+            mid, ChooseHingeAngle(mid, HingeAngle(mid, local), geo,
+                                  std::sqrt(distance_sq)));
       } else {
         // Turning about the bend axis through the mid joint: in the joint's
         // own frame the axis is the hinge axis, or the model-space bend
         // axis brought into the frame.
         double cos_turn, sin_turn;
-        ChooseFreeTurn(geo, distance, &cos_turn, &sin_turn);
+        ChooseFreeTurn(geo, distance_sq, &cos_turn, &sin_turn);
         const Vector3d local_axis = mid.type == JointType::kHinge
                                         ? mid.axis
                                         : g[1].rotation.conjugate() * bend_axis;
-        local = ConstrainRotation(
-            mid, local * FromCosSin(local_axis, cos_turn, sin_turn));
-        if (!mid.IsLimited()) {
+        local = local * FromCosSin(local_axis, cos_turn, sin_turn);
+        if (mid.IsLimited()) {
+          local = ConstrainRotation(mid, local);
+        } else {
           // Rodrigues: the second bone turned about the bend axis. Cheaper
           // than forward kinematics, and off the path to the root's turn.
           tip_position = g[1].translation + geo.me_par +
@@ -265,33 +347,55 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   }
 
   // 2. Turn the root by the smallest rotation that points the tip at the
-  // target (keeps the start pose's twist).
-  const Quaterniond aim = d > kTiny
-                              ? SmallestRotation(tip_position - a, to_target)
+  // target (keeps the start pose's twist). Unnormalised (see ScaledAim).
+  double aim_sq = 1.0;
+  const Quaterniond aim = has_target_dir
+                              ? ScaledAim(tip_position - a, to_target, &aim_sq)
                               : Quaterniond::Identity();
 
-  // 3. Twist about the root-target line so the mid joint faces the pole.
+  // 3. Twist about the root-target line so the mid joint faces the pole:
+  // by the angle from the mid joint's direction across the line to the
+  // pole's, as the unnormalised half-angle quaternion (|m||p| + m.p, line
+  // (line . m x p)).
   Quaterniond twist = Quaterniond::Identity();
   if (goal.pole && line.squaredNorm() > 0.25) {  // line: unit or zero.
-    const Vector3d pole_dir = Perp(*goal.pole - a, line);
+    const Vector3d pole_dir = Perp(pole_offset, line);
     if (pole_dir.norm() > 1e-9 * std::max(length, kTiny)) {
-      Vector3d mid_dir = Perp(aim * (g[1].translation - a), line);
+      Vector3d mid_dir =
+          Perp(ScaledRotate(aim, g[1].translation - a) / aim_sq, line);
       if (mid_dir.norm() <= 1e-9 * std::max(l1, kTiny) && has_bend_axis) {
         // Straight chain: the side a positive bend would take.
         const double side =
             mid.type == JointType::kHinge && mid.max_angle_rad <= 0.0 ? -1.0
                                                                       : 1.0;
-        mid_dir = side * Perp(line.cross(aim * bend_axis), line);
+        mid_dir = side * Perp(line.cross(ScaledRotate(aim, bend_axis)), line);
       }
-      if (mid_dir.norm() > kTiny)
-        twist = RotationAbout(line, mid_dir, pole_dir);
+      if (mid_dir.norm() > kTiny) {
+        const double c = mid_dir.dot(pole_dir);
+        const double s = line.dot(mid_dir.cross(pole_dir));
+        const double r = std::sqrt(c * c + s * s);
+        // Opposite directions leave (0, 0): a half turn about the line.
+        twist = r + c > 1e-15 * r ? Quaterniond(r + c, s * line.x(),
+                                                s * line.y(), s * line.z())
+                                  : Quaterniond(0.0, line.x(), line.y(),
+                                                line.z());
+      }
     }
   }
 
-  SetGlobalRotation(problem, 0, problem.parent_global.rotation,
-                    twist * aim * g[0].rotation, pose);
+  // The root's new local rotation, normalised once, then within its limits.
+  const int ia = problem.joints[0];
+  Quaterniond root_local =
+      problem.parent_global.rotation.conjugate() * (twist * aim) *
+      g[0].rotation;
+  root_local.normalize();
+  const Joint& root = skeleton.joint(ia);
+  if (root.IsConstrained()) {
+    root_local = ConstrainRotation(root, root_local).normalized();
+  }
+  pose.local[ia].rotation = root_local;
   if (goal.target_orientation) {
-    g[0] = problem.parent_global * pose.local[problem.joints[0]];
+    g[0] = problem.parent_global * pose.local[ia];
     g[1] = g[0] * pose.local[ib];
     ApplyTipOrientation(problem, ws, pose);
   }
