@@ -60,6 +60,7 @@ absl::Status SolveOne(const RegisteredSkeleton& registered,
   }
   ToProto(scratch.start, scratch.pose, scratch.results, response);
   if (request.return_globals()) {
+    ComputeGlobals(skeleton, scratch.pose, absl::MakeSpan(scratch.ws.globals));
     ToProto(absl::MakeConstSpan(scratch.ws.globals)
                 .subspan(0, skeleton.num_joints()),
             response);

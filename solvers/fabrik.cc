@@ -54,9 +54,10 @@ bool IsStraight(int n, const Vector3d* p) {
   const double length = line.norm();
   if (length < 1e-12) return false;
   const Vector3d u = line / length;
+  const double eps_sq = 1e-18 * length * length;
   for (int k = 1; k + 1 < n; ++k) {
     const Vector3d d = p[k] - p[0];
-    if ((d - d.dot(u) * u).norm() > 1e-9 * length) return false;
+    if ((d - d.dot(u) * u).squaredNorm() > eps_sq) return false;
   }
   return true;
 }

@@ -11,7 +11,6 @@ namespace reach {
 namespace {
 
 constexpr double kTwoPi = 2.0 * M_PI;
-constexpr double kUnitTolerance = 1e-5;
 
 std::string JointField(int i, absl::string_view field) {
   return absl::StrCat("joints[", i, "].", field);
@@ -62,46 +61,29 @@ std::string FieldName::ToString() const {
   return absl::StrCat(list, "[", index, "].", field);
 }
 
-absl::Status ValidateFinite(const Eigen::Vector3d& v, const FieldName& field) {
-  if (!v.allFinite()) {
-    return absl::InvalidArgumentError(absl::StrCat(field.ToString(), " = (",
-                                                   v.x(), ", ", v.y(), ", ",
-                                                   v.z(), ") is not finite"));
-  }
-  return absl::OkStatus();
+absl::Status NotFiniteError(const Eigen::Vector3d& v, const FieldName& field) {
+  return absl::InvalidArgumentError(absl::StrCat(field.ToString(), " = (", v.x(),
+                                                 ", ", v.y(), ", ", v.z(),
+                                                 ") is not finite"));
 }
 
-absl::Status ValidateUnitQuaternion(const Eigen::Quaterniond& q,
-                                    const FieldName& field) {
+absl::Status UnitQuaternionError(const Eigen::Quaterniond& q,
+                                 const FieldName& field) {
   const double norm_sq = q.squaredNorm();
   if (!std::isfinite(norm_sq)) {
     return absl::InvalidArgumentError(
         absl::StrCat(field.ToString(), " has a non-finite component"));
   }
-  // |norm - 1| <= 1e-5, compared on the square to skip the square root.
-  constexpr double kLo = (1.0 - kUnitTolerance) * (1.0 - kUnitTolerance);
-  constexpr double kHi = (1.0 + kUnitTolerance) * (1.0 + kUnitTolerance);
-  if (norm_sq < kLo || norm_sq > kHi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field.ToString(), " has length ", std::sqrt(norm_sq),
-                     "; a rotation must be a unit quaternion"));
-  }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field.ToString(), " has length ", std::sqrt(norm_sq),
+                   "; a rotation must be a unit quaternion"));
 }
 
-void NormalizeRotation(Eigen::Quaterniond* q) {
-  if (std::abs(q->squaredNorm() - 1.0) > 1e-15) q->normalize();
-}
-
-absl::Status ValidateRange(double value, const FieldName& field, double lo,
-                           double hi, bool hi_open) {
-  if (!std::isfinite(value) || value < lo || value > hi ||
-      (hi_open && value == hi)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field.ToString(), " = ", value, " is outside [", lo, ", ",
-                     hi, hi_open ? ")" : "]"));
-  }
-  return absl::OkStatus();
+absl::Status RangeError(double value, const FieldName& field, double lo,
+                        double hi, bool hi_open) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field.ToString(), " = ", value, " is outside [", lo, ", ",
+                   hi, hi_open ? ")" : "]"));
 }
 
 absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,

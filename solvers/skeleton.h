@@ -152,21 +152,52 @@ struct FieldName {
   std::string ToString() const;
 };
 
+// How far from unit length a quaternion may be (it is then normalised).
+inline constexpr double kUnitTolerance = 1e-5;
+
+// The errors of the checks below, built out of line: the checks are inline
+// so validating a valid request costs a few comparisons per field.
+absl::Status UnitQuaternionError(const Eigen::Quaterniond& q,
+                                 const FieldName& field);
+absl::Status NotFiniteError(const Eigen::Vector3d& v, const FieldName& field);
+absl::Status RangeError(double value, const FieldName& field, double lo,
+                        double hi, bool hi_open);
+
 // Checks that `q` is finite and within 1e-5 of unit length.
-absl::Status ValidateUnitQuaternion(const Eigen::Quaterniond& q,
-                                    const FieldName& field);
+inline absl::Status ValidateUnitQuaternion(const Eigen::Quaterniond& q,
+                                           const FieldName& field) {
+  // |norm - 1| <= 1e-5, compared on the square to skip the square root (a
+  // NaN or infinite component fails the comparisons too).
+  constexpr double kLo = (1.0 - kUnitTolerance) * (1.0 - kUnitTolerance);
+  constexpr double kHi = (1.0 + kUnitTolerance) * (1.0 + kUnitTolerance);
+  const double norm_sq = q.squaredNorm();
+  if (norm_sq >= kLo && norm_sq <= kHi) return absl::OkStatus();
+  return UnitQuaternionError(q, field);
+}
 
 // Rescales a quaternion that passed ValidateUnitQuaternion to unit length
 // (a no-op, without a square root, when it already is to 1e-15).
-void NormalizeRotation(Eigen::Quaterniond* q);
+inline void NormalizeRotation(Eigen::Quaterniond* q) {
+  if (std::abs(q->squaredNorm() - 1.0) > 1e-15) q->normalize();
+}
 
 // Checks that every component of `v` is finite.
-absl::Status ValidateFinite(const Eigen::Vector3d& v, const FieldName& field);
+inline absl::Status ValidateFinite(const Eigen::Vector3d& v,
+                                   const FieldName& field) {
+  if (v.allFinite()) return absl::OkStatus();
+  return NotFiniteError(v, field);
+}
 
 // Checks lo <= value <= hi (value < hi when hi_open) and that value is
 // finite.
-absl::Status ValidateRange(double value, const FieldName& field, double lo,
-                           double hi, bool hi_open = false);
+inline absl::Status ValidateRange(double value, const FieldName& field,
+                                  double lo, double hi, bool hi_open = false) {
+  if (value >= lo && (hi_open ? value < hi : value <= hi) &&
+      std::isfinite(value)) {
+    return absl::OkStatus();
+  }
+  return RangeError(value, field, lo, hi, hi_open);
+}
 
 }  // namespace reach
 

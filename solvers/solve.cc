@@ -146,17 +146,18 @@ bool BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
   const double length = line.norm();
   if (length < 1e-12) return false;
   const Eigen::Vector3d u = line / length;
-  auto off_line = [&](const Eigen::Vector3d& p) {
+  // Squared distances from the line: no square root per joint.
+  auto off_line_sq = [&](const Eigen::Vector3d& p) {
     const Eigen::Vector3d d = p - base;
-    return (d - d.dot(u) * u).norm();
+    return (d - d.dot(u) * u).squaredNorm();
   };
-  const double eps = 1e-9 * length;
+  const double eps_sq = 1e-18 * length * length;
   for (int k = 1; k < n; ++k) {
-    if (off_line(chain_globals[k].translation) > eps) return false;
+    if (off_line_sq(chain_globals[k].translation) > eps_sq) return false;
   }
-  if (off_line(goal.target) > eps) return false;
+  if (off_line_sq(goal.target) > eps_sq) return false;
   Eigen::Vector3d side = u.unitOrthogonal();
-  if (goal.pole && off_line(*goal.pole) > eps) {
+  if (goal.pole && off_line_sq(*goal.pole) > eps_sq) {
     const Eigen::Vector3d d = *goal.pole - base;
     side = (d - d.dot(u) * u).normalized();
   }
@@ -328,7 +329,7 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
   ws.Reserve(skeleton.num_joints());
   ComputeGlobals(skeleton, *pose, absl::MakeSpan(ws.globals));
   std::fill(ws.moved.begin(), ws.moved.end(), 0);
-  int first_moved = skeleton.num_joints();
+  bool any_moved = false;
 
   for (size_t i = 0; i < goals.size(); ++i) {
     // A copy with the orientation normalised (validation allows 1e-5).
@@ -351,7 +352,7 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
     problem.goal = &goal;
     problem.parent_global =
         FreshGlobal(skeleton, *pose, skeleton.joint(chain[0]).parent, ws);
-    if (first_moved == skeleton.num_joints()) {
+    if (!any_moved) {
       // No goal has moved anything yet: the first pass's globals are current.
       for (int k = 0; k < n; ++k) ws.chain_globals[k] = ws.globals[chain[k]];
     } else {
@@ -399,20 +400,18 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
     result.tolerance = problem.tolerance;
     result.orientation_tolerance_rad = problem.orientation_tolerance_rad;
     for (int j : chain) ws.moved[j] = 1;
-    first_moved = std::min(first_moved, chain[0]);
+    any_moved = true;
   }
-  // One forward-kinematics pass from the first joint any goal moved.
-  UpdateGlobalsFrom(skeleton, *pose, first_moved, absl::MakeSpan(ws.globals));
-
   // Measure every goal on the returned pose (a later goal may have moved an
-  // earlier goal's chain).
+  // earlier goal's chain): forward kinematics of each tip's stale path only,
+  // not of the whole skeleton.
   for (size_t i = 0; i < goals.size(); ++i) {
     const Goal& goal = goals[i];
     GoalResult& result = results[i];
     const int tip_joint = goal.chain >= 0
                               ? skeleton.chain(goal.chain).joints.back()
                               : goal.tip_joint;
-    const Transform& tip = ws.globals[tip_joint];
+    const Transform tip = FreshGlobal(skeleton, *pose, tip_joint, ws);
     result.position_error = (tip.translation - goal.target).norm();
     result.reached = result.position_error <= result.tolerance;
     if (goal.target_orientation) {

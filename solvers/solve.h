@@ -44,7 +44,10 @@ SolverKind ResolveSolver(const Skeleton& skeleton, absl::Span<const int> chain,
 // chain shares joints with an earlier one starts from that goal's result.
 // `results` must hold goals.size() entries. `ws` is the caller's scratch
 // (one per thread); once warmed up on a skeleton, Solve allocates nothing.
-// Nothing is written to `pose` when validation fails.
+// Its contents afterwards are scratch: ws.globals is not the returned pose's
+// forward kinematics (Solve computes only what it measures; call
+// ComputeGlobals for the rest). Nothing is written to `pose` when
+// validation fails.
 absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                    Workspace& ws, Pose* pose, absl::Span<GoalResult> results,
                    const SolveLimits& limits = {});

@@ -94,6 +94,27 @@ TEST_F(TwoBoneSolverTest, BeyondReachStraightensTowardTarget) {
   EXPECT_LT((Pos(solved.pose, knee_) - (hip + 0.45 * dir)).norm(), 1e-9);
 }
 
+// Targets and poles so far away that their squared distances overflow only
+// give directions: the chain straightens towards the target, with the knee
+// turned to the pole's side, and nothing becomes NaN.
+TEST_F(TwoBoneSolverTest, AstronomicallyFarTargetAndPole) {
+  const Vector3d hip = Pos(RestPose(skeleton_), hip_);
+  for (double far : {1e60, 1e160, 1e300}) {
+    Goal goal = MakeGoal(Vector3d(far, 0.5 * far, 0.0));
+    goal.pole = Vector3d(0.0, 0.0, far);
+    const auto solved = SolveFromRest(goal);
+    const Vector3d dir = Vector3d(1.0, 0.5, 0.0).normalized();
+    EXPECT_LT((Pos(solved.pose, ankle_) - (hip + kLength * dir)).norm(), 1e-9)
+        << far;
+    EXPECT_LT((Pos(solved.pose, knee_) - (hip + 0.45 * dir)).norm(), 1e-9)
+        << far;
+    for (const Transform& local : solved.pose.local) {
+      EXPECT_TRUE(local.rotation.coeffs().allFinite()) << far;
+      EXPECT_NEAR(local.rotation.norm(), 1.0, 1e-12) << far;
+    }
+  }
+}
+
 TEST_F(TwoBoneSolverTest, ReachesTargetAtExactlyFullExtension) {
   const Vector3d hip = Pos(RestPose(skeleton_), hip_);
   const Vector3d target = hip + kLength * Vector3d(1, 1, 1).normalized();
