@@ -93,19 +93,26 @@ int SolvePoints(const ChainProblem& problem, Workspace& ws) {
   while (iterations < problem.max_iterations &&
          guard.KeepGoing((p[n - 1] - target).norm())) {
     ++iterations;
-    // Forward reaching: tip onto the target, then towards the root.
-    Vector3d beyond = p[n - 1];  // Where the tip was: the line's far end.
+    // Forward reaching: tip onto the target, then towards the root. The
+    // root's own reach is skipped: the backward pass puts it back on its
+    // base at once (p[0] == base here).
+    const Vector3d beyond = p[n - 1];  // Where the tip was: the far end.
     p[n - 1] = target;
-    for (int k = n - 2; k >= 0; --k) {
+    for (int k = n - 2; k >= 1; --k) {
       const Vector3d& behind = k + 2 < n ? p[k + 2] : beyond;
       p[k] = Reach(p[k + 1], p[k], len[k], behind);
     }
-    // Backward reaching: root back on its base, then towards the tip.
-    beyond = p[0];
-    p[0] = base;
-    for (int k = 0; k + 1 < n; ++k) {
-      const Vector3d& behind = k > 0 ? p[k - 1] : beyond;
-      p[k + 1] = Reach(p[k], p[k + 1], len[k], behind);
+    // Backward reaching: from the base towards the tip. Should the first
+    // inner point land exactly on the base, its direction continues from
+    // where the skipped forward reach would have put the root.
+    if ((p[1] - base).squaredNorm() < 1e-300) {
+      const Vector3d root = Reach(p[1], base, len[0], n > 2 ? p[2] : beyond);
+      p[1] = Reach(base, p[1], len[0], root);
+    } else {
+      p[1] = Reach(base, p[1], len[0], base);
+    }
+    for (int k = 1; k + 1 < n; ++k) {
+      p[k + 1] = Reach(p[k], p[k + 1], len[k], p[k - 1]);
     }
     if (goal.pole) ApplyPole(*goal.pole, n, p);
   }
@@ -157,8 +164,9 @@ void WriteRotations(const ChainProblem& problem, Workspace& ws, Pose& pose) {
     Quaterniond turn;
     if (w > 1e-12 * l_sq) {
       const Vector3d c = a.cross(b);
-      turn = Quaterniond(w, c.x(), c.y(), c.z());
-      turn.normalize();
+      // One division for the four components (normalize() divides each).
+      const double inv = 1.0 / std::sqrt(w * w + c.squaredNorm());
+      turn = Quaterniond(w * inv, c.x() * inv, c.y() * inv, c.z() * inv);
     } else {
       // Zero-length bone (nothing to turn) or an exact half turn.
       turn = SmallestRotation(a, b);
