@@ -101,15 +101,17 @@ struct MidGeometry {
   // `normal` = ab x me (length `normal_norm` > 0), across both bones:
   // me_par = 0, b = -|normal| and r^2 = |ab|^2 |me|^2, with no
   // normalisation on the way.
+  // `inv_normal_norm` is 1 / normal_norm.
   MidGeometry(const Vector3d& ab, const Vector3d& me, const Vector3d& normal,
-              double normal_norm, double ab_sq, double me_sq)
+              double normal_norm, double inv_normal_norm, double ab_sq,
+              double me_sq)
       : k(ab_sq + me_sq),
         a(ab.dot(me)),
         b(-normal_norm),
         r_sq(ab_sq * me_sq),
         me_par(Vector3d::Zero()),
         me_perp(me),
-        me_side(normal.cross(me) / normal_norm) {}
+        me_side(normal.cross(me) * inv_normal_norm) {}
   double DistanceAt(double theta) const {
     return std::sqrt(
         std::max(0.0, k + 2.0 * (a * std::cos(theta) + b * std::sin(theta))));
@@ -123,7 +125,7 @@ struct MidGeometry {
     const double r = std::sqrt(r_sq);
     const double h = std::clamp(0.5 * (distance_sq - k), -r, r);
     const double q = std::sqrt(std::max(0.0, r_sq - h * h));
-    const double inv = 1.0 / r_sq;
+    const double inv = 1.0 / r_sq;  // In parallel with the square roots.
     cos_turn[0] = (a * h - b * q) * inv;
     sin_turn[0] = (b * h + a * q) * inv;
     cos_turn[1] = (a * h + b * q) * inv;
@@ -187,6 +189,10 @@ double ChooseHingeAngle(const Joint& mid, double hinge_angle,
 
 }  // namespace
 
+// Square roots and divisions share one unit that is not fully pipelined;
+// with ~15 of them per solve it, not the arithmetic, sets the speed. So the
+// solve below compares squared lengths, multiplies by reciprocals, and
+// keeps the root's turns unnormalised until one normalisation at the end.
 int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
                          Pose& pose) const {
   const Skeleton& skeleton = *problem.skeleton;
@@ -197,35 +203,37 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const Joint& tip = skeleton.joint(ic);
   Transform* g = ws.chain_globals.data();
 
-  // Bone lengths: the rest lengths when stretching (so stretch never
-  // compounds across frames), else the pose's. Only thresholds, soft IK
-  // and stretch use them (not the critical path).
+  const Vector3d a = g[0].translation;
   const double max_stretch = goal.options.max_stretch;
   const bool stretch = max_stretch > 1.0;
-  double l1;
-  double l2;
-  const Vector3d a = g[0].translation;
-  if (stretch) {
-    l1 = g[0].scale * mid.rest.translation.norm();
-    l2 = g[0].scale * pose.local[ib].scale * tip.rest.translation.norm();
-  } else {
-    l1 = (g[1].translation - a).norm();
-    l2 = (g[2].translation - g[1].translation).norm();
-  }
-  const double length = l1 + l2;
-  const double far = 1e20 * std::max(length, 1.0);
+  const double soft = goal.options.soft;
+  // An upper bound of the chain's squared length, (l1 + l2)^2 <=
+  // 2 (l1^2 + l2^2): the scale of the thresholds below.
+  const double ab0_sq = (g[1].translation - a).squaredNorm();
+  const double me0_sq = (g[2].translation - g[1].translation).squaredNorm();
+  const double scale_sq = std::max(2.0 * (ab0_sq + me0_sq), kTinySq);
+  const double far = 1e20 * std::max(std::sqrt(scale_sq), 1.0);  // Rare use.
 
   double d_sq;
   const Vector3d to_target = NearOffset(goal.target, a, far, &d_sq);
   const bool has_target_dir = d_sq > kTinySq;
-  const double inv_d = has_target_dir ? 1.0 / std::sqrt(d_sq) : 0.0;
+  double pole_sq = 0.0;
+  const Vector3d pole_offset =
+      goal.pole ? NearOffset(*goal.pole, a, far, &pole_sq) : Vector3d::Zero();
 
   // Distance the chain should span, squared. Soft IK (after Harris, "Soft
   // IK"): past (1 - soft) of the length the reach eases exponentially
   // towards full extension, so the knee never snaps straight.
   double distance_sq = d_sq;
-  const double soft = goal.options.soft;
-  if ((soft > 0.0 && length > kTiny) || stretch) {
+  if (soft > 0.0 || stretch) {
+    // Bone lengths: the rest lengths when stretching (so stretch never
+    // compounds across frames), else the pose's.
+    const double l1 = stretch ? g[0].scale * mid.rest.translation.norm()
+                              : std::sqrt(ab0_sq);
+    const double l2 = stretch ? g[0].scale * pose.local[ib].scale *
+                                    tip.rest.translation.norm()
+                              : std::sqrt(me0_sq);
+    const double length = l1 + l2;
     const double d = std::sqrt(d_sq);
     double distance = d;
     if (soft > 0.0 && length > kTiny) {
@@ -259,17 +267,21 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const Vector3d ab = g[1].translation - a;
   const Vector3d me = g[2].translation - g[1].translation;
   const Vector3d start_end = g[2].translation - a;
-  // The line the chain will lie along: towards the target, or its current
-  // direction when the target sits on the root.
-  Vector3d line = has_target_dir ? Vector3d(to_target * inv_d)
-                                 : Vector3d::Zero();
+  const double start_end_sq = start_end.squaredNorm();
+  // The line the chain will lie along, L (not normalised): towards the
+  // target, or its current direction when the target sits on the root.
+  Vector3d line = to_target;
   if (!has_target_dir) {
-    const Vector3d dir = start_end.norm() > kTiny ? start_end : ab;
-    if (dir.norm() > kTiny) line = dir.normalized();
+    line = start_end_sq > kTinySq ? start_end : ab;
+    if (!(line.squaredNorm() > kTinySq)) line.setZero();
   }
-  double pole_sq = 0.0;
-  const Vector3d pole_offset =
-      goal.pole ? NearOffset(*goal.pole, a, far, &pole_sq) : Vector3d::Zero();
+  const double line_sq = line.squaredNorm();
+  const bool has_line = line_sq > kTinySq;
+  const double inv_line_sq = has_line ? 1.0 / line_sq : 0.0;
+  // The part of v across the line.
+  auto across_line = [&](const Vector3d& v) -> Vector3d {
+    return v - (v.dot(line) * inv_line_sq) * line;
+  };
 
   // 1. Bend the mid joint so the root-tip distance matches. `bend_axis` is
   // its axis, model space: unit when set; zero only for a fixed mid joint
@@ -284,20 +296,25 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
                          normal_sq > 1e-18 * ab_sq * me_sq &&
                          normal_sq > kTinySq;
   double normal_norm = 0.0;
+  double inv_normal_norm = 0.0;
   if (bent_ball) {
     normal_norm = std::sqrt(normal_sq);
-    bend_axis = normal / normal_norm;
+    inv_normal_norm = 1.0 / normal_norm;
+    bend_axis = normal * inv_normal_norm;
   } else if (mid.type == JointType::kHinge) {
     bend_axis = g[1].rotation * mid.axis;
   } else if (mid.type == JointType::kBall) {
     // Straight (or zero-length) chain: bend towards the pole if there is
-    // one (the mid joint then moves to the side line x axis = pole side).
-    const Vector3d chain_dir =
-        start_end.norm() > kTiny ? Vector3d(start_end.normalized()) : line;
-    const Vector3d pole_side = Perp(pole_offset, chain_dir);
-    if (pole_side.norm() > 1e-9 * std::max(length, kTiny)) {
-      bend_axis = pole_side.cross(chain_dir).normalized();
-    } else if (chain_dir.norm() > kTiny) {
+    // one (the mid joint then moves to the side line x axis = pole side):
+    // the axis is pole x chain direction, whose part along the chain
+    // cancels in the cross product.
+    const Vector3d chain_dir = start_end_sq > kTinySq ? start_end : line;
+    const double chain_sq = chain_dir.squaredNorm();
+    const Vector3d side_normal = pole_offset.cross(chain_dir);
+    const double side_sq = side_normal.squaredNorm();
+    if (side_sq > 1e-18 * scale_sq * chain_sq && side_sq > 0.0) {
+      bend_axis = side_normal * (1.0 / std::sqrt(side_sq));
+    } else if (chain_sq > kTinySq) {
       bend_axis = chain_dir.unitOrthogonal();
     }
   }
@@ -307,11 +324,12 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const bool has_bend_axis = bend_axis.squaredNorm() > 0.25;
   if (has_bend_axis) {
     const MidGeometry geo =
-        bent_ball ? MidGeometry(ab, me, normal, normal_norm, ab_sq, me_sq)
+        bent_ball ? MidGeometry(ab, me, normal, normal_norm, inv_normal_norm,
+                                ab_sq, me_sq)
                   : MidGeometry(ab, me, bend_axis);
     // r = 0: the second bone lies along the axis or the first has no
     // length; no turn changes the distance.
-    if (geo.r_sq > 1e-24 * std::max(1.0, length * length * length * length)) {
+    if (geo.r_sq > 1e-24 * std::max(1.0, scale_sq * scale_sq)) {
       Quaterniond& local = pose.local[ib].rotation;
       bool tip_known = false;
       if (mid.type == JointType::kHinge && mid.IsLimited()) {
@@ -353,32 +371,36 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
                               ? ScaledAim(tip_position - a, to_target, &aim_sq)
                               : Quaterniond::Identity();
 
-  // 3. Twist about the root-target line so the mid joint faces the pole:
-  // by the angle from the mid joint's direction across the line to the
-  // pole's, as the unnormalised half-angle quaternion (|m||p| + m.p, line
-  // (line . m x p)).
+  // 3. Twist about the line so the mid joint faces the pole: by the angle
+  // from the mid joint's direction across the line, m, to the pole's, p,
+  // as the unnormalised half-angle quaternion (|m||p| + m.p, L (L . m x p)
+  // / |L|^2). m is the mid joint's offset turned by the unnormalised aim,
+  // so |aim|^2 times too long: only its direction counts.
   Quaterniond twist = Quaterniond::Identity();
-  if (goal.pole && line.squaredNorm() > 0.25) {  // line: unit or zero.
-    const Vector3d pole_dir = Perp(pole_offset, line);
-    if (pole_dir.norm() > 1e-9 * std::max(length, kTiny)) {
-      Vector3d mid_dir =
-          Perp(ScaledRotate(aim, g[1].translation - a) / aim_sq, line);
-      if (mid_dir.norm() <= 1e-9 * std::max(l1, kTiny) && has_bend_axis) {
+  if (goal.pole && has_line) {
+    const Vector3d pole_dir = across_line(pole_offset);
+    if (pole_dir.squaredNorm() > 1e-18 * scale_sq) {
+      const double aim_sq_sq = aim_sq * aim_sq;
+      Vector3d mid_dir = across_line(ScaledRotate(aim, g[1].translation - a));
+      if (mid_dir.squaredNorm() <=
+              1e-18 * std::max(ab_sq, kTinySq) * aim_sq_sq &&
+          has_bend_axis) {
         // Straight chain: the side a positive bend would take.
         const double side =
             mid.type == JointType::kHinge && mid.max_angle_rad <= 0.0 ? -1.0
                                                                       : 1.0;
-        mid_dir = side * Perp(line.cross(ScaledRotate(aim, bend_axis)), line);
+        mid_dir = side * across_line(line.cross(ScaledRotate(aim, bend_axis)));
       }
-      if (mid_dir.norm() > kTiny) {
+      if (mid_dir.squaredNorm() > kTinySq * aim_sq_sq) {
         const double c = mid_dir.dot(pole_dir);
         const double s = line.dot(mid_dir.cross(pole_dir));
-        const double r = std::sqrt(c * c + s * s);
+        // |m||p| sin(angle) = s / |L|.
+        const double r = std::sqrt(c * c + s * s * inv_line_sq);
+        const Vector3d axis = (s * inv_line_sq) * line;
         // Opposite directions leave (0, 0): a half turn about the line.
-        twist = r + c > 1e-15 * r ? Quaterniond(r + c, s * line.x(),
-                                                s * line.y(), s * line.z())
-                                  : Quaterniond(0.0, line.x(), line.y(),
-                                                line.z());
+        twist = r + c > 1e-15 * r
+                    ? Quaterniond(r + c, axis.x(), axis.y(), axis.z())
+                    : Quaterniond(0.0, line.x(), line.y(), line.z());
       }
     }
   }
@@ -388,7 +410,7 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   Quaterniond root_local =
       problem.parent_global.rotation.conjugate() * (twist * aim) *
       g[0].rotation;
-  root_local.normalize();
+  root_local.coeffs() *= 1.0 / std::sqrt(root_local.squaredNorm());
   const Joint& root = skeleton.joint(ia);
   if (root.IsConstrained()) {
     root_local = ConstrainRotation(root, root_local).normalized();
