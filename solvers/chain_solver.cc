@@ -15,7 +15,10 @@ void Workspace::Reserve(int num_joints) {
   if (static_cast<int>(ancestors.capacity()) < num_joints) {
     ancestors.reserve(num_joints);
   }
-  if (static_cast<int>(moved.size()) < num_joints) moved.resize(num_joints);
+  if (static_cast<int>(computed_at.size()) < num_joints) {
+    computed_at.resize(num_joints);
+    moved_at.resize(num_joints);
+  }
 }
 
 const ChainSolver& GetSolver(SolverKind kind) {

@@ -4,6 +4,7 @@
 #define REACH_SOLVERS_CHAIN_SOLVER_H_
 
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -23,10 +24,15 @@ inline constexpr int kMaxChainDof = 3 * kMaxChainJoints;
 struct Workspace {
   void Reserve(int num_joints);
 
-  std::vector<Transform> globals;  // Model-space transform of every joint.
-  std::vector<int> path;           // Ad hoc chain (root_joint..tip_joint).
-  std::vector<int> ancestors;      // A joint's path up to its root.
-  std::vector<char> moved;         // Per joint: turned by an earlier goal.
+  // Model-space transforms, computed lazily by Solve: globals[j] is current
+  // when computed_at[j] is later than moved_at[j] (when a goal last turned
+  // joint j) and than its parent's computed_at. Stamps come from `clock`.
+  std::vector<Transform> globals;
+  std::vector<uint32_t> computed_at;  // 0: never computed.
+  std::vector<uint32_t> moved_at;     // 0: not moved.
+  uint32_t clock = 0;
+  std::vector<int> path;       // Ad hoc chain (root_joint..tip_joint).
+  std::vector<int> ancestors;  // A joint's path up to its root.
 
   // Chain-sized scratch, indexed by position in the chain (0 = root).
   std::array<Transform, kMaxChainJoints> chain_globals;

@@ -184,25 +184,28 @@ bool BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
   return false;
 }
 
-// The model-space transform of joint `j` (-1: identity) in `pose`. Globals
-// of joints below a joint an earlier goal moved are stale in ws.globals;
-// this recomputes the ones on the path from the topmost moved ancestor
-// down to `j` (a few transforms for a limb below a spine) and leaves the
-// rest for the final pass.
-Transform FreshGlobal(const Skeleton& skeleton, const Pose& pose, int j,
-                      Workspace& ws) {
+// The model-space transform of joint `j` (-1: identity) in `pose`, computed
+// lazily (see Workspace::globals): walks j's path up to its root, which is
+// integer work, then recomputes top down only the transforms on it that
+// are stale. A limb's parent costs the few transforms above it, not a pass
+// over the whole skeleton.
+Transform LazyGlobal(const Skeleton& skeleton, const Pose& pose, int j,
+                     Workspace& ws) {
   if (j < 0) return Transform();
   ws.ancestors.clear();
-  int topmost_moved = -1;
   for (int a = j; a >= 0; a = skeleton.joint(a).parent) {
     ws.ancestors.push_back(a);
-    if (ws.moved[a]) topmost_moved = static_cast<int>(ws.ancestors.size()) - 1;
   }
-  for (int i = topmost_moved; i >= 0; --i) {
+  for (int i = static_cast<int>(ws.ancestors.size()) - 1; i >= 0; --i) {
     const int a = ws.ancestors[i];
     const int parent = skeleton.joint(a).parent;
-    ws.globals[a] =
-        parent < 0 ? pose.local[a] : ws.globals[parent] * pose.local[a];
+    const uint32_t at = ws.computed_at[a];
+    if (at == 0 || ws.moved_at[a] > at ||
+        (parent >= 0 && ws.computed_at[parent] > at)) {
+      ws.globals[a] =
+          parent < 0 ? pose.local[a] : ws.globals[parent] * pose.local[a];
+      ws.computed_at[a] = ++ws.clock;
+    }
   }
   return ws.globals[j];
 }
@@ -327,9 +330,9 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
   }
   NormalizePose(pose);
   ws.Reserve(skeleton.num_joints());
-  ComputeGlobals(skeleton, *pose, absl::MakeSpan(ws.globals));
-  std::fill(ws.moved.begin(), ws.moved.end(), 0);
-  bool any_moved = false;
+  std::fill(ws.computed_at.begin(), ws.computed_at.end(), 0);
+  std::fill(ws.moved_at.begin(), ws.moved_at.end(), 0);
+  ws.clock = 0;
 
   for (size_t i = 0; i < goals.size(); ++i) {
     // A copy with the orientation normalised (validation allows 1e-5).
@@ -351,13 +354,8 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
     problem.joints = chain;
     problem.goal = &goal;
     problem.parent_global =
-        FreshGlobal(skeleton, *pose, skeleton.joint(chain[0]).parent, ws);
-    if (!any_moved) {
-      // No goal has moved anything yet: the first pass's globals are current.
-      for (int k = 0; k < n; ++k) ws.chain_globals[k] = ws.globals[chain[k]];
-    } else {
-      ComputeChainGlobals(problem, *pose, ws);
-    }
+        LazyGlobal(skeleton, *pose, skeleton.joint(chain[0]).parent, ws);
+    ComputeChainGlobals(problem, *pose, ws);
     if (kind != SolverKind::kTwoBone &&
         BreakSymmetry(skeleton, chain, goal, ws.chain_globals.data(), pose)) {
       ComputeChainGlobals(problem, *pose, ws);
@@ -399,19 +397,18 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
     }
     result.tolerance = problem.tolerance;
     result.orientation_tolerance_rad = problem.orientation_tolerance_rad;
-    for (int j : chain) ws.moved[j] = 1;
-    any_moved = true;
+    const uint32_t now = ++ws.clock;
+    for (int j : chain) ws.moved_at[j] = now;
   }
   // Measure every goal on the returned pose (a later goal may have moved an
-  // earlier goal's chain): forward kinematics of each tip's stale path only,
-  // not of the whole skeleton.
+  // earlier goal's chain): forward kinematics of each tip's stale path only.
   for (size_t i = 0; i < goals.size(); ++i) {
     const Goal& goal = goals[i];
     GoalResult& result = results[i];
     const int tip_joint = goal.chain >= 0
                               ? skeleton.chain(goal.chain).joints.back()
                               : goal.tip_joint;
-    const Transform tip = FreshGlobal(skeleton, *pose, tip_joint, ws);
+    const Transform tip = LazyGlobal(skeleton, *pose, tip_joint, ws);
     result.position_error = (tip.translation - goal.target).norm();
     result.reached = result.position_error <= result.tolerance;
     if (goal.target_orientation) {
