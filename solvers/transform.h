@@ -26,7 +26,21 @@ struct Transform {
 
   // Maps a point of this frame into the parent frame.
   Eigen::Vector3d operator*(const Eigen::Vector3d& point) const {
-    return translation + scale * (rotation * point);
+    return translation + scale * Rotate(rotation, point);
+  }
+
+  // v turned by the unit quaternion q: v + 2w (u x v) + 2 u x (u x v) with
+  // u = q.vec(). Eigen's operator* computes the same but is not inlined
+  // here, and forward kinematics does little else.
+  static Eigen::Vector3d Rotate(const Eigen::Quaterniond& q,
+                                const Eigen::Vector3d& v) {
+    const double x = q.x(), y = q.y(), z = q.z(), w = q.w();
+    const double tx = 2.0 * (y * v.z() - z * v.y());
+    const double ty = 2.0 * (z * v.x() - x * v.z());
+    const double tz = 2.0 * (x * v.y() - y * v.x());
+    return Eigen::Vector3d(v.x() + w * tx + (y * tz - z * ty),
+                           v.y() + w * ty + (z * tx - x * tz),
+                           v.z() + w * tz + (x * ty - y * tx));
   }
 
   // Composition: (this * child) maps child-frame points into this transform's
