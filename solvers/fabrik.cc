@@ -84,7 +84,7 @@ int SolvePoints(const ChainProblem& problem, Workspace& ws) {
   // degenerate case FABRIK cannot leave.)
   if (!IsStraight(n, p)) {
     const Quaterniond align = SmallestRotation(p[n - 1] - base, target - base);
-    for (int k = 1; k < n; ++k) p[k] = base + align * (p[k] - base);
+    for (int k = 1; k < n; ++k) p[k] = base + RotateVector(align, p[k] - base);
   }
   if (goal.pole) ApplyPole(*goal.pole, n, p);
 

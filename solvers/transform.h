@@ -13,6 +13,20 @@
 
 namespace reach {
 
+// v turned by the unit quaternion q: v + 2w (u x v) + 2 u x (u x v) with
+// u = q.vec(). Eigen's operator* computes the same but is not inlined in
+// the solvers' loops, and forward kinematics does little else.
+inline Eigen::Vector3d RotateVector(const Eigen::Quaterniond& q,
+                                    const Eigen::Vector3d& v) {
+  const double x = q.x(), y = q.y(), z = q.z(), w = q.w();
+  const double tx = 2.0 * (y * v.z() - z * v.y());
+  const double ty = 2.0 * (z * v.x() - x * v.z());
+  const double tz = 2.0 * (x * v.y() - y * v.x());
+  return Eigen::Vector3d(v.x() + w * tx + (y * tz - z * ty),
+                         v.y() + w * ty + (z * tx - x * tz),
+                         v.z() + w * tz + (x * ty - y * tx));
+}
+
 // A similarity transform: rotation, then uniform scale, then translation.
 // Uniform scale keeps composed transforms free of shear, so every global
 // joint frame has a well-defined rotation (non-uniform scale is rejected at
@@ -26,21 +40,7 @@ struct Transform {
 
   // Maps a point of this frame into the parent frame.
   Eigen::Vector3d operator*(const Eigen::Vector3d& point) const {
-    return translation + scale * Rotate(rotation, point);
-  }
-
-  // v turned by the unit quaternion q: v + 2w (u x v) + 2 u x (u x v) with
-  // u = q.vec(). Eigen's operator* computes the same but is not inlined
-  // here, and forward kinematics does little else.
-  static Eigen::Vector3d Rotate(const Eigen::Quaterniond& q,
-                                const Eigen::Vector3d& v) {
-    const double x = q.x(), y = q.y(), z = q.z(), w = q.w();
-    const double tx = 2.0 * (y * v.z() - z * v.y());
-    const double ty = 2.0 * (z * v.x() - x * v.z());
-    const double tz = 2.0 * (x * v.y() - y * v.x());
-    return Eigen::Vector3d(v.x() + w * tx + (y * tz - z * ty),
-                           v.y() + w * ty + (z * tx - x * tz),
-                           v.z() + w * tz + (x * ty - y * tx));
+    return translation + scale * RotateVector(rotation, point);
   }
 
   // Composition: (this * child) maps child-frame points into this transform's
