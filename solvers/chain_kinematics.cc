@@ -85,7 +85,7 @@ void ChainKinematics::Jacobian(JacobianMatrix<Rows>* jacobian) const {
     const Eigen::Vector3d lever = tip - g.translation;
     switch (joint.type) {
       case JointType::kHinge:
-        column(dof_start_[k], g.rotation * joint.axis, lever);
+        column(dof_start_[k], RotateVector(g.rotation, joint.axis), lever);
         break;
       case JointType::kBall:
         // Three model-space axes through the joint.
@@ -120,7 +120,7 @@ void ChainKinematics::Apply(const DofVector& delta) {
         // so the local rotation gains exp(G^-1 w) on the right.
         const Eigen::Vector3d w = delta.segment<3>(s);
         const Eigen::Vector3d local_w =
-            ws_.chain_globals[k].rotation.conjugate() * w;
+            RotateVector(ws_.chain_globals[k].rotation.conjugate(), w);
         Eigen::Quaterniond& local = pose_.local[j].rotation;
         local = ConstrainRotation(joint, local * FromRotationVector(local_w))
                     .normalized();

@@ -84,7 +84,7 @@ Eigen::Quaterniond TurnTowards(const Joint& joint,
     case JointType::kBall:
       return SmallestRotation(to_from, to_to);
     case JointType::kHinge: {
-      const Eigen::Vector3d axis = joint_global.rotation * joint.axis;
+      const Eigen::Vector3d axis = RotateVector(joint_global.rotation, joint.axis);
       const Eigen::Vector3d a = to_from - to_from.dot(axis) * axis;
       const Eigen::Vector3d b = to_to - to_to.dot(axis) * axis;
       if (a.squaredNorm() < 1e-24 || b.squaredNorm() < 1e-24) {

@@ -302,7 +302,7 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
     inv_normal_norm = 1.0 / normal_norm;
     bend_axis = normal * inv_normal_norm;
   } else if (mid.type == JointType::kHinge) {
-    bend_axis = g[1].rotation * mid.axis;
+    bend_axis = RotateVector(g[1].rotation, mid.axis);
   } else if (mid.type == JointType::kBall) {
     // Straight (or zero-length) chain: bend towards the pole if there is
     // one (the mid joint then moves to the side line x axis = pole side):
@@ -344,7 +344,8 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
         ChooseFreeTurn(geo, distance_sq, &cos_turn, &sin_turn);
         const Vector3d local_axis = mid.type == JointType::kHinge
                                         ? mid.axis
-                                        : g[1].rotation.conjugate() * bend_axis;
+                                        : RotateVector(g[1].rotation.conjugate(),
+                                                       bend_axis);
         local = local * FromCosSin(local_axis, cos_turn, sin_turn);
         if (mid.IsLimited()) {
           local = ConstrainRotation(mid, local);
