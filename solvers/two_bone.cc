@@ -17,19 +17,16 @@ constexpr double kTinySq = kTiny * kTiny;
 // direction: they are brought nearer first, so no square overflows.
 constexpr double kFarSq = 1e100;
 
-// Component of v perpendicular to the unit vector u.
-inline Vector3d Perp(const Vector3d& v, const Vector3d& u) {
-  return v - v.dot(u) * u;
-}
-
 // The offset `to - from` of two finite points, and its squared norm. When
 // it is farther than kFarSq it is replaced by an offset in the same
-// direction `far` long (computed without overflow).
+// direction, 1e20 chain lengths long (computed without overflow);
+// `scale_sq` bounds the chain's squared length.
 inline Vector3d NearOffset(const Vector3d& to, const Vector3d& from,
-                           double far, double* norm_sq) {
+                           double scale_sq, double* norm_sq) {
   Vector3d offset = to - from;
   *norm_sq = offset.squaredNorm();
   if (*norm_sq <= kFarSq) return offset;
+  const double far = 1e20 * std::max(std::sqrt(scale_sq), 1.0);
   const double s =
       1.0 / std::max(to.cwiseAbs().maxCoeff(), from.cwiseAbs().maxCoeff());
   offset = to * s - from * s;
@@ -212,14 +209,13 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const double ab0_sq = (g[1].translation - a).squaredNorm();
   const double me0_sq = (g[2].translation - g[1].translation).squaredNorm();
   const double scale_sq = std::max(2.0 * (ab0_sq + me0_sq), kTinySq);
-  const double far = 1e20 * std::max(std::sqrt(scale_sq), 1.0);  // Rare use.
 
   double d_sq;
-  const Vector3d to_target = NearOffset(goal.target, a, far, &d_sq);
+  const Vector3d to_target = NearOffset(goal.target, a, scale_sq, &d_sq);
   const bool has_target_dir = d_sq > kTinySq;
   double pole_sq = 0.0;
   const Vector3d pole_offset =
-      goal.pole ? NearOffset(*goal.pole, a, far, &pole_sq) : Vector3d::Zero();
+      goal.pole ? NearOffset(*goal.pole, a, scale_sq, &pole_sq) : Vector3d::Zero();
 
   // Distance the chain should span, squared. Soft IK (after Harris, "Soft
   // IK"): past (1 - soft) of the length the reach eases exponentially
