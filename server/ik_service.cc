@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/batch_wire.h"
 #include "server/convert.h"
 #include "server/solve_call.h"
 #include "server/solve_stream.h"
@@ -30,16 +31,38 @@ const grpc::Status kDeadlineBeforeSolve(
     grpc::StatusCode::DEADLINE_EXCEEDED,
     "the deadline passed before a solver thread was free");
 
+}  // namespace
+
 // A SolveBatch call in flight: its items are split into chunks, one pool
-// task each; the last chunk to finish finishes the call.
+// task each. A chunk's worker parses, solves and serializes its own items
+// into its own output; the last chunk to finish joins the outputs into the
+// response and finishes the call.
 struct BatchCall {
   IkService::UnaryCall unary;
   grpc::CallbackServerContext* context;
-  const v1::SolveBatchRequest* request;
-  v1::SolveBatchResponse* response;
+  grpc::Slice request;  // The request's bytes, contiguous; `items` view it.
+  std::vector<absl::string_view> items;
+  std::vector<std::string> outputs;  // Serialized response items per chunk.
+  grpc::ByteBuffer* response;
   std::atomic<int> remaining{0};
   std::atomic<bool> expired{false};
 };
+
+namespace {
+
+// Hands the chunks' outputs to gRPC without copying them.
+grpc::ByteBuffer JoinOutputs(std::vector<std::string>& outputs) {
+  std::vector<grpc::Slice> slices;
+  slices.reserve(outputs.size());
+  for (std::string& output : outputs) {
+    if (output.empty()) continue;
+    auto* owned = new std::string(std::move(output));
+    slices.emplace_back(
+        owned->data(), owned->size(),
+        [](void* p) { delete static_cast<std::string*>(p); }, owned);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
 
 }  // namespace
 
@@ -48,7 +71,6 @@ IkService::IkService(Registry* registry, SolverPool* pool, Metrics* metrics,
     : registry_(registry), pool_(pool), metrics_(metrics), options_(options) {
   metrics_->SetSkeletons(registry_->size());
   SetMessageAllocatorFor_Solve(&solve_allocator_);
-  SetMessageAllocatorFor_SolveBatch(&batch_allocator_);
 }
 
 IkService::UnaryCall IkService::BeginUnary(grpc::CallbackServerContext* context,
@@ -186,10 +208,20 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
 }
 
 grpc::ServerUnaryReactor* IkService::SolveBatch(
-    grpc::CallbackServerContext* context, const v1::SolveBatchRequest* request,
-    v1::SolveBatchResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   const UnaryCall call = BeginUnary(context, Rpc::kSolveBatch);
-  const int n = request->items_size();
+  auto batch = std::make_shared<BatchCall>();
+  if (!request->DumpToSingleSlice(&batch->request).ok()) {
+    return Finish(call, grpc::Status(grpc::StatusCode::INTERNAL,
+                                     "could not read the request's bytes"));
+  }
+  const absl::Status split = SplitBatchItems(
+      absl::string_view(reinterpret_cast<const char*>(batch->request.begin()),
+                        batch->request.size()),
+      &batch->items);
+  if (!split.ok()) return Finish(call, ToGrpcStatus(split));
+  const int n = static_cast<int>(batch->items.size());
   if (n == 0 || n > options_.max_batch) {
     return Finish(
         call,
@@ -197,17 +229,12 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
                      absl::StrCat("items: has ", n, " entries; allowed 1 to ",
                                   options_.max_batch, " (--max_batch)")));
   }
-  // Every item's response exists before any worker runs, so workers write
-  // disjoint messages and never touch the repeated field itself.
-  response->mutable_items()->Reserve(n);
-  for (int i = 0; i < n; ++i) response->add_items();
 
   const int chunks = std::min(n, 2 * pool_->threads());
-  auto batch = std::make_shared<BatchCall>();
   batch->unary = call;
   batch->context = context;
-  batch->request = request;
   batch->response = response;
+  batch->outputs.resize(chunks);
   batch->remaining = chunks;
 
   std::vector<SolverPool::Task> tasks;
@@ -216,46 +243,64 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
     const int begin = static_cast<int>(static_cast<int64_t>(n) * c / chunks);
     const int end =
         static_cast<int>(static_cast<int64_t>(n) * (c + 1) / chunks);
-    tasks.push_back([this, batch, begin, end](SolveScratch& scratch) {
+    tasks.push_back([this, batch, c, begin, end](SolveScratch& scratch) {
       if (batch->context->IsCancelled() || DeadlinePassed(batch->context)) {
         batch->expired = true;
       } else {
-        std::shared_ptr<const RegisteredSkeleton> skeleton;
-        for (int i = begin; i < end; ++i) {
-          const v1::SolveRequest& item = batch->request->items(i);
-          v1::SolveResponse* out = batch->response->mutable_items(i);
-          if (skeleton == nullptr || skeleton->id != item.skeleton_id()) {
-            skeleton = registry_->Find(item.skeleton_id());
-          }
-          absl::Status status =
-              skeleton == nullptr
-                  ? UnknownSkeleton(item.skeleton_id())
-                  : SolveOne(*skeleton, item, /*warm_start=*/nullptr,
-                             options_.solve_limits, metrics_, scratch, out);
-          if (!status.ok()) {
-            out->Clear();
-            out->set_sequence(item.sequence());
-            ToProto(status, out->mutable_error());
-          }
-        }
+        SolveBatchItems(*batch, begin, end, scratch, &batch->outputs[c]);
       }
       if (batch->remaining.fetch_sub(1) == 1) {
         if (batch->expired) {
-          batch->response->Clear();
           Finish(batch->unary, batch->context->IsCancelled()
                                    ? grpc::Status::CANCELLED
                                    : kDeadlineBeforeSolve);
         } else {
+          grpc::ByteBuffer joined = JoinOutputs(batch->outputs);
+          batch->response->Swap(&joined);
           Finish(batch->unary, grpc::Status::OK);
         }
       }
     });
   }
   if (!pool_->TrySubmitAll(absl::MakeSpan(tasks))) {
-    response->Clear();
     return Finish(call, QueueFull(*pool_));
   }
   return call.reactor;
+}
+
+void IkService::SolveBatchItems(const BatchCall& batch, int begin, int end,
+                                SolveScratch& scratch, std::string* out) {
+  // The worker's request and response messages are reused item after item,
+  // so after the first call they allocate almost nothing.
+  v1::SolveRequest& item = scratch.request;
+  v1::SolveResponse& result = scratch.response;
+  out->reserve(out->size() + static_cast<size_t>(end - begin) * 512);
+  std::shared_ptr<const RegisteredSkeleton> skeleton;
+  for (int i = begin; i < end; ++i) {
+    const absl::string_view bytes = batch.items[i];
+    result.Clear();
+    absl::Status status;
+    if (!item.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      item.Clear();
+      status = absl::InvalidArgumentError(
+          absl::StrCat("items[", i, "]: not a valid SolveRequest"));
+    } else {
+      if (skeleton == nullptr || skeleton->id != item.skeleton_id()) {
+        skeleton = registry_->Find(item.skeleton_id());
+      }
+      status = skeleton == nullptr
+                   ? UnknownSkeleton(item.skeleton_id())
+                   : SolveOne(*skeleton, item, /*warm_start=*/nullptr,
+                              options_.solve_limits, metrics_, scratch,
+                              &result);
+    }
+    if (!status.ok()) {
+      result.Clear();
+      result.set_sequence(item.sequence());
+      ToProto(status, result.mutable_error());
+    }
+    AppendBatchItem(result, out);
+  }
 }
 
 grpc::ServerBidiReactor<v1::SolveRequest, v1::SolveResponse>*

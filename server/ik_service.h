@@ -18,6 +18,8 @@
 namespace reach {
 
 class SolveStreamReactor;
+struct BatchCall;
+struct SolveScratch;
 
 struct ServiceOptions {
   SolveLimits solve_limits;  // max_goals per request, max_iterations.
@@ -27,7 +29,11 @@ struct ServiceOptions {
   int max_page_size = 1000;  // ListSkeletons.
 };
 
-class IkService final : public v1::IkService::CallbackService {
+// SolveBatch is a raw method (bytes in, bytes out) so that the solver
+// workers parse and serialize its items in parallel; see batch_wire.h.
+class IkService final
+    : public v1::IkService::WithRawCallbackMethod_SolveBatch<
+          v1::IkService::CallbackService> {
  public:
   // Every pointer must outlive the service.
   IkService(Registry* registry, SolverPool* pool, Metrics* metrics,
@@ -58,10 +64,10 @@ class IkService final : public v1::IkService::CallbackService {
   grpc::ServerUnaryReactor* Solve(grpc::CallbackServerContext* context,
                                   const v1::SolveRequest* request,
                                   v1::SolveResponse* response) override;
-  grpc::ServerUnaryReactor* SolveBatch(
-      grpc::CallbackServerContext* context,
-      const v1::SolveBatchRequest* request,
-      v1::SolveBatchResponse* response) override;
+  // A serialized SolveBatchRequest in, a serialized SolveBatchResponse out.
+  grpc::ServerUnaryReactor* SolveBatch(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<v1::SolveRequest, v1::SolveResponse>* SolveStream(
       grpc::CallbackServerContext* context) override;
 
@@ -86,6 +92,10 @@ class IkService final : public v1::IkService::CallbackService {
   // Records the outcome in the metrics, then finishes the call.
   grpc::ServerUnaryReactor* Finish(const UnaryCall& call,
                                    const grpc::Status& status);
+  // Parses, solves and serializes items [begin, end) of `batch`, appending
+  // each response item to `out`. A bad item gets its own error.
+  void SolveBatchItems(const BatchCall& batch, int begin, int end,
+                       SolveScratch& scratch, std::string* out);
 
   Registry* const registry_;
   SolverPool* const pool_;
@@ -93,8 +103,6 @@ class IkService final : public v1::IkService::CallbackService {
   const ServiceOptions options_;
   RateLimitedLog error_log_{10, absl::Seconds(10)};
   ArenaMessageAllocator<v1::SolveRequest, v1::SolveResponse> solve_allocator_;
-  ArenaMessageAllocator<v1::SolveBatchRequest, v1::SolveBatchResponse>
-      batch_allocator_;
 
   mutable absl::Mutex streams_mu_;
   absl::flat_hash_set<SolveStreamReactor*> streams_

@@ -26,6 +26,9 @@ struct SolveScratch {
   Pose pose;  // The solution after a successful SolveOne.
   std::vector<Goal> goals;
   std::vector<GoalResult> results;
+  // SolveBatch items, parsed and answered one after another.
+  v1::SolveRequest request;
+  v1::SolveResponse response;
 };
 
 // Solves `request` against `skeleton` into `response` (which gets the

@@ -1,0 +1,32 @@
+// SolveBatch on the wire, item by item: the server takes a SolveBatch
+// request as bytes, finds each item's bytes without parsing the whole
+// message, and lets every solver worker parse, solve and serialize its own
+// items. The serial parse and serialize of the full ~640 KB of a
+// 1000-character call would otherwise run on one thread while the other
+// cores wait. The wire format is the same SolveBatchRequest/Response.
+#ifndef REACH_SERVER_BATCH_WIRE_H_
+#define REACH_SERVER_BATCH_WIRE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/message_lite.h"
+
+namespace reach {
+
+// The bytes of every `items` entry (field 1) of a serialized
+// SolveBatchRequest, in order; other fields are skipped as a parser would.
+// InvalidArgument names the byte offset when the message is malformed.
+absl::Status SplitBatchItems(absl::string_view request,
+                             std::vector<absl::string_view>* items);
+
+// Appends `response` (a SolveResponse) serialized as an `items` entry of a
+// SolveBatchResponse: the concatenation of such entries is the message.
+void AppendBatchItem(const google::protobuf::MessageLite& response,
+                     std::string* out);
+
+}  // namespace reach
+
+#endif  // REACH_SERVER_BATCH_WIRE_H_
