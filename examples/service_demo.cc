@@ -138,11 +138,14 @@ int Main() {
   v1::SolveResponse solved;
   status = stub->Solve(Deadline().get(), request, &solved);
   if (!status.ok()) return Fail("Solve", status);
-  std::printf("Solve: 4 goals, %d joints changed\n", solved.joints_size());
+  std::printf("Solve: 4 goals, %d joints rotated\n",
+              solved.rotated_joints_size());
   PrintResults(request, solved);
   Pose pose = RestPose(skeleton);
-  for (const v1::JointPose& j : solved.joints()) {
-    pose.local[j.joint()].rotation = FromProto(j.rotation());
+  for (int i = 0; i < solved.rotated_joints_size(); ++i) {
+    const double* q = solved.rotations().data() + 4 * i;
+    pose.local[solved.rotated_joints(i)].rotation =
+        Eigen::Quaterniond(q[0], q[1], q[2], q[3]);
   }
   std::vector<Transform> globals(skeleton.num_joints());
   ComputeGlobals(skeleton, pose, absl::MakeSpan(globals));

@@ -243,13 +243,18 @@ void ToProto(const Pose& start, const Pose& solved,
   for (int i = 0; i < n; ++i) {
     const Transform& before = start.local[i];
     const Transform& after = solved.local[i];
-    const bool rotated = before.rotation.coeffs() != after.rotation.coeffs();
-    const bool moved = before.translation != after.translation;
-    if (!rotated && !moved) continue;
-    v1::JointPose* joint = response->add_joints();
-    joint->set_joint(static_cast<uint32_t>(i));
-    ToProto(after.rotation, joint->mutable_rotation());
-    if (moved) ToProto(after.translation, joint->mutable_translation());
+    if (before.rotation.coeffs() != after.rotation.coeffs()) {
+      response->add_rotated_joints(static_cast<uint32_t>(i));
+      const Eigen::Quaterniond& q = after.rotation;
+      for (double v : {q.w(), q.x(), q.y(), q.z()}) {
+        response->add_rotations(v);
+      }
+    }
+    if (before.translation != after.translation) {
+      response->add_translated_joints(static_cast<uint32_t>(i));
+      const Eigen::Vector3d& t = after.translation;
+      for (double v : {t.x(), t.y(), t.z()}) response->add_translations(v);
+    }
   }
   for (const GoalResult& r : results) {
     v1::GoalResult* out = response->add_results();
@@ -281,18 +286,37 @@ void ToProto(const Pose& pose, v1::Pose* out) {
 }
 
 absl::Status ApplyResponse(const v1::SolveResponse& response, Pose* pose) {
-  for (int i = 0; i < response.joints_size(); ++i) {
-    const v1::JointPose& joint = response.joints(i);
-    if (joint.joint() >= pose->local.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "joints[", i, "].joint: ", joint.joint(), " is not below ",
-          pose->local.size()));
-    }
-    Transform& local = pose->local[joint.joint()];
-    local.rotation = FromProto(joint.rotation());
-    if (joint.has_translation()) {
-      local.translation = FromProto(joint.translation());
-    }
+  const int rotated = response.rotated_joints_size();
+  if (response.rotations_size() != 4 * rotated) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rotations: has ", response.rotations_size(), " numbers; expected 4 "
+        "per rotated joint (", 4 * rotated, ")"));
+  }
+  const int translated = response.translated_joints_size();
+  if (response.translations_size() != 3 * translated) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "translations: has ", response.translations_size(), " numbers; "
+        "expected 3 per translated joint (", 3 * translated, ")"));
+  }
+  const auto check = [&](const char* field, int i,
+                         uint32_t joint) -> absl::Status {
+    if (joint < pose->local.size()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, "[", i, "]: ", joint, " is not below ", pose->local.size()));
+  };
+  for (int i = 0; i < rotated; ++i) {
+    const uint32_t joint = response.rotated_joints(i);
+    absl::Status status = check("rotated_joints", i, joint);
+    if (!status.ok()) return status;
+    const double* q = response.rotations().data() + 4 * i;
+    pose->local[joint].rotation = Eigen::Quaterniond(q[0], q[1], q[2], q[3]);
+  }
+  for (int i = 0; i < translated; ++i) {
+    const uint32_t joint = response.translated_joints(i);
+    absl::Status status = check("translated_joints", i, joint);
+    if (!status.ok()) return status;
+    const double* t = response.translations().data() + 3 * i;
+    pose->local[joint].translation = Eigen::Vector3d(t[0], t[1], t[2]);
   }
   return absl::OkStatus();
 }

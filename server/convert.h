@@ -59,8 +59,9 @@ void ToProto(absl::Span<const Transform> globals, v1::SolveResponse* response);
 // scales are not carried (the server takes them from the rest pose).
 void ToProto(const Pose& pose, v1::Pose* out);
 
-// Applies a response's joints to `pose` (the request's start pose). A joint
-// index outside the pose is InvalidArgument naming "joints[i].joint".
+// Applies a response's rotated and translated joints to `pose` (the
+// request's start pose). Array lengths that do not match, or a joint index
+// outside the pose, are InvalidArgument naming the field and index.
 absl::Status ApplyResponse(const v1::SolveResponse& response, Pose* pose);
 
 void ToProto(const Eigen::Vector3d& v, v1::Vec3* out);

@@ -68,12 +68,15 @@ int RunSolve(const Globals& globals, const SolveFlags& flags) {
               flags.chain.c_str(), result.reached() ? "reached" : "NOT reached",
               result.position_error(), result.orientation_error_rad(),
               result.iterations());
-  for (const v1::JointPose& joint : response->joints()) {
-    const v1::Quat& q = joint.rotation();
+  for (int i = 0; i < response->rotated_joints_size() &&
+                  4 * i + 3 < response->rotations_size();
+       ++i) {
+    const uint32_t joint = response->rotated_joints(i);
+    const double* q = response->rotations().data() + 4 * i;
     std::printf("  %-24s rotation (w,x,y,z) %.6f %.6f %.6f %.6f",
-                name(joint.joint()).c_str(), q.w(), q.x(), q.y(), q.z());
-    if (static_cast<int>(joint.joint()) < response->globals_size()) {
-      const v1::Vec3& p = response->globals(joint.joint()).translation();
+                name(joint).c_str(), q[0], q[1], q[2], q[3]);
+    if (static_cast<int>(joint) < response->globals_size()) {
+      const v1::Vec3& p = response->globals(joint).translation();
       std::printf("  at %.4f,%.4f,%.4f", p.x(), p.y(), p.z());
     }
     std::printf("\n");

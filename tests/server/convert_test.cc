@@ -72,12 +72,51 @@ TEST(ConvertTest, ResponseListsOnlyChangedJoints) {
   solved.local[3].translation = Eigen::Vector3d(0, -0.5, 0);
   v1::SolveResponse response;
   ToProto(start, solved, {}, &response);
-  ASSERT_EQ(response.joints_size(), 2);
-  EXPECT_EQ(response.joints(0).joint(), 2u);
-  EXPECT_FALSE(response.joints(0).has_translation());
-  EXPECT_EQ(response.joints(1).joint(), 3u);
-  EXPECT_TRUE(response.joints(1).has_translation());
-  EXPECT_EQ(response.joints(1).translation().y(), -0.5);
+  ASSERT_EQ(response.rotated_joints_size(), 1);
+  EXPECT_EQ(response.rotated_joints(0), 2u);
+  ASSERT_EQ(response.rotations_size(), 4);
+  const Eigen::Quaterniond& q = solved.local[2].rotation;
+  EXPECT_EQ(response.rotations(0), q.w());
+  EXPECT_EQ(response.rotations(1), q.x());
+  EXPECT_EQ(response.rotations(2), q.y());
+  EXPECT_EQ(response.rotations(3), q.z());
+  ASSERT_EQ(response.translated_joints_size(), 1);
+  EXPECT_EQ(response.translated_joints(0), 3u);
+  ASSERT_EQ(response.translations_size(), 3);
+  EXPECT_EQ(response.translations(1), -0.5);
+
+  // Applied to the start pose, the response gives back the solved pose.
+  Pose applied = start;
+  ASSERT_TRUE(ApplyResponse(response, &applied).ok());
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(applied.local[i].rotation.coeffs(),
+              solved.local[i].rotation.coeffs()) << i;
+    EXPECT_EQ(applied.local[i].translation, solved.local[i].translation) << i;
+  }
+}
+
+TEST(ConvertTest, ApplyResponseRejectsMismatchedArrays) {
+  Pose pose;
+  pose.local.resize(4);
+  v1::SolveResponse response;
+  response.add_rotated_joints(1);
+  for (int i = 0; i < 3; ++i) response.add_rotations(0.5);
+  EXPECT_THAT(ApplyResponse(response, &pose).message(),
+              HasSubstr("rotations: has 3 numbers"));
+  response.add_rotations(0.5);
+  response.add_translated_joints(2);
+  EXPECT_THAT(ApplyResponse(response, &pose).message(),
+              HasSubstr("translations: has 0 numbers"));
+  for (int i = 0; i < 3; ++i) response.add_translations(0.0);
+  response.set_rotated_joints(0, 4);
+  EXPECT_THAT(ApplyResponse(response, &pose).message(),
+              HasSubstr("rotated_joints[0]: 4 is not below 4"));
+  response.set_rotated_joints(0, 1);
+  response.set_translated_joints(0, 9);
+  EXPECT_THAT(ApplyResponse(response, &pose).message(),
+              HasSubstr("translated_joints[0]: 9 is not below 4"));
+  response.set_translated_joints(0, 2);
+  EXPECT_TRUE(ApplyResponse(response, &pose).ok());
 }
 
 TEST(ConvertTest, StatusCodesCarryOver) {

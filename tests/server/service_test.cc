@@ -186,7 +186,7 @@ TEST_F(ServiceTest, SolveLandsOnTheTargetByIndependentForwardKinematics) {
   ASSERT_EQ(response.results_size(), 1);
   EXPECT_TRUE(response.results(0).reached());
   EXPECT_EQ(response.results(0).solver(), v1::SOLVER_TWO_BONE);
-  EXPECT_FALSE(response.joints().empty());
+  EXPECT_FALSE(response.rotated_joints().empty());
 
   const Pose solved = testing::ApplyResponse(RestPose(leg_), response);
   const Eigen::Vector3d tip = testing::PositionOf(leg_, solved, 2);
