@@ -27,9 +27,11 @@
 #include "absl/time/clock.h"
 #include "echo.grpc.pb.h"
 #include "server/arena_allocator.h"
+#include "server/batch_wire.h"
 #include "server/convert.h"
 #include "server/memory.h"
 #include "server/registry.h"
+#include "server/skeleton_store.h"
 #include "server/solve_call.h"
 #include "tests/testing/models.h"
 #include "tests/testing/service.h"
@@ -40,6 +42,8 @@ ABSL_FLAG(std::string, streams, "1,4", "Concurrent stream counts to run");
 ABSL_FLAG(int, batch_calls, 60, "Timed SolveBatch calls");
 ABSL_FLAG(int, batch_characters, 1000, "Characters per SolveBatch call");
 ABSL_FLAG(int, solver_threads, 0, "Server solver threads; 0: hardware");
+ABSL_FLAG(int, phase_reps, 50,
+          "Repetitions of each SolveBatch phase timed alone on one thread");
 
 namespace reach {
 namespace {
@@ -53,48 +57,42 @@ double MeanMicros(int reps, Fn&& fn) {
 }
 
 // The SolveBatch call's phases, each alone on one thread and without gRPC:
-// what the serial parts (client serialize, server parse, server serialize,
-// client parse) cost beside the solving that the pool spreads over cores.
+// the client's serialize and parse run once per call; the server's work
+// (split the request into items, then per item parse, solve, serialize: what
+// the solver workers share) is spread over the pool.
 void PrintBatchPhases(const v1::SolveBatchRequest& batch,
-                      const Skeleton& humanoid, const std::string& id) {
-  constexpr int kReps = 50;
+                      const SkeletonDef& humanoid, const std::string& id) {
+  const int kReps = absl::GetFlag(FLAGS_phase_reps);
   std::string request_wire;
   const double serialize_request =
       MeanMicros(kReps, [&] { batch.SerializeToString(&request_wire); });
-  const double parse_request = MeanMicros(kReps, [&] {
-    google::protobuf::Arena arena(BatchArenaOptions());
-    auto* parsed =
-        google::protobuf::Arena::CreateMessage<v1::SolveBatchRequest>(&arena);
-    parsed->ParseFromString(request_wire);
-  });
-  RegisteredSkeleton registered;
-  registered.id = id;
-  registered.skeleton = humanoid;
+
+  auto registry = Registry::Create(NewMemoryStore(), SkeletonLimits{});
+  if (!registry.ok()) std::abort();
+  const std::string registered =
+      (*registry)->Register(testing::ToWire(humanoid, "humanoid"))->id;
+  if (registered != id) std::abort();
   SolveScratch scratch;
-  v1::SolveBatchResponse response;
-  const double solve = MeanMicros(kReps, [&] {
-    response.Clear();
-    for (const v1::SolveRequest& item : batch.items()) {
-      const absl::Status status =
-          SolveOne(registered, item, /*warm_start=*/nullptr, SolveLimits{},
-                   /*metrics=*/nullptr, scratch, response.add_items());
-      if (!status.ok()) std::abort();
-    }
-  });
+  std::vector<absl::string_view> items;
   std::string response_wire;
-  const double serialize_response =
-      MeanMicros(kReps, [&] { response.SerializeToString(&response_wire); });
+  const double server = MeanMicros(kReps, [&] {
+    if (!SplitBatchItems(request_wire, &items).ok()) std::abort();
+    response_wire.clear();
+    SolveBatchItems(items, 0, static_cast<int>(items.size()), **registry,
+                    SolveLimits{}, /*metrics=*/nullptr, scratch,
+                    &response_wire);
+  });
   const double parse_response = MeanMicros(kReps, [&] {
     google::protobuf::Arena arena(BatchArenaOptions());
     auto* parsed =
         google::protobuf::Arena::CreateMessage<v1::SolveBatchResponse>(&arena);
-    parsed->ParseFromString(response_wire);
+    if (!parsed->ParseFromString(response_wire)) std::abort();
   });
   std::printf(
-      "phases on one thread, no gRPC (mean of %d): client serialize %.0f us, "
-      "server parse %.0f us, solve+convert %.0f us, server serialize %.0f "
-      "us, client parse %.0f us (response %zu bytes)\n",
-      kReps, serialize_request, parse_request, solve, serialize_response,
+      "phases on one thread, no gRPC (mean of %d): client serialize %.0f us; "
+      "server split, parse, solve, serialize %.0f us (%.2f us per "
+      "character); client parse %.0f us (response %zu bytes)\n",
+      kReps, serialize_request, server, server / batch.items_size(),
       parse_response, response_wire.size());
 }
 
@@ -427,7 +425,7 @@ int Main() {
   std::printf("echo of the same sizes (unary): p50 %.2f ms, p99 %.2f ms\n",
               echo_ms[calls / 2],
               echo_ms[std::min(calls - 1, calls * 99 / 100)]);
-  PrintBatchPhases(batch, humanoid, humanoid_id);
+  PrintBatchPhases(batch, humanoid_def, humanoid_id);
   echo_server->Shutdown();
   return 0;
 }

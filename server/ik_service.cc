@@ -247,7 +247,9 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
       if (batch->context->IsCancelled() || DeadlinePassed(batch->context)) {
         batch->expired = true;
       } else {
-        SolveBatchItems(*batch, begin, end, scratch, &batch->outputs[c]);
+        SolveBatchItems(batch->items, begin, end, *registry_,
+                        options_.solve_limits, metrics_, scratch,
+                        &batch->outputs[c]);
       }
       if (batch->remaining.fetch_sub(1) == 1) {
         if (batch->expired) {
@@ -266,41 +268,6 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
     return Finish(call, QueueFull(*pool_));
   }
   return call.reactor;
-}
-
-void IkService::SolveBatchItems(const BatchCall& batch, int begin, int end,
-                                SolveScratch& scratch, std::string* out) {
-  // The worker's request and response messages are reused item after item,
-  // so after the first call they allocate almost nothing.
-  v1::SolveRequest& item = scratch.request;
-  v1::SolveResponse& result = scratch.response;
-  out->reserve(out->size() + static_cast<size_t>(end - begin) * 512);
-  std::shared_ptr<const RegisteredSkeleton> skeleton;
-  for (int i = begin; i < end; ++i) {
-    const absl::string_view bytes = batch.items[i];
-    result.Clear();
-    absl::Status status;
-    if (!item.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      item.Clear();
-      status = absl::InvalidArgumentError(
-          absl::StrCat("items[", i, "]: not a valid SolveRequest"));
-    } else {
-      if (skeleton == nullptr || skeleton->id != item.skeleton_id()) {
-        skeleton = registry_->Find(item.skeleton_id());
-      }
-      status = skeleton == nullptr
-                   ? UnknownSkeleton(item.skeleton_id())
-                   : SolveOne(*skeleton, item, /*warm_start=*/nullptr,
-                              options_.solve_limits, metrics_, scratch,
-                              &result);
-    }
-    if (!status.ok()) {
-      result.Clear();
-      result.set_sequence(item.sequence());
-      ToProto(status, result.mutable_error());
-    }
-    AppendBatchItem(result, out);
-  }
 }
 
 grpc::ServerBidiReactor<v1::SolveRequest, v1::SolveResponse>*

@@ -18,8 +18,7 @@
 namespace reach {
 
 class SolveStreamReactor;
-struct BatchCall;
-struct SolveScratch;
+
 
 struct ServiceOptions {
   SolveLimits solve_limits;  // max_goals per request, max_iterations.
@@ -92,10 +91,6 @@ class IkService final
   // Records the outcome in the metrics, then finishes the call.
   grpc::ServerUnaryReactor* Finish(const UnaryCall& call,
                                    const grpc::Status& status);
-  // Parses, solves and serializes items [begin, end) of `batch`, appending
-  // each response item to `out`. A bad item gets its own error.
-  void SolveBatchItems(const BatchCall& batch, int begin, int end,
-                       SolveScratch& scratch, std::string* out);
 
   Registry* const registry_;
   SolverPool* const pool_;

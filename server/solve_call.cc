@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/batch_wire.h"
 #include "server/convert.h"
 #include "server/metrics.h"
 #include "server/registry.h"
@@ -66,6 +67,40 @@ absl::Status SolveOne(const RegisteredSkeleton& registered,
             response);
   }
   return absl::OkStatus();
+}
+
+void SolveBatchItems(absl::Span<const absl::string_view> items, int begin,
+                     int end, const Registry& registry,
+                     const SolveLimits& limits, Metrics* metrics,
+                     SolveScratch& scratch, std::string* out) {
+  v1::SolveRequest& item = scratch.request;
+  v1::SolveResponse& result = scratch.response;
+  out->reserve(out->size() + static_cast<size_t>(end - begin) * 512);
+  std::shared_ptr<const RegisteredSkeleton> skeleton;
+  for (int i = begin; i < end; ++i) {
+    const absl::string_view bytes = items[i];
+    result.Clear();
+    absl::Status status;
+    if (!item.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      item.Clear();
+      status = absl::InvalidArgumentError(
+          absl::StrCat("items[", i, "]: not a valid SolveRequest"));
+    } else {
+      if (skeleton == nullptr || skeleton->id != item.skeleton_id()) {
+        skeleton = registry.Find(item.skeleton_id());
+      }
+      status = skeleton == nullptr
+                   ? UnknownSkeleton(item.skeleton_id())
+                   : SolveOne(*skeleton, item, /*warm_start=*/nullptr, limits,
+                              metrics, scratch, &result);
+    }
+    if (!status.ok()) {
+      result.Clear();
+      result.set_sequence(item.sequence());
+      ToProto(status, result.mutable_error());
+    }
+    AppendBatchItem(result, out);
+  }
 }
 
 }  // namespace reach

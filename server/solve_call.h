@@ -4,9 +4,12 @@
 #ifndef REACH_SERVER_SOLVE_CALL_H_
 #define REACH_SERVER_SOLVE_CALL_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "reach/v1/solve.pb.h"
 #include "solvers/chain_solver.h"
 #include "solvers/goal.h"
@@ -16,6 +19,7 @@
 namespace reach {
 
 class Metrics;
+class Registry;
 struct RegisteredSkeleton;
 
 // A worker's reusable buffers: after the first solves on a skeleton, a
@@ -39,6 +43,17 @@ absl::Status SolveOne(const RegisteredSkeleton& skeleton,
                       const v1::SolveRequest& request, const Pose* warm_start,
                       const SolveLimits& limits, Metrics* metrics,
                       SolveScratch& scratch, v1::SolveResponse* response);
+
+// SolveBatch's work on one worker: parses items [begin, end) of a
+// SolveBatchRequest's `items` (as SplitBatchItems gives them), solves each
+// against its skeleton in `registry`, and appends each SolveResponse, framed
+// as a SolveBatchResponse item, to `out`. A bad item (unparseable, unknown
+// skeleton, invalid goal) gets its own error. The scratch's request and
+// response messages are reused item after item.
+void SolveBatchItems(absl::Span<const absl::string_view> items, int begin,
+                     int end, const Registry& registry,
+                     const SolveLimits& limits, Metrics* metrics,
+                     SolveScratch& scratch, std::string* out);
 
 }  // namespace reach
 
