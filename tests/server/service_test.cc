@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "server/convert.h"
 #include "tests/testing/models.h"
@@ -385,6 +386,68 @@ TEST_F(ServiceTest, BatchSolvesEveryItemAndReportsBadItemsInBand) {
     EXPECT_LT((testing::PositionOf(leg_, solved, 2) - targets[i]).norm(), 1e-6)
         << "item " << i;
   }
+}
+
+// SolveBatch's bytes as a client could send them: each item is parsed by
+// the worker that solves it, so an unparseable item is answered in band
+// and a malformed request as a whole is INVALID_ARGUMENT.
+grpc::Status RawSolveBatch(TestServer& server, const std::string& bytes,
+                           v1::SolveBatchResponse* response) {
+  grpc::GenericStub stub(server.channel);
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), reply;
+  grpc::Status result;
+  absl::Notification done;
+  auto context = Context();
+  stub.UnaryCall(context.get(), "/reach.v1.IkService/SolveBatch",
+                 grpc::StubOptions(), &request, &reply,
+                 [&](grpc::Status status) {
+                   result = std::move(status);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (result.ok()) {
+    grpc::Slice joined;
+    EXPECT_TRUE(reply.DumpToSingleSlice(&joined).ok());
+    EXPECT_TRUE(response->ParseFromArray(joined.begin(),
+                                         static_cast<int>(joined.size())));
+  }
+  return result;
+}
+
+TEST_F(ServiceTest, BatchAnswersAnUnparseableItemInBand) {
+  v1::SolveBatchRequest batch;
+  for (int i = 0; i < 3; ++i) {
+    *batch.add_items() = LegRequest(kHip + Eigen::Vector3d(0.1, -0.6, 0.1));
+    batch.mutable_items(i)->set_sequence(i);
+  }
+  // Item 1 replaced by bytes that frame correctly but do not parse.
+  std::string bytes;
+  for (int i = 0; i < 3; ++i) {
+    const std::string item = i == 1 ? std::string("\x0a\x7f", 2)
+                                     : batch.items(i).SerializeAsString();
+    bytes += '\x0a';
+    bytes += static_cast<char>(item.size());  // All below 128 bytes.
+    bytes += item;
+  }
+  v1::SolveBatchResponse response;
+  ASSERT_TRUE(RawSolveBatch(server_, bytes, &response).ok());
+  ASSERT_EQ(response.items_size(), 3);
+  EXPECT_EQ(response.items(1).error().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(response.items(1).error().message(),
+              HasSubstr("items[1]: not a valid SolveRequest"));
+  for (int i : {0, 2}) {
+    EXPECT_FALSE(response.items(i).has_error()) << i;
+    EXPECT_EQ(response.items(i).sequence(), static_cast<uint64_t>(i));
+    EXPECT_TRUE(response.items(i).results(0).reached()) << i;
+  }
+
+  // Cut short: the request itself is malformed.
+  const grpc::Status status =
+      RawSolveBatch(server_, bytes.substr(0, bytes.size() - 4), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("malformed at byte"));
 }
 
 TEST(ServiceLimitsTest, MaxBatchIsEnforced) {
