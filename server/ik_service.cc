@@ -197,7 +197,8 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
     }
     const absl::Status status =
         SolveOne(*skeleton, *request, /*warm_start=*/nullptr,
-                 options_.solve_limits, metrics_, scratch, response);
+                 options_.solve_limits, scratch, response);
+    metrics_->Record(scratch.tally);
     if (!status.ok()) response->Clear();
     Finish(call, ToGrpcStatus(status));
   };

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -36,15 +37,6 @@ constexpr std::array<const char*, kNumGrpcCodes> kCodeNames = {
     "FailedPrecondition", "Aborted",      "OutOfRange",
     "Unimplemented", "Internal",          "Unavailable",
     "DataLoss",     "Unauthenticated"};
-
-// Exponential buckets: start, start*factor, ... (count of them).
-prometheus::Histogram::BucketBoundaries Exponential(double start, double factor,
-                                                    int count) {
-  prometheus::Histogram::BucketBoundaries out;
-  double b = start;
-  for (int i = 0; i < count; ++i, b *= factor) out.push_back(b);
-  return out;
-}
 
 // process_cpu_seconds_total and process_resident_memory_bytes, read from
 // /proc/self at scrape time (prometheus-cpp 1.0 has no process collector).
@@ -127,7 +119,7 @@ Metrics::Metrics()
                          "server.")
                    .Register(*registry_);
   // 50 us .. ~6.5 s.
-  const auto latency_buckets = Exponential(50e-6, 2.0, 18);
+  const auto latency_buckets = ExponentialBuckets(50e-6, 2.0, 18);
   for (int r = 0; r < kNumRpcs; ++r) {
     const prometheus::Labels labels = {{"grpc_service", kService},
                                        {"grpc_method", kRpcInfo[r].method},
@@ -159,9 +151,8 @@ Metrics::Metrics()
                     .Help("Goals solved, by solver and outcome (reached or "
                           "unreached).")
                     .Register(*registry_);
-  // 250 ns .. ~4 s.
-  const auto solve_buckets = Exponential(250e-9, 2.0, 24);
-  const auto iteration_buckets = Exponential(1.0, 2.0, 18);
+  const auto& solve_buckets = SolveDurationBuckets();
+  const auto& iteration_buckets = IterationBuckets();
   for (int s = 0; s < kNumSolverLabels; ++s) {
     const std::string name =
         s == kMixedSolverLabel
@@ -179,12 +170,12 @@ Metrics::Metrics()
            .Help("Distance from each goal's tip to its target after the "
                  "solve, in model units.")
            .Register(*registry_)
-           .Add({}, Exponential(1e-9, 10.0, 12));
+           .Add({}, PositionErrorBuckets());
   queue_wait_ = &prometheus::BuildHistogram()
                      .Name("reach_queue_wait_seconds")
                      .Help("Time a task waited in the solver queue.")
                      .Register(*registry_)
-                     .Add({}, Exponential(1e-6, 2.0, 22));
+                     .Add({}, ExponentialBuckets(1e-6, 2.0, 22));
   queue_depth_ = &prometheus::BuildGauge()
                       .Name("reach_queue_depth")
                       .Help("Tasks waiting in the solver queue.")
@@ -235,16 +226,31 @@ void Metrics::MessageSent(Rpc rpc) {
   rpcs_[static_cast<int>(rpc)].sent->Increment();
 }
 
-void Metrics::SolveDone(int solver_label, absl::Duration elapsed) {
-  solvers_[solver_label].duration->Observe(absl::ToDoubleSeconds(elapsed));
+void Metrics::RecordInto(prometheus::Histogram* histogram,
+                         const SolveTally::Histogram& tally) {
+  if (tally.observations == 1) {
+    histogram->Observe(tally.single);
+  } else if (tally.observations > 1) {
+    histogram->ObserveMultiple(tally.counts, tally.sum);
+  }
 }
 
-void Metrics::GoalDone(SolverKind solver, bool reached, int iterations,
-                       double position_error) {
-  SolverChildren& c = solvers_[static_cast<int>(solver)];
-  (reached ? c.reached : c.unreached)->Increment();
-  c.iterations->Observe(iterations);
-  position_error_->Observe(position_error);
+void Metrics::Record(SolveTally& tally) {
+  for (int label = 0; label < kNumSolverLabels; ++label) {
+    SolveTally::PerSolver& s = tally.solvers_[label];
+    if (!s.touched) continue;
+    SolverChildren& c = solvers_[label];
+    RecordInto(c.duration, s.duration);
+    RecordInto(c.iterations, s.iterations);
+    if (s.reached > 0) c.reached->Increment(s.reached);
+    if (s.unreached > 0) c.unreached->Increment(s.unreached);
+    s.duration.Clear();
+    s.iterations.Clear();
+    s.reached = s.unreached = 0.0;
+    s.touched = false;
+  }
+  RecordInto(position_error_, tally.position_error_);
+  tally.position_error_.Clear();
 }
 
 void Metrics::FramesSkipped(int n) { frames_skipped_->Increment(n); }

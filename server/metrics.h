@@ -15,6 +15,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/solve_tally.h"
 #include "server/solver_pool.h"
 #include "solvers/goal.h"
 
@@ -32,10 +33,6 @@ enum class Rpc {
 };
 inline constexpr int kNumRpcs = 7;
 inline constexpr int kNumGrpcCodes = 17;  // OK .. UNAUTHENTICATED.
-// Solver label values: the solvers that run (AUTO is always resolved), plus
-// "mixed" for a request whose goals ran on different solvers.
-inline constexpr int kNumSolverLabels = kNumSolverKinds + 1;
-inline constexpr int kMixedSolverLabel = kNumSolverKinds;
 
 class Metrics : public SolverPool::Observer {
  public:
@@ -52,11 +49,9 @@ class Metrics : public SolverPool::Observer {
   void MessageReceived(Rpc rpc);
   void MessageSent(Rpc rpc);
 
-  // One reach::Solve call; `solver_label` is a SolverKind or
-  // kMixedSolverLabel.
-  void SolveDone(int solver_label, absl::Duration elapsed);
-  void GoalDone(SolverKind solver, bool reached, int iterations,
-                double position_error);
+  // Records everything `tally` added up (solve durations, iterations,
+  // outcomes and position errors), then clears it.
+  void Record(SolveTally& tally);
   void FramesSkipped(int n);
   void SetActiveStreams(int n);
   void SetSkeletons(int n);
@@ -81,6 +76,9 @@ class Metrics : public SolverPool::Observer {
     prometheus::Counter* reached;
     prometheus::Counter* unreached;
   };
+
+  static void RecordInto(prometheus::Histogram* histogram,
+                         const SolveTally::Histogram& tally);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> process_;

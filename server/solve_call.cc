@@ -11,8 +11,8 @@ namespace reach {
 
 absl::Status SolveOne(const RegisteredSkeleton& registered,
                       const v1::SolveRequest& request, const Pose* warm_start,
-                      const SolveLimits& limits, Metrics* metrics,
-                      SolveScratch& scratch, v1::SolveResponse* response) {
+                      const SolveLimits& limits, SolveScratch& scratch,
+                      v1::SolveResponse* response) {
   response->set_sequence(request.sequence());
   const Skeleton& skeleton = registered.skeleton;
   if (request.goals_size() == 0) {
@@ -51,14 +51,13 @@ absl::Status SolveOne(const RegisteredSkeleton& registered,
   const absl::Duration elapsed = absl::Now() - begin;
   if (!status.ok()) return status;
 
-  if (metrics != nullptr) {
-    int label = static_cast<int>(scratch.results[0].solver);
-    for (const GoalResult& r : scratch.results) {
-      metrics->GoalDone(r.solver, r.reached, r.iterations, r.position_error);
-      if (static_cast<int>(r.solver) != label) label = kMixedSolverLabel;
-    }
-    metrics->SolveDone(label, elapsed);
+  int label = static_cast<int>(scratch.results[0].solver);
+  for (const GoalResult& r : scratch.results) {
+    scratch.tally.GoalDone(r.solver, r.reached, r.iterations,
+                           r.position_error);
+    if (static_cast<int>(r.solver) != label) label = kMixedSolverLabel;
   }
+  scratch.tally.SolveDone(label, elapsed);
   ToProto(scratch.start, scratch.pose, scratch.results, response);
   if (request.return_globals()) {
     ComputeGlobals(skeleton, scratch.pose, absl::MakeSpan(scratch.ws.globals));
@@ -92,7 +91,7 @@ void SolveBatchItems(absl::Span<const absl::string_view> items, int begin,
       status = skeleton == nullptr
                    ? UnknownSkeleton(item.skeleton_id())
                    : SolveOne(*skeleton, item, /*warm_start=*/nullptr, limits,
-                              metrics, scratch, &result);
+                              scratch, &result);
     }
     if (!status.ok()) {
       result.Clear();
@@ -101,6 +100,7 @@ void SolveBatchItems(absl::Span<const absl::string_view> items, int begin,
     }
     AppendBatchItem(result, out);
   }
+  if (metrics != nullptr) metrics->Record(scratch.tally);
 }
 
 }  // namespace reach

@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "reach/v1/solve.pb.h"
+#include "server/solve_tally.h"
 #include "solvers/chain_solver.h"
 #include "solvers/goal.h"
 #include "solvers/pose.h"
@@ -33,23 +34,28 @@ struct SolveScratch {
   // SolveBatch items, parsed and answered one after another.
   v1::SolveRequest request;
   v1::SolveResponse response;
+  // Solve metrics not yet recorded; the caller records them with
+  // Metrics::Record when it sees fit (after each solve, or each batch chunk).
+  SolveTally tally;
 };
 
 // Solves `request` against `skeleton` into `response` (which gets the
 // request's sequence). The start pose is request.start_pose when set, else
 // `warm_start` when non-null and sized for the skeleton, else the rest pose.
-// On error nothing but the sequence is written. `metrics` may be null.
+// On error nothing but the sequence is written. The solve's metrics are
+// added to scratch.tally.
 absl::Status SolveOne(const RegisteredSkeleton& skeleton,
                       const v1::SolveRequest& request, const Pose* warm_start,
-                      const SolveLimits& limits, Metrics* metrics,
-                      SolveScratch& scratch, v1::SolveResponse* response);
+                      const SolveLimits& limits, SolveScratch& scratch,
+                      v1::SolveResponse* response);
 
 // SolveBatch's work on one worker: parses items [begin, end) of a
 // SolveBatchRequest's `items` (as SplitBatchItems gives them), solves each
 // against its skeleton in `registry`, and appends each SolveResponse, framed
 // as a SolveBatchResponse item, to `out`. A bad item (unparseable, unknown
 // skeleton, invalid goal) gets its own error. The scratch's request and
-// response messages are reused item after item.
+// response messages are reused item after item. The chunk's solve metrics
+// are recorded into `metrics` once, at the end (when not null).
 void SolveBatchItems(absl::Span<const absl::string_view> items, int begin,
                      int end, const Registry& registry,
                      const SolveLimits& limits, Metrics* metrics,

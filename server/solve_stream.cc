@@ -155,7 +155,8 @@ void SolveStreamReactor::SolveFrame(SolveScratch& scratch) {
   }
   solve_status_ =
       SolveOne(*skeleton, solving_, &warm_, service_->options().solve_limits,
-               &service_->metrics(), scratch, &solved_);
+               scratch, &solved_);
+  service_->metrics().Record(scratch.tally);
   // The solution is the next frame's warm start; the scratch pose is
   // rewritten by the next solve, so a swap saves the copy.
   if (solve_status_.ok()) warm_.local.swap(scratch.pose.local);
