@@ -49,7 +49,9 @@ int main(int argc, char** argv) {
       "  reach-server [--listen=127.0.0.1:50051] [--data_dir=reach-data] ...");
   absl::ParseCommandLine(argc, argv);
   if (!reach::RetainFreedMemory()) {
-    reach::LogError("malloc tuning refused; large calls will page-fault more");
+    reach::LogInfo(
+        "the allocator ignored mallopt (a sanitizer build?): freed memory "
+        "goes back to the kernel, so large calls page-fault more");
   }
 
   // Block the shutdown signals in every thread (threads inherit the mask);

@@ -12,7 +12,8 @@ namespace reach {
 // project's 2-core VM: SolveBatch p50 4.4 ms -> 3.8 ms, parsing its
 // response 1.3 ms -> 0.6 ms; bench/service_bench). The process's resident
 // memory then stays at its peak. Call once at start, before threads exist.
-// False when glibc refused a setting.
+// False when the allocator refused a setting (AddressSanitizer's allocator,
+// which replaces glibc's, ignores mallopt).
 bool RetainFreedMemory();
 
 }  // namespace reach

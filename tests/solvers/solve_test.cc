@@ -472,6 +472,15 @@ TEST_F(ValidationTest, RejectsPoseWithBadTransform) {
        "pose.local[5].translation"},
       {"zero scale", [](Transform& t) { t.scale = 0.0; },
        "pose.local[5].scale"},
+      {"NaN translation", [](Transform& t) { t.translation.x() = kNaN; },
+       "pose.local[5].translation"},
+      {"infinite translations that cancel",
+       [](Transform& t) { t.translation = Eigen::Vector3d(kInf, -kInf, 0); },
+       "pose.local[5].translation"},
+      {"NaN scale", [](Transform& t) { t.scale = kNaN; },
+       "pose.local[5].scale"},
+      {"infinite scale", [](Transform& t) { t.scale = kInf; },
+       "pose.local[5].scale"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -491,6 +500,17 @@ TEST_F(ValidationTest, RejectsPoseWithBadTransform) {
       EXPECT_EQ(pose.local[j].translation, start.local[j].translation) << j;
     }
   }
+}
+
+// Finite translations whose sum overflows still pass: the quick all-valid
+// check falls back to the per-field one.
+TEST_F(ValidationTest, AcceptsHugeFiniteTranslations) {
+  Pose pose = RestPose(skeleton_);
+  pose.local[5].translation = Eigen::Vector3d(1e308, 1e308, 1e308);
+  EXPECT_TRUE(ValidatePose(skeleton_, pose).ok());
+  pose.local[5].translation.y() = kInf;
+  EXPECT_THAT(std::string(ValidatePose(skeleton_, pose).message()),
+              HasSubstr("pose.local[5].translation"));
 }
 
 TEST_F(ValidationTest, RejectsResultsSpanTooSmall) {
