@@ -83,12 +83,12 @@ void PrintBatchPhases(const v1::SolveBatchRequest& batch,
       (*registry)->Register(testing::ToWire(humanoid, "humanoid"))->id;
   if (registered != id) std::abort();
   SolveScratch scratch;
-  std::vector<absl::string_view> items;
+  BatchRequestView view;
   std::string response_wire;
   const double server = MeanMicros(kReps, [&] {
-    if (!SplitBatchItems(request_wire, &items).ok()) std::abort();
+    if (!SplitBatchItems(request_wire, &view).ok()) std::abort();
     response_wire.clear();
-    SolveBatchItems(items, 0, static_cast<int>(items.size()), **registry,
+    SolveBatchItems(view, 0, static_cast<int>(view.items.size()), **registry,
                     SolveLimits{}, /*metrics=*/nullptr, scratch,
                     &response_wire);
   });
@@ -266,6 +266,75 @@ std::vector<int> ParseList(const std::string& list) {
   return out;
 }
 
+// Times `calls` SolveBatch calls of `batch` (after 5 of warm-up), then the
+// bare unary echo with the same request and response sizes. False on error.
+bool TimeBatch(v1::IkService::Stub& stub, bench::Echo::Stub& echo,
+               const v1::SolveBatchRequest& batch, const char* label,
+               int calls) {
+  std::vector<double> call_ms;
+  size_t response_bytes = 0;
+  int unreached = 0;
+  for (int i = 0; i < calls + 5; ++i) {
+    // The response is parsed into an arena, as a client handling thousands
+    // of characters per call would: one block instead of a heap allocation
+    // per submessage, freed at once.
+    google::protobuf::Arena arena(BatchArenaOptions());
+    v1::SolveBatchResponse& response =
+        *google::protobuf::Arena::CreateMessage<v1::SolveBatchResponse>(&arena);
+    const absl::Time start = absl::Now();
+    const grpc::Status status =
+        stub.SolveBatch(testing::Context().get(), batch, &response);
+    const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+    if (!status.ok()) {
+      std::fprintf(stderr, "SolveBatch: %s\n", status.error_message().c_str());
+      return false;
+    }
+    if (i < 5) continue;  // Warm-up.
+    call_ms.push_back(ms);
+    response_bytes = response.ByteSizeLong();
+    for (const auto& item : response.items()) {
+      if (item.has_error()) {
+        std::fprintf(stderr, "item: %s\n", item.error().message().c_str());
+        return false;
+      }
+      for (const auto& r : item.results()) unreached += !r.reached();
+    }
+  }
+  // The same sizes through the bare echo: what the transport alone costs.
+  bench::Blob blob;
+  blob.mutable_payload()->resize(batch.ByteSizeLong());
+  blob.set_reply_bytes(static_cast<int>(response_bytes));
+  std::vector<double> echo_ms;
+  for (int i = 0; i < calls + 5; ++i) {
+    bench::Blob reply;
+    const absl::Time start = absl::Now();
+    const grpc::Status status =
+        echo.Unary(testing::Context().get(), blob, &reply);
+    if (!status.ok()) {
+      std::fprintf(stderr, "echo: %s\n", status.error_message().c_str());
+      return false;
+    }
+    if (i >= 5) {
+      echo_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    }
+  }
+  std::sort(echo_ms.begin(), echo_ms.end());
+  std::sort(call_ms.begin(), call_ms.end());
+  double sum = 0;
+  for (double v : call_ms) sum += v;
+  const int p99 = std::min(calls - 1, calls * 99 / 100);
+  std::printf(
+      "%s (request %zu bytes, response %zu):\n"
+      "  time per call over %d calls: mean %.2f ms, min %.2f, p50 %.2f, p99 "
+      "%.2f ms; %.0f limbs/s; unreached goals %d\n"
+      "  echo of the same sizes (unary): p50 %.2f ms, p99 %.2f ms\n",
+      label, batch.ByteSizeLong(), response_bytes, calls, sum / calls,
+      call_ms.front(), call_ms[calls / 2], call_ms[p99],
+      4.0 * batch.items_size() * calls / (sum / 1000.0), unreached,
+      echo_ms[calls / 2], echo_ms[p99]);
+  return true;
+}
+
 int Main() {
   const int frames = absl::GetFlag(FLAGS_frames);
   const int window = absl::GetFlag(FLAGS_window);
@@ -378,64 +447,24 @@ int Main() {
           testing::MakeGoal(chain, target, v1::SOLVER_TWO_BONE);
     }
   }
-  std::printf("\nSolveBatch: %d characters x 4 two-bone limbs per call "
-              "(request %zu bytes)\n",
-              characters, batch.ByteSizeLong());
-  std::vector<double> call_ms;
-  size_t last_response_bytes = 0;
-  int unreached = 0;
   const int calls = absl::GetFlag(FLAGS_batch_calls);
-  for (int i = 0; i < calls + 5; ++i) {
-    // The response is parsed into an arena, as a client handling thousands
-    // of characters per call would: one block instead of a heap allocation
-    // per submessage, freed at once.
-    google::protobuf::Arena arena(BatchArenaOptions());
-    v1::SolveBatchResponse& response =
-        *google::protobuf::Arena::CreateMessage<v1::SolveBatchResponse>(&arena);
-    const absl::Time start = absl::Now();
-    const grpc::Status status =
-        server.stub->SolveBatch(testing::Context().get(), batch, &response);
-    const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-    if (!status.ok()) {
-      std::fprintf(stderr, "SolveBatch: %s\n", status.error_message().c_str());
-      return 1;
-    }
-    if (i < 5) continue;  // Warm-up.
-    call_ms.push_back(ms);
-    last_response_bytes = response.ByteSizeLong();
-    for (const auto& item : response.items()) {
-      for (const auto& r : item.results()) unreached += !r.reached();
-    }
+  std::printf("\nSolveBatch: %d characters x 4 two-bone limbs per call\n",
+              characters);
+  if (!TimeBatch(*server.stub, *echo_stub, batch,
+                 "each item names its skeleton", calls)) {
+    return 1;
   }
-  // The same sizes through the bare echo: what the transport alone costs.
-  bench::Blob blob;
-  blob.mutable_payload()->resize(batch.ByteSizeLong());
-  std::vector<double> echo_ms;
-  for (int i = 0; i < calls + 5; ++i) {
-    bench::Blob reply;
-    blob.set_reply_bytes(static_cast<int>(last_response_bytes));
-    const absl::Time start = absl::Now();
-    const grpc::Status status =
-        echo_stub->Unary(testing::Context().get(), blob, &reply);
-    if (!status.ok()) {
-      std::fprintf(stderr, "echo: %s\n", status.error_message().c_str());
-      return 1;
-    }
-    if (i >= 5) echo_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+  // The same crowd naming its one rig once, in the batch.
+  v1::SolveBatchRequest shared = batch;
+  shared.set_skeleton_id(humanoid_id);
+  for (v1::SolveRequest& item : *shared.mutable_items()) {
+    item.clear_skeleton_id();
   }
-  std::sort(echo_ms.begin(), echo_ms.end());
-  std::sort(call_ms.begin(), call_ms.end());
-  double sum = 0;
-  for (double v : call_ms) sum += v;
-  std::printf("time per call over %d calls: mean %.2f ms, min %.2f, p50 %.2f, "
-              "p99 %.2f ms; %.0f limbs/s; unreached goals %d\n",
-              calls, sum / calls, call_ms.front(), call_ms[calls / 2],
-              call_ms[std::min(calls - 1, calls * 99 / 100)],
-              4.0 * characters * calls / (sum / 1000.0), unreached);
-  std::printf("echo of the same sizes (unary): p50 %.2f ms, p99 %.2f ms\n",
-              echo_ms[calls / 2],
-              echo_ms[std::min(calls - 1, calls * 99 / 100)]);
-  PrintBatchPhases(batch, humanoid_def, humanoid_id);
+  if (!TimeBatch(*server.stub, *echo_stub, shared,
+                 "the batch names the skeleton once", calls)) {
+    return 1;
+  }
+  PrintBatchPhases(shared, humanoid_def, humanoid_id);
   echo_server->Shutdown();
   return 0;
 }

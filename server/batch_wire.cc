@@ -13,12 +13,14 @@ namespace {
 using google::protobuf::internal::WireFormatLite;
 
 constexpr int kItemsField = 1;  // SolveBatchRequest.items, SolveBatchResponse.items
+constexpr int kSkeletonIdField = 2;  // SolveBatchRequest.skeleton_id
 
 }  // namespace
 
 absl::Status SplitBatchItems(absl::string_view request,
-                             std::vector<absl::string_view>* items) {
-  items->clear();
+                             BatchRequestView* out) {
+  out->items.clear();
+  out->skeleton_id = absl::string_view();
   google::protobuf::io::CodedInputStream input(
       reinterpret_cast<const uint8_t*>(request.data()),
       static_cast<int>(request.size()));
@@ -29,14 +31,20 @@ absl::Status SplitBatchItems(absl::string_view request,
       if (offset == static_cast<int>(request.size())) return absl::OkStatus();
       break;  // A zero tag or an unreadable varint.
     }
-    if (WireFormatLite::GetTagFieldNumber(tag) == kItemsField &&
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    if ((field == kItemsField || field == kSkeletonIdField) &&
         WireFormatLite::GetTagWireType(tag) ==
             WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
       uint32_t size = 0;
       if (!input.ReadVarint32(&size)) break;
       const int start = input.CurrentPosition();
       if (size > request.size() - static_cast<size_t>(start)) break;
-      items->push_back(request.substr(start, size));
+      const absl::string_view bytes = request.substr(start, size);
+      if (field == kItemsField) {
+        out->items.push_back(bytes);
+      } else {
+        out->skeleton_id = bytes;
+      }
       if (!input.Skip(static_cast<int>(size))) break;
     } else if (!WireFormatLite::SkipField(&input, tag)) {
       break;

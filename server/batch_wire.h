@@ -16,11 +16,17 @@
 
 namespace reach {
 
-// The bytes of every `items` entry (field 1) of a serialized
-// SolveBatchRequest, in order; other fields are skipped as a parser would.
-// InvalidArgument names the byte offset when the message is malformed.
-absl::Status SplitBatchItems(absl::string_view request,
-                             std::vector<absl::string_view>* items);
+// A serialized SolveBatchRequest, split: views into its bytes.
+struct BatchRequestView {
+  std::vector<absl::string_view> items;  // Each `items` entry, in order.
+  absl::string_view skeleton_id;         // The batch's default skeleton.
+};
+
+// Finds every `items` entry (field 1) of a serialized SolveBatchRequest and
+// its `skeleton_id` (field 2; the last one wins, as when parsing); other
+// fields are skipped as a parser would. InvalidArgument names the byte
+// offset when the message is malformed.
+absl::Status SplitBatchItems(absl::string_view request, BatchRequestView* out);
 
 // Appends `response` (a SolveResponse) serialized as an `items` entry of a
 // SolveBatchResponse: the concatenation of such entries is the message.

@@ -40,8 +40,8 @@ const grpc::Status kDeadlineBeforeSolve(
 struct BatchCall {
   IkService::UnaryCall unary;
   grpc::CallbackServerContext* context;
-  grpc::Slice request;  // The request's bytes, contiguous; `items` view it.
-  std::vector<absl::string_view> items;
+  grpc::Slice request;  // The request's bytes, contiguous.
+  BatchRequestView view;  // Items and default skeleton id, into `request`.
   std::vector<std::string> outputs;  // Serialized response items per chunk.
   grpc::ByteBuffer* response;
   std::atomic<int> remaining{0};
@@ -220,9 +220,17 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
   const absl::Status split = SplitBatchItems(
       absl::string_view(reinterpret_cast<const char*>(batch->request.begin()),
                         batch->request.size()),
-      &batch->items);
+      &batch->view);
   if (!split.ok()) return Finish(call, ToGrpcStatus(split));
-  const int n = static_cast<int>(batch->items.size());
+  // Skeleton ids are lower-case hex; anything unprintable is refused here,
+  // before it could reach an error message (which must be UTF-8).
+  for (const char c : batch->view.skeleton_id) {
+    if (c < 0x20 || c > 0x7e) {
+      return Finish(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                       "skeleton_id: not printable ASCII"));
+    }
+  }
+  const int n = static_cast<int>(batch->view.items.size());
   if (n == 0 || n > options_.max_batch) {
     return Finish(
         call,
@@ -248,7 +256,7 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
       if (batch->context->IsCancelled() || DeadlinePassed(batch->context)) {
         batch->expired = true;
       } else {
-        SolveBatchItems(batch->items, begin, end, *registry_,
+        SolveBatchItems(batch->view, begin, end, *registry_,
                         options_.solve_limits, metrics_, scratch,
                         &batch->outputs[c]);
       }

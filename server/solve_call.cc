@@ -68,8 +68,8 @@ absl::Status SolveOne(const RegisteredSkeleton& registered,
   return absl::OkStatus();
 }
 
-void SolveBatchItems(absl::Span<const absl::string_view> items, int begin,
-                     int end, const Registry& registry,
+void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
+                     const Registry& registry,
                      const SolveLimits& limits, Metrics* metrics,
                      SolveScratch& scratch, std::string* out) {
   v1::SolveRequest& item = scratch.request;
@@ -77,7 +77,7 @@ void SolveBatchItems(absl::Span<const absl::string_view> items, int begin,
   out->reserve(out->size() + static_cast<size_t>(end - begin) * 512);
   std::shared_ptr<const RegisteredSkeleton> skeleton;
   for (int i = begin; i < end; ++i) {
-    const absl::string_view bytes = items[i];
+    const absl::string_view bytes = batch.items[i];
     result.Clear();
     absl::Status status;
     if (!item.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
@@ -85,11 +85,14 @@ void SolveBatchItems(absl::Span<const absl::string_view> items, int begin,
       status = absl::InvalidArgumentError(
           absl::StrCat("items[", i, "]: not a valid SolveRequest"));
     } else {
-      if (skeleton == nullptr || skeleton->id != item.skeleton_id()) {
-        skeleton = registry.Find(item.skeleton_id());
+      const absl::string_view id = item.skeleton_id().empty()
+                                       ? batch.skeleton_id
+                                       : absl::string_view(item.skeleton_id());
+      if (skeleton == nullptr || skeleton->id != id) {
+        skeleton = registry.Find(id);
       }
       status = skeleton == nullptr
-                   ? UnknownSkeleton(item.skeleton_id())
+                   ? UnknownSkeleton(id)
                    : SolveOne(*skeleton, item, /*warm_start=*/nullptr, limits,
                               scratch, &result);
     }

@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "reach/v1/solve.pb.h"
+#include "server/batch_wire.h"
 #include "server/solve_tally.h"
 #include "solvers/chain_solver.h"
 #include "solvers/goal.h"
@@ -49,15 +50,16 @@ absl::Status SolveOne(const RegisteredSkeleton& skeleton,
                       const SolveLimits& limits, SolveScratch& scratch,
                       v1::SolveResponse* response);
 
-// SolveBatch's work on one worker: parses items [begin, end) of a
-// SolveBatchRequest's `items` (as SplitBatchItems gives them), solves each
-// against its skeleton in `registry`, and appends each SolveResponse, framed
+// SolveBatch's work on one worker: parses items [begin, end) of a split
+// SolveBatchRequest, solves each against its skeleton in `registry` (the
+// batch's skeleton_id when the item names none), and appends each
+// SolveResponse, framed
 // as a SolveBatchResponse item, to `out`. A bad item (unparseable, unknown
 // skeleton, invalid goal) gets its own error. The scratch's request and
 // response messages are reused item after item. The chunk's solve metrics
 // are recorded into `metrics` once, at the end (when not null).
-void SolveBatchItems(absl::Span<const absl::string_view> items, int begin,
-                     int end, const Registry& registry,
+void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
+                     const Registry& registry,
                      const SolveLimits& limits, Metrics* metrics,
                      SolveScratch& scratch, std::string* out);
 

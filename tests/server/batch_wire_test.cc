@@ -32,8 +32,10 @@ v1::SolveBatchRequest ThreeItems() {
 TEST(BatchWireTest, SplitFindsEveryItemInOrder) {
   const v1::SolveBatchRequest batch = ThreeItems();
   const std::string wire = batch.SerializeAsString();
-  std::vector<absl::string_view> items;
-  ASSERT_TRUE(SplitBatchItems(wire, &items).ok());
+  BatchRequestView view;
+  ASSERT_TRUE(SplitBatchItems(wire, &view).ok());
+  EXPECT_EQ(view.skeleton_id, "");
+  const std::vector<absl::string_view>& items = view.items;
   ASSERT_EQ(items.size(), 3u);
   for (int i = 0; i < 3; ++i) {
     v1::SolveRequest parsed;
@@ -54,23 +56,42 @@ TEST(BatchWireTest, SplitSkipsFieldsItDoesNotKnowAsAParserWould) {
   unknown->AddLengthDelimited(10, "not an item");
   unknown->AddGroup(11)->AddVarint(1, 2);
   const std::string wire = batch.SerializeAsString();
-  std::vector<absl::string_view> items;
-  ASSERT_TRUE(SplitBatchItems(wire, &items).ok());
+  BatchRequestView view;
+  ASSERT_TRUE(SplitBatchItems(wire, &view).ok());
   v1::SolveBatchRequest reference;
   ASSERT_TRUE(reference.ParseFromString(wire));
-  ASSERT_EQ(items.size(), static_cast<size_t>(reference.items_size()));
-  EXPECT_EQ(items.size(), 3u);
+  ASSERT_EQ(view.items.size(), static_cast<size_t>(reference.items_size()));
+  EXPECT_EQ(view.items.size(), 3u);
+}
+
+TEST(BatchWireTest, SplitFindsTheBatchSkeletonIdLastOneWinning) {
+  v1::SolveBatchRequest batch = ThreeItems();
+  batch.set_skeleton_id("first");
+  std::string wire = batch.SerializeAsString();
+  v1::SolveBatchRequest later;
+  later.set_skeleton_id("second");
+  wire += later.SerializeAsString();  // Concatenation merges, as parsing.
+  BatchRequestView view;
+  ASSERT_TRUE(SplitBatchItems(wire, &view).ok());
+  v1::SolveBatchRequest reference;
+  ASSERT_TRUE(reference.ParseFromString(wire));
+  EXPECT_EQ(view.skeleton_id, reference.skeleton_id());
+  EXPECT_EQ(view.skeleton_id, "second");
+  EXPECT_EQ(view.items.size(), 3u);
 }
 
 TEST(BatchWireTest, EmptyRequestHasNoItems) {
-  std::vector<absl::string_view> items = {"stale"};
-  ASSERT_TRUE(SplitBatchItems("", &items).ok());
-  EXPECT_TRUE(items.empty());
+  BatchRequestView view;
+  view.items = {"stale"};
+  view.skeleton_id = "stale";
+  ASSERT_TRUE(SplitBatchItems("", &view).ok());
+  EXPECT_TRUE(view.items.empty());
+  EXPECT_TRUE(view.skeleton_id.empty());
 }
 
 TEST(BatchWireTest, MalformedRequestsAreInvalidArgumentWithTheOffset) {
   const std::string wire = ThreeItems().SerializeAsString();
-  std::vector<absl::string_view> items;
+  BatchRequestView view;
   // Cut inside the last item, inside a length varint, and a zero tag.
   for (const std::string& bad :
        {wire.substr(0, wire.size() - 3), std::string("\x0a\xff", 2),
@@ -78,7 +99,7 @@ TEST(BatchWireTest, MalformedRequestsAreInvalidArgumentWithTheOffset) {
         wire + std::string("\x0a", 1)}) {
     v1::SolveBatchRequest reference;
     EXPECT_FALSE(reference.ParseFromString(bad));
-    const absl::Status status = SplitBatchItems(bad, &items);
+    const absl::Status status = SplitBatchItems(bad, &view);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(status.message(), HasSubstr("not a valid SolveBatchRequest"));
     EXPECT_THAT(status.message(), HasSubstr("malformed at byte"));

@@ -388,6 +388,44 @@ TEST_F(ServiceTest, BatchSolvesEveryItemAndReportsBadItemsInBand) {
   }
 }
 
+TEST_F(ServiceTest, BatchSkeletonIdServesItemsThatNameNone) {
+  const Eigen::Vector3d target = kHip + Eigen::Vector3d(0.1, -0.6, 0.1);
+  v1::SolveBatchRequest batch;
+  batch.set_skeleton_id(leg_id_);
+  for (int i = 0; i < 3; ++i) {
+    v1::SolveRequest* item = batch.add_items();
+    *item = LegRequest(target);
+    item->set_sequence(i);
+    item->clear_skeleton_id();
+  }
+  batch.mutable_items(2)->set_skeleton_id("0000");  // Its own id wins.
+  v1::SolveBatchResponse response;
+  ASSERT_TRUE(server_.stub->SolveBatch(Context().get(), batch, &response).ok());
+  ASSERT_EQ(response.items_size(), 3);
+  for (int i : {0, 1}) {
+    ASSERT_FALSE(response.items(i).has_error())
+        << response.items(i).error().message();
+    const Pose solved = testing::ApplyResponse(RestPose(leg_), response.items(i));
+    EXPECT_LT((testing::PositionOf(leg_, solved, 2) - target).norm(), 1e-6);
+  }
+  EXPECT_EQ(response.items(2).error().code(),
+            static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_THAT(response.items(2).error().message(), HasSubstr("'0000'"));
+
+  // Without the batch's id, an item that names none is told so.
+  batch.clear_skeleton_id();
+  ASSERT_TRUE(server_.stub->SolveBatch(Context().get(), batch, &response).ok());
+  EXPECT_THAT(response.items(0).error().message(),
+              HasSubstr("skeleton_id: required"));
+
+  // The id is checked before use: bytes that are not an id are refused.
+  batch.set_skeleton_id(std::string("\x01\x02", 2));
+  const grpc::Status status =
+      server_.stub->SolveBatch(Context().get(), batch, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("skeleton_id"));
+}
+
 // SolveBatch's bytes as a client could send them: each item is parsed by
 // the worker that solves it, so an unparseable item is answered in band
 // and a malformed request as a whole is INVALID_ARGUMENT.
