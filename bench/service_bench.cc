@@ -29,6 +29,7 @@
 #include "server/batch_wire.h"
 #include "server/convert.h"
 #include "server/memory.h"
+#include "server/metrics.h"
 #include "server/registry.h"
 #include "server/skeleton_store.h"
 #include "server/solve_call.h"
@@ -82,14 +83,17 @@ void PrintBatchPhases(const v1::SolveBatchRequest& batch,
   const std::string registered =
       (*registry)->Register(testing::ToWire(humanoid, "humanoid"))->id;
   if (registered != id) std::abort();
+  Metrics metrics;
   SolveScratch scratch;
   BatchRequestView view;
   std::string response_wire;
   const double server = MeanMicros(kReps, [&] {
-    if (!SplitBatchItems(request_wire, &view).ok()) std::abort();
+    if (!SplitBatchItems(request_wire, batch.items_size(), &view).ok()) {
+      std::abort();
+    }
     response_wire.clear();
     SolveBatchItems(view, 0, static_cast<int>(view.items.size()), **registry,
-                    SolveLimits{}, /*metrics=*/nullptr, scratch,
+                    SolveLimits{}, &metrics, scratch,
                     &response_wire);
   });
   const double parse_response = MeanMicros(kReps, [&] {

@@ -17,7 +17,7 @@ constexpr int kSkeletonIdField = 2;  // SolveBatchRequest.skeleton_id
 
 }  // namespace
 
-absl::Status SplitBatchItems(absl::string_view request,
+absl::Status SplitBatchItems(absl::string_view request, int max_items,
                              BatchRequestView* out) {
   out->items.clear();
   out->skeleton_id = absl::string_view();
@@ -41,6 +41,10 @@ absl::Status SplitBatchItems(absl::string_view request,
       if (size > request.size() - static_cast<size_t>(start)) break;
       const absl::string_view bytes = request.substr(start, size);
       if (field == kItemsField) {
+        if (static_cast<int>(out->items.size()) >= max_items) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "items: more than ", max_items, " entries (--max_batch)"));
+        }
         out->items.push_back(bytes);
       } else {
         out->skeleton_id = bytes;

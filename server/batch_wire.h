@@ -25,8 +25,11 @@ struct BatchRequestView {
 // Finds every `items` entry (field 1) of a serialized SolveBatchRequest and
 // its `skeleton_id` (field 2; the last one wins, as when parsing); other
 // fields are skipped as a parser would. InvalidArgument names the byte
-// offset when the message is malformed.
-absl::Status SplitBatchItems(absl::string_view request, BatchRequestView* out);
+// offset when the message is malformed, and stops at once when there are
+// more than `max_items` items (a 16 MB request of empty items would
+// otherwise make millions of views).
+absl::Status SplitBatchItems(absl::string_view request, int max_items,
+                             BatchRequestView* out);
 
 // Appends `response` (a SolveResponse) serialized as an `items` entry of a
 // SolveBatchResponse: the concatenation of such entries is the message.

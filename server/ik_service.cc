@@ -220,7 +220,7 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
   const absl::Status split = SplitBatchItems(
       absl::string_view(reinterpret_cast<const char*>(batch->request.begin()),
                         batch->request.size()),
-      &batch->view);
+      options_.max_batch, &batch->view);
   if (!split.ok()) return Finish(call, ToGrpcStatus(split));
   // Skeleton ids are lower-case hex; anything unprintable is refused here,
   // before it could reach an error message (which must be UTF-8).
@@ -231,7 +231,7 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
     }
   }
   const int n = static_cast<int>(batch->view.items.size());
-  if (n == 0 || n > options_.max_batch) {
+  if (n == 0) {  // (SplitBatchItems refused more than max_batch.)
     return Finish(
         call,
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -103,7 +103,7 @@ void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
     }
     AppendBatchItem(result, out);
   }
-  if (metrics != nullptr) metrics->Record(scratch.tally);
+  metrics->Record(scratch.tally);
 }
 
 }  // namespace reach

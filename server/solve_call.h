@@ -57,7 +57,7 @@ absl::Status SolveOne(const RegisteredSkeleton& skeleton,
 // as a SolveBatchResponse item, to `out`. A bad item (unparseable, unknown
 // skeleton, invalid goal) gets its own error. The scratch's request and
 // response messages are reused item after item. The chunk's solve metrics
-// are recorded into `metrics` once, at the end (when not null).
+// are recorded into `metrics` once, at the end.
 void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
                      const Registry& registry,
                      const SolveLimits& limits, Metrics* metrics,

@@ -33,7 +33,7 @@ TEST(BatchWireTest, SplitFindsEveryItemInOrder) {
   const v1::SolveBatchRequest batch = ThreeItems();
   const std::string wire = batch.SerializeAsString();
   BatchRequestView view;
-  ASSERT_TRUE(SplitBatchItems(wire, &view).ok());
+  ASSERT_TRUE(SplitBatchItems(wire, 100, &view).ok());
   EXPECT_EQ(view.skeleton_id, "");
   const std::vector<absl::string_view>& items = view.items;
   ASSERT_EQ(items.size(), 3u);
@@ -57,7 +57,7 @@ TEST(BatchWireTest, SplitSkipsFieldsItDoesNotKnowAsAParserWould) {
   unknown->AddGroup(11)->AddVarint(1, 2);
   const std::string wire = batch.SerializeAsString();
   BatchRequestView view;
-  ASSERT_TRUE(SplitBatchItems(wire, &view).ok());
+  ASSERT_TRUE(SplitBatchItems(wire, 100, &view).ok());
   v1::SolveBatchRequest reference;
   ASSERT_TRUE(reference.ParseFromString(wire));
   ASSERT_EQ(view.items.size(), static_cast<size_t>(reference.items_size()));
@@ -72,7 +72,7 @@ TEST(BatchWireTest, SplitFindsTheBatchSkeletonIdLastOneWinning) {
   later.set_skeleton_id("second");
   wire += later.SerializeAsString();  // Concatenation merges, as parsing.
   BatchRequestView view;
-  ASSERT_TRUE(SplitBatchItems(wire, &view).ok());
+  ASSERT_TRUE(SplitBatchItems(wire, 100, &view).ok());
   v1::SolveBatchRequest reference;
   ASSERT_TRUE(reference.ParseFromString(wire));
   EXPECT_EQ(view.skeleton_id, reference.skeleton_id());
@@ -80,11 +80,21 @@ TEST(BatchWireTest, SplitFindsTheBatchSkeletonIdLastOneWinning) {
   EXPECT_EQ(view.items.size(), 3u);
 }
 
+TEST(BatchWireTest, StopsAtMoreThanMaxItems) {
+  const std::string wire = ThreeItems().SerializeAsString();
+  BatchRequestView view;
+  EXPECT_TRUE(SplitBatchItems(wire, 3, &view).ok());
+  const absl::Status status = SplitBatchItems(wire, 2, &view);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("items: more than 2 entries"));
+  EXPECT_THAT(status.message(), HasSubstr("--max_batch"));
+}
+
 TEST(BatchWireTest, EmptyRequestHasNoItems) {
   BatchRequestView view;
   view.items = {"stale"};
   view.skeleton_id = "stale";
-  ASSERT_TRUE(SplitBatchItems("", &view).ok());
+  ASSERT_TRUE(SplitBatchItems("", 100, &view).ok());
   EXPECT_TRUE(view.items.empty());
   EXPECT_TRUE(view.skeleton_id.empty());
 }
@@ -99,7 +109,7 @@ TEST(BatchWireTest, MalformedRequestsAreInvalidArgumentWithTheOffset) {
         wire + std::string("\x0a", 1)}) {
     v1::SolveBatchRequest reference;
     EXPECT_FALSE(reference.ParseFromString(bad));
-    const absl::Status status = SplitBatchItems(bad, &view);
+    const absl::Status status = SplitBatchItems(bad, 100, &view);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(status.message(), HasSubstr("not a valid SolveBatchRequest"));
     EXPECT_THAT(status.message(), HasSubstr("malformed at byte"));
