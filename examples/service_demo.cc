@@ -198,11 +198,14 @@ int Main() {
               "iterations per frame (warm start), %.3f ms per round trip\n",
               kFrames, reached, double(iterations) / kFrames, ms / kFrames);
 
-  // 4. SolveBatch: 100 characters, each its own pose.
+  // 4. SolveBatch: 100 characters, each its own pose; one rig, so the batch
+  // names the skeleton once and the items leave it out.
   v1::SolveBatchRequest batch;
+  batch.set_skeleton_id(request.skeleton_id());
   for (int c = 0; c < 100; ++c) {
     v1::SolveRequest* item = batch.add_items();
     *item = request;
+    item->clear_skeleton_id();
     item->set_sequence(c);
     item->mutable_goals(0)->mutable_target()->set_z(
         request.goals(0).target().z() + 0.001 * c);

@@ -133,9 +133,13 @@ void UnaryWorker(Shared& shared, client::ReachClient& client,
     const absl::Time start = absl::Now();
     absl::Status status;
     if (f.rpc == "batch") {
+      // Every request is on the one --skeleton: the batch names it once.
       batch.clear_items();
+      batch.set_skeleton_id(pool.front().skeleton_id());
       for (int i = 0; i < f.batch_size; ++i) {
-        *batch.add_items() = pool[(n * f.batch_size + i) % pool.size()];
+        v1::SolveRequest* item = batch.add_items();
+        *item = pool[(n * f.batch_size + i) % pool.size()];
+        item->clear_skeleton_id();
       }
       status = client.SolveBatch(batch).status();
     } else {
