@@ -409,7 +409,12 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                               ? skeleton.chain(goal.chain).joints.back()
                               : goal.tip_joint;
     const Transform tip = LazyGlobal(skeleton, *pose, tip_joint, ws);
-    result.position_error = (tip.translation - goal.target).norm();
+    const Eigen::Vector3d miss = tip.translation - goal.target;
+    result.position_error = miss.norm();
+    // Past ~1e154 the squares overflow; the scaled norm does not.
+    if (std::isinf(result.position_error)) {
+      result.position_error = miss.stableNorm();
+    }
     result.reached = result.position_error <= result.tolerance;
     if (goal.target_orientation) {
       result.orientation_error_rad =

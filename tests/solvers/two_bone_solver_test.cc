@@ -112,6 +112,11 @@ TEST_F(TwoBoneSolverTest, AstronomicallyFarTargetAndPole) {
       EXPECT_TRUE(local.rotation.coeffs().allFinite()) << far;
       EXPECT_NEAR(local.rotation.norm(), 1.0, 1e-12) << far;
     }
+    // The miss is the target's distance, |(1, 0.5, 0)| far, less the leg.
+    EXPECT_FALSE(solved.result.reached);
+    EXPECT_NEAR(solved.result.position_error / (far * std::sqrt(1.25)), 1.0,
+                1e-12)
+        << far;
   }
 }
 
