@@ -73,10 +73,10 @@ double MeanMicros(int reps, Fn&& fn) {
 // the solver workers share) is spread over the pool.
 void PrintBatchPhases(const v1::SolveBatchRequest& batch,
                       const SkeletonDef& humanoid, const std::string& id) {
-  const int kReps = absl::GetFlag(FLAGS_phase_reps);
+  const int reps = absl::GetFlag(FLAGS_phase_reps);
   std::string request_wire;
   const double serialize_request =
-      MeanMicros(kReps, [&] { batch.SerializeToString(&request_wire); });
+      MeanMicros(reps, [&] { batch.SerializeToString(&request_wire); });
 
   auto registry = Registry::Create(NewMemoryStore(), SkeletonLimits{});
   if (!registry.ok()) std::abort();
@@ -87,7 +87,7 @@ void PrintBatchPhases(const v1::SolveBatchRequest& batch,
   SolveScratch scratch;
   BatchRequestView view;
   std::string response_wire;
-  const double server = MeanMicros(kReps, [&] {
+  const double server = MeanMicros(reps, [&] {
     if (!SplitBatchItems(request_wire, batch.items_size(), &view).ok()) {
       std::abort();
     }
@@ -96,7 +96,7 @@ void PrintBatchPhases(const v1::SolveBatchRequest& batch,
                     SolveLimits{}, &metrics, scratch,
                     &response_wire);
   });
-  const double parse_response = MeanMicros(kReps, [&] {
+  const double parse_response = MeanMicros(reps, [&] {
     google::protobuf::Arena arena(BatchArenaOptions());
     auto* parsed =
         google::protobuf::Arena::CreateMessage<v1::SolveBatchResponse>(&arena);
@@ -106,7 +106,7 @@ void PrintBatchPhases(const v1::SolveBatchRequest& batch,
       "phases on one thread, no gRPC (mean of %d): client serialize %.0f us; "
       "server split, parse, solve, serialize %.0f us (%.2f us per "
       "character); client parse %.0f us (response %zu bytes)\n",
-      kReps, serialize_request, server, server / batch.items_size(),
+      reps, serialize_request, server, server / batch.items_size(),
       parse_response, response_wire.size());
 }
 

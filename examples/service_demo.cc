@@ -142,10 +142,9 @@ int Main() {
               solved.rotated_joints_size());
   PrintResults(request, solved);
   Pose pose = RestPose(skeleton);
-  for (int i = 0; i < solved.rotated_joints_size(); ++i) {
-    const double* q = solved.rotations().data() + 4 * i;
-    pose.local[solved.rotated_joints(i)].rotation =
-        Eigen::Quaterniond(q[0], q[1], q[2], q[3]);
+  if (absl::Status applied = ApplyResponse(solved, &pose); !applied.ok()) {
+    std::fprintf(stderr, "ApplyResponse: %s\n", applied.ToString().c_str());
+    return 1;
   }
   std::vector<Transform> globals(skeleton.num_joints());
   ComputeGlobals(skeleton, pose, absl::MakeSpan(globals));

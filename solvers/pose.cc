@@ -23,16 +23,14 @@ absl::Status ValidatePose(const Skeleton& skeleton, const Pose& pose) {
   // The common case first: every joint valid, checked with a few
   // comparisons per joint and no branch. Only a failure walks the joints
   // again to name the first bad field.
-  constexpr double kLo = (1.0 - kUnitTolerance) * (1.0 - kUnitTolerance);
-  constexpr double kHi = (1.0 + kUnitTolerance) * (1.0 + kUnitTolerance);
   bool all_valid = true;
   for (const Transform& t : pose.local) {
-    const double norm_sq = t.rotation.squaredNorm();
     // t * 0 is 0 for finite t and NaN otherwise; NaN fails every compare.
     const double zero = (t.translation.x() + t.translation.y() +
                          t.translation.z()) * 0.0;
-    all_valid &= (norm_sq >= kLo) & (norm_sq <= kHi) & (zero == 0.0) &
-                 (t.scale > 0.0) & (t.scale <= std::numeric_limits<double>::max());
+    all_valid &= IsNearUnit(t.rotation.squaredNorm()) & (zero == 0.0) &
+                 (t.scale > 0.0) &
+                 (t.scale <= std::numeric_limits<double>::max());
   }
   if (all_valid) return absl::OkStatus();
   for (int i = 0; i < skeleton.num_joints(); ++i) {

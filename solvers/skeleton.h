@@ -163,15 +163,19 @@ absl::Status NotFiniteError(const Eigen::Vector3d& v, const FieldName& field);
 absl::Status RangeError(double value, const FieldName& field, double lo,
                         double hi, bool hi_open);
 
+// Whether a quaternion whose squared norm is `norm_sq` is within
+// kUnitTolerance of unit length: |norm - 1| <= 1e-5, compared on the square
+// to skip the square root (NaN fails the comparisons too).
+inline bool IsNearUnit(double norm_sq) {
+  constexpr double kLo = (1.0 - kUnitTolerance) * (1.0 - kUnitTolerance);
+  constexpr double kHi = (1.0 + kUnitTolerance) * (1.0 + kUnitTolerance);
+  return (norm_sq >= kLo) & (norm_sq <= kHi);
+}
+
 // Checks that `q` is finite and within 1e-5 of unit length.
 inline absl::Status ValidateUnitQuaternion(const Eigen::Quaterniond& q,
                                            const FieldName& field) {
-  // |norm - 1| <= 1e-5, compared on the square to skip the square root (a
-  // NaN or infinite component fails the comparisons too).
-  constexpr double kLo = (1.0 - kUnitTolerance) * (1.0 - kUnitTolerance);
-  constexpr double kHi = (1.0 + kUnitTolerance) * (1.0 + kUnitTolerance);
-  const double norm_sq = q.squaredNorm();
-  if (norm_sq >= kLo && norm_sq <= kHi) return absl::OkStatus();
+  if (IsNearUnit(q.squaredNorm())) return absl::OkStatus();
   return UnitQuaternionError(q, field);
 }
 
