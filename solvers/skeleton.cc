@@ -213,6 +213,16 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
     }
     chain.name = std::move(d.name);
   }
+  skeleton.rest_locals_.resize(n);
+  skeleton.rest_globals_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    Transform& local = skeleton.rest_locals_[i];
+    local = skeleton.joints_[i].rest;
+    NormalizeRotation(&local.rotation);
+    const int parent = skeleton.joints_[i].parent;
+    skeleton.rest_globals_[i] =
+        parent < 0 ? local : skeleton.rest_globals_[parent] * local;
+  }
   return skeleton;
 }
 

@@ -134,8 +134,16 @@ class Skeleton {
   // reserved vector is reused without allocating.
   bool PathBetween(int root, int tip, std::vector<int>* out) const;
 
+  // The rest pose's local transforms with their rotations normalised (as
+  // NormalizePose leaves them), and its model-space transforms, computed
+  // once: Solve starts from these when the start pose is the rest pose.
+  absl::Span<const Transform> rest_locals() const { return rest_locals_; }
+  absl::Span<const Transform> rest_globals() const { return rest_globals_; }
+
  private:
   std::vector<Joint> joints_;
+  std::vector<Transform> rest_locals_;
+  std::vector<Transform> rest_globals_;
   std::vector<Chain> chains_;
   absl::flat_hash_map<std::string, int> joint_index_;
   absl::flat_hash_map<std::string, int> chain_index_;

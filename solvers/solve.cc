@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -210,6 +211,31 @@ Transform LazyGlobal(const Skeleton& skeleton, const Pose& pose, int j,
   return ws.globals[j];
 }
 
+// Whether two poses' local transforms are bitwise equal (so their forward
+// kinematics are too). Transform has no padding.
+bool SameLocals(absl::Span<const Transform> a, absl::Span<const Transform> b) {
+  static_assert(sizeof(Transform) == 8 * sizeof(double));
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(Transform)) == 0;
+}
+
+// Starts the lazy model-space transforms of `pose`: from the skeleton's
+// rest transforms, all current, when the pose is the rest pose (a request
+// without a start pose); else none computed.
+void StartGlobals(const Skeleton& skeleton, const Pose& pose, Workspace& ws) {
+  ws.Reserve(skeleton.num_joints());
+  std::fill(ws.moved_at.begin(), ws.moved_at.end(), 0);
+  if (SameLocals(pose.local, skeleton.rest_locals())) {
+    std::copy(skeleton.rest_globals().begin(), skeleton.rest_globals().end(),
+              ws.globals.begin());
+    std::fill(ws.computed_at.begin(), ws.computed_at.end(), 1);
+    ws.clock = 1;
+  } else {
+    std::fill(ws.computed_at.begin(), ws.computed_at.end(), 0);
+    ws.clock = 0;
+  }
+}
+
 }  // namespace
 
 absl::string_view SolverName(SolverKind kind) {
@@ -329,10 +355,7 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                      goals.size(), " goals"));
   }
   NormalizePose(pose);
-  ws.Reserve(skeleton.num_joints());
-  std::fill(ws.computed_at.begin(), ws.computed_at.end(), 0);
-  std::fill(ws.moved_at.begin(), ws.moved_at.end(), 0);
-  ws.clock = 0;
+  StartGlobals(skeleton, *pose, ws);
 
   for (size_t i = 0; i < goals.size(); ++i) {
     // A copy with the orientation normalised (validation allows 1e-5).
@@ -353,9 +376,12 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
     problem.skeleton = &skeleton;
     problem.joints = chain;
     problem.goal = &goal;
-    problem.parent_global =
-        LazyGlobal(skeleton, *pose, skeleton.joint(chain[0]).parent, ws);
-    ComputeChainGlobals(problem, *pose, ws);
+    // The chain's model-space transforms, and its parent's, from the lazy
+    // ones: current from an earlier goal or the rest pose cost nothing.
+    LazyGlobal(skeleton, *pose, chain[n - 1], ws);
+    const int chain_parent = skeleton.joint(chain[0]).parent;
+    if (chain_parent >= 0) problem.parent_global = ws.globals[chain_parent];
+    for (int k = 0; k < n; ++k) ws.chain_globals[k] = ws.globals[chain[k]];
     if (kind != SolverKind::kTwoBone &&
         BreakSymmetry(skeleton, chain, goal, ws.chain_globals.data(), pose)) {
       ComputeChainGlobals(problem, *pose, ws);

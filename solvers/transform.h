@@ -32,8 +32,10 @@ inline Eigen::Vector3d RotateVector(const Eigen::Quaterniond& q,
 // joint frame has a well-defined rotation (non-uniform scale is rejected at
 // the skeleton's boundary).
 struct Transform {
-  Eigen::Vector3d translation = Eigen::Vector3d::Zero();
+  // Rotation first: the 16-byte aligned quaternion, then the translation
+  // and the scale fill 64 bytes with no padding (a cache line).
   Eigen::Quaterniond rotation = Eigen::Quaterniond::Identity();
+  Eigen::Vector3d translation = Eigen::Vector3d::Zero();
   double scale = 1.0;  // > 0
 
   static Transform Identity() { return Transform(); }
