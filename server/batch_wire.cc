@@ -2,18 +2,120 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
+#include "server/convert.h"
 
 namespace reach {
 namespace {
 
+using google::protobuf::io::CodedOutputStream;
 using google::protobuf::internal::WireFormatLite;
 
 constexpr int kItemsField = 1;  // SolveBatchRequest.items, SolveBatchResponse.items
 constexpr int kSkeletonIdField = 2;  // SolveBatchRequest.skeleton_id
+
+// SolveResponse and GoalResult field numbers (proto/reach/v1/solve.proto).
+constexpr int kSequenceField = 1;
+constexpr int kResultsField = 3;
+constexpr int kRotatedJointsField = 7;
+constexpr int kRotationsField = 8;
+constexpr int kTranslatedJointsField = 9;
+constexpr int kTranslationsField = 10;
+constexpr int kReachedField = 1;
+constexpr int kPositionErrorField = 2;
+constexpr int kOrientationErrorField = 3;
+constexpr int kIterationsField = 4;
+constexpr int kSolverField = 5;
+constexpr int kToleranceField = 6;
+constexpr int kOrientationToleranceField = 7;
+
+// Tag sizes: every field number here is below 16, so each tag is one byte.
+constexpr size_t kTagSize = 1;
+constexpr size_t kDoubleSize = kTagSize + sizeof(double);
+
+// proto3 writes a double unless its bits are all zero (-0.0 is written).
+bool IsWritten(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return bits != 0;
+}
+
+size_t LengthDelimitedSize(size_t payload) {
+  return kTagSize + CodedOutputStream::VarintSize32(
+                        static_cast<uint32_t>(payload)) + payload;
+}
+
+size_t GoalResultSize(const GoalResult& r) {
+  size_t size = 0;
+  if (r.reached) size += kTagSize + 1;
+  if (IsWritten(r.position_error)) size += kDoubleSize;
+  if (IsWritten(r.orientation_error_rad)) size += kDoubleSize;
+  if (r.iterations != 0) size += kTagSize + WireFormatLite::Int32Size(r.iterations);
+  const int solver = static_cast<int>(r.solver);
+  if (solver != 0) size += kTagSize + WireFormatLite::EnumSize(solver);
+  if (IsWritten(r.tolerance)) size += kDoubleSize;
+  if (IsWritten(r.orientation_tolerance_rad)) size += kDoubleSize;
+  return size;
+}
+
+uint8_t* WriteDouble(int field, double v, uint8_t* p) {
+  return IsWritten(v) ? WireFormatLite::WriteDoubleToArray(field, v, p) : p;
+}
+
+uint8_t* WriteGoalResult(const GoalResult& r, size_t size, uint8_t* p) {
+  p = WireFormatLite::WriteTagToArray(
+      kResultsField, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, p);
+  p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(size), p);
+  if (r.reached) p = WireFormatLite::WriteBoolToArray(kReachedField, true, p);
+  p = WriteDouble(kPositionErrorField, r.position_error, p);
+  p = WriteDouble(kOrientationErrorField, r.orientation_error_rad, p);
+  if (r.iterations != 0) {
+    p = WireFormatLite::WriteInt32ToArray(kIterationsField, r.iterations, p);
+  }
+  const int solver = static_cast<int>(r.solver);
+  if (solver != 0) p = WireFormatLite::WriteEnumToArray(kSolverField, solver, p);
+  p = WriteDouble(kToleranceField, r.tolerance, p);
+  return WriteDouble(kOrientationToleranceField, r.orientation_tolerance_rad,
+                     p);
+}
+
+// The packed index field `joints_field` of `joints`, then the packed doubles
+// `values_field` of `per_joint` numbers from each of their transforms.
+template <typename Values>
+uint8_t* WriteChangedJoints(absl::Span<const uint32_t> joints,
+                            size_t joints_bytes, int joints_field,
+                            int values_field, int per_joint, const Pose& solved,
+                            Values values, uint8_t* p) {
+  if (joints.empty()) return p;
+  p = WireFormatLite::WriteTagToArray(
+      joints_field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, p);
+  p = CodedOutputStream::WriteVarint32ToArray(
+      static_cast<uint32_t>(joints_bytes), p);
+  for (uint32_t j : joints) p = CodedOutputStream::WriteVarint32ToArray(j, p);
+  p = WireFormatLite::WriteTagToArray(
+      values_field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, p);
+  p = CodedOutputStream::WriteVarint32ToArray(
+      static_cast<uint32_t>(joints.size() * per_joint * sizeof(double)), p);
+  for (uint32_t j : joints) p = values(solved.local[j], p);
+  return p;
+}
+
+size_t IndicesSize(absl::Span<const uint32_t> joints) {
+  size_t size = 0;
+  for (uint32_t j : joints) size += CodedOutputStream::VarintSize32(j);
+  return size;
+}
+
+size_t ChangedJointsSize(absl::Span<const uint32_t> joints,
+                         size_t joints_bytes, int per_joint) {
+  if (joints.empty()) return 0;
+  return LengthDelimitedSize(joints_bytes) +
+         LengthDelimitedSize(joints.size() * per_joint * sizeof(double));
+}
 
 }  // namespace
 
@@ -72,6 +174,77 @@ void AppendBatchItem(const google::protobuf::MessageLite& response,
   uint8_t* dst = reinterpret_cast<uint8_t*>(&(*out)[at]);
   dst = std::copy(header, end, dst);
   response.SerializeWithCachedSizesToArray(dst);
+}
+
+void AppendSolvedItem(uint64_t sequence, const Pose& start, const Pose& solved,
+                      absl::Span<const GoalResult> results,
+                      std::vector<uint32_t>* changed, std::string* out) {
+  // The changed joints, in one pass: rotated ones, then translated ones.
+  changed->clear();
+  const int n = static_cast<int>(solved.local.size());
+  for (int i = 0; i < n; ++i) {
+    if (RotationChanged(start.local[i], solved.local[i])) {
+      changed->push_back(static_cast<uint32_t>(i));
+    }
+  }
+  const size_t num_rotated = changed->size();
+  for (int i = 0; i < n; ++i) {
+    if (TranslationChanged(start.local[i], solved.local[i])) {
+      changed->push_back(static_cast<uint32_t>(i));
+    }
+  }
+  const absl::Span<const uint32_t> rotated =
+      absl::MakeConstSpan(*changed).subspan(0, num_rotated);
+  const absl::Span<const uint32_t> translated =
+      absl::MakeConstSpan(*changed).subspan(num_rotated);
+  const size_t rotated_bytes = IndicesSize(rotated);
+  const size_t translated_bytes = IndicesSize(translated);
+
+  // Sizes first (the item and each result are length-prefixed); the fields
+  // go in the order protobuf writes them: by field number.
+  size_t size = 0;
+  if (sequence != 0) {
+    size += kTagSize + CodedOutputStream::VarintSize64(sequence);
+  }
+  for (const GoalResult& r : results) {
+    size += LengthDelimitedSize(GoalResultSize(r));
+  }
+  size += ChangedJointsSize(rotated, rotated_bytes, 4) +
+          ChangedJointsSize(translated, translated_bytes, 3);
+
+  const size_t at = out->size();
+  out->resize(at + LengthDelimitedSize(size));
+  uint8_t* p = reinterpret_cast<uint8_t*>(&(*out)[at]);
+  p = WireFormatLite::WriteTagToArray(
+      kItemsField, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, p);
+  p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(size), p);
+  if (sequence != 0) {
+    p = WireFormatLite::WriteUInt64ToArray(kSequenceField, sequence, p);
+  }
+  for (const GoalResult& r : results) {
+    p = WriteGoalResult(r, GoalResultSize(r), p);
+  }
+  p = WriteChangedJoints(
+      rotated, rotated_bytes, kRotatedJointsField, kRotationsField, 4, solved,
+      [](const Transform& t, uint8_t* q) {
+        const Eigen::Quaterniond& r = t.rotation;
+        for (double v : {r.w(), r.x(), r.y(), r.z()}) {
+          q = WireFormatLite::WriteDoubleNoTagToArray(v, q);
+        }
+        return q;
+      },
+      p);
+  WriteChangedJoints(
+      translated, translated_bytes, kTranslatedJointsField, kTranslationsField,
+      3, solved,
+      [](const Transform& t, uint8_t* q) {
+        for (double v : {t.translation.x(), t.translation.y(),
+                         t.translation.z()}) {
+          q = WireFormatLite::WriteDoubleNoTagToArray(v, q);
+        }
+        return q;
+      },
+      p);
 }
 
 }  // namespace reach

@@ -12,7 +12,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "google/protobuf/message_lite.h"
+#include "solvers/goal.h"
+#include "solvers/pose.h"
 
 namespace reach {
 
@@ -35,6 +38,15 @@ absl::Status SplitBatchItems(absl::string_view request, int max_items,
 // SolveBatchResponse: the concatenation of such entries is the message.
 void AppendBatchItem(const google::protobuf::MessageLite& response,
                      std::string* out);
+
+// Appends, as an `items` entry of a SolveBatchResponse, the SolveResponse
+// that ToProto(start, solved, results) with `sequence` would serialize to,
+// byte for byte, written straight from the solve: no message is built,
+// sized and serialized field by field. `changed` is scratch (it keeps its
+// capacity from call to call).
+void AppendSolvedItem(uint64_t sequence, const Pose& start, const Pose& solved,
+                      absl::Span<const GoalResult> results,
+                      std::vector<uint32_t>* changed, std::string* out);
 
 }  // namespace reach
 

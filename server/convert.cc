@@ -243,14 +243,14 @@ void ToProto(const Pose& start, const Pose& solved,
   for (int i = 0; i < n; ++i) {
     const Transform& before = start.local[i];
     const Transform& after = solved.local[i];
-    if (before.rotation.coeffs() != after.rotation.coeffs()) {
+    if (RotationChanged(before, after)) {
       response->add_rotated_joints(static_cast<uint32_t>(i));
       const Eigen::Quaterniond& q = after.rotation;
       for (double v : {q.w(), q.x(), q.y(), q.z()}) {
         response->add_rotations(v);
       }
     }
-    if (before.translation != after.translation) {
+    if (TranslationChanged(before, after)) {
       response->add_translated_joints(static_cast<uint32_t>(i));
       const Eigen::Vector3d& t = after.translation;
       for (double v : {t.x(), t.y(), t.z()}) response->add_translations(v);

@@ -5,6 +5,7 @@
 #ifndef REACH_SERVER_CONVERT_H_
 #define REACH_SERVER_CONVERT_H_
 
+#include <cstring>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,6 +46,19 @@ absl::Status FromProto(const Skeleton& skeleton,
 // except joint 0's translation when root_translation is set.
 absl::Status FromProto(const Skeleton& skeleton, const v1::Pose& pose,
                        Pose* out);
+
+// Whether a solve changed a joint's rotation / translation: any bit of it
+// differs from the start pose's (a solver that leaves a joint alone leaves
+// its bits alone).
+inline bool RotationChanged(const Transform& start, const Transform& solved) {
+  return std::memcmp(start.rotation.coeffs().data(),
+                     solved.rotation.coeffs().data(), 4 * sizeof(double)) != 0;
+}
+inline bool TranslationChanged(const Transform& start,
+                               const Transform& solved) {
+  return std::memcmp(start.translation.data(), solved.translation.data(),
+                     3 * sizeof(double)) != 0;
+}
 
 // Writes into `response` every joint of `solved` that differs from `start`
 // (rotation, and translation only when it changed) and one result per goal.

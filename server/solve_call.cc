@@ -9,11 +9,9 @@
 
 namespace reach {
 
-absl::Status SolveOne(const RegisteredSkeleton& registered,
-                      const v1::SolveRequest& request, const Pose* warm_start,
-                      const SolveLimits& limits, SolveScratch& scratch,
-                      v1::SolveResponse* response) {
-  response->set_sequence(request.sequence());
+absl::Status SolvePose(const RegisteredSkeleton& registered,
+                       const v1::SolveRequest& request, const Pose* warm_start,
+                       const SolveLimits& limits, SolveScratch& scratch) {
   const Skeleton& skeleton = registered.skeleton;
   if (request.goals_size() == 0) {
     return absl::InvalidArgumentError("goals: at least one goal is required");
@@ -58,6 +56,20 @@ absl::Status SolveOne(const RegisteredSkeleton& registered,
     if (static_cast<int>(r.solver) != label) label = kMixedSolverLabel;
   }
   scratch.tally.SolveDone(label, elapsed);
+  return absl::OkStatus();
+}
+
+absl::Status SolveOne(const RegisteredSkeleton& registered,
+                      const v1::SolveRequest& request, const Pose* warm_start,
+                      const SolveLimits& limits, SolveScratch& scratch,
+                      v1::SolveResponse* response) {
+  response->set_sequence(request.sequence());
+  if (absl::Status status =
+          SolvePose(registered, request, warm_start, limits, scratch);
+      !status.ok()) {
+    return status;
+  }
+  const Skeleton& skeleton = registered.skeleton;
   ToProto(scratch.start, scratch.pose, scratch.results, response);
   if (request.return_globals()) {
     ComputeGlobals(skeleton, scratch.pose, absl::MakeSpan(scratch.ws.globals));
@@ -78,7 +90,6 @@ void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
   std::shared_ptr<const RegisteredSkeleton> skeleton;
   for (int i = begin; i < end; ++i) {
     const absl::string_view bytes = batch.items[i];
-    result.Clear();
     absl::Status status;
     if (!item.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
       item.Clear();
@@ -91,10 +102,22 @@ void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
       if (skeleton == nullptr || skeleton->id != id) {
         skeleton = registry.Find(id);
       }
-      status = skeleton == nullptr
-                   ? UnknownSkeleton(id)
-                   : SolveOne(*skeleton, item, /*warm_start=*/nullptr, limits,
-                              scratch, &result);
+      if (skeleton == nullptr) {
+        status = UnknownSkeleton(id);
+      } else if (!item.return_globals()) {
+        // The common case: the response written straight from the solve.
+        status = SolvePose(*skeleton, item, /*warm_start=*/nullptr, limits,
+                           scratch);
+        if (status.ok()) {
+          AppendSolvedItem(item.sequence(), scratch.start, scratch.pose,
+                           scratch.results, &scratch.changed_joints, out);
+          continue;
+        }
+      } else {
+        result.Clear();
+        status = SolveOne(*skeleton, item, /*warm_start=*/nullptr, limits,
+                          scratch, &result);
+      }
     }
     if (!status.ok()) {
       result.Clear();

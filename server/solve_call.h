@@ -35,6 +35,7 @@ struct SolveScratch {
   // SolveBatch items, parsed and answered one after another.
   v1::SolveRequest request;
   v1::SolveResponse response;
+  std::vector<uint32_t> changed_joints;  // AppendSolvedItem's scratch.
   // Solve metrics not yet recorded; the caller records them with
   // Metrics::Record when it sees fit (after each solve, or each batch chunk).
   SolveTally tally;
@@ -45,6 +46,13 @@ struct SolveScratch {
 // `warm_start` when non-null and sized for the skeleton, else the rest pose.
 // On error nothing but the sequence is written. The solve's metrics are
 // added to scratch.tally.
+// SolveOne's solve without its response: on success the start pose,
+// solution and results are in scratch.start, scratch.pose and
+// scratch.results.
+absl::Status SolvePose(const RegisteredSkeleton& skeleton,
+                       const v1::SolveRequest& request, const Pose* warm_start,
+                       const SolveLimits& limits, SolveScratch& scratch);
+
 absl::Status SolveOne(const RegisteredSkeleton& skeleton,
                       const v1::SolveRequest& request, const Pose* warm_start,
                       const SolveLimits& limits, SolveScratch& scratch,

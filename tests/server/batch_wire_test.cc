@@ -9,7 +9,9 @@
 #include "gtest/gtest.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "reach/v1/solve.pb.h"
+#include "server/convert.h"
 #include "server/memory.h"
+#include "tests/testing/models.h"
 
 namespace reach {
 namespace {
@@ -137,6 +139,57 @@ TEST(BatchWireTest, AppendedItemsParseAsASolveBatchResponse) {
               responses[i].SerializeAsString());
   }
   EXPECT_EQ(parsed.items(3).ByteSizeLong(), 0u);
+}
+
+// AppendSolvedItem must write exactly what building the SolveResponse with
+// ToProto and serializing it as an item does: every field's presence rule
+// (proto3 skips zeros, but writes -0.0), multi-byte joint indices (200
+// joints), negative int32s (ten-byte varints), large sequences, and
+// translated as well as rotated joints.
+TEST(BatchWireTest, SolvedItemIsByteForByteWhatProtobufWrites) {
+  testing::Rng rng(42);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::uniform_int_distribution<int> coin(0, 3);
+  const double specials[] = {0.0, -0.0, 1e-300, 12.5};
+  const uint64_t sequences[] = {0, 1, 127, 128, ~uint64_t{0}};
+  const int iterations[] = {0, 1, 300, -1, -2147483647 - 1};
+  constexpr int kJoints = 200;
+  for (int trial = 0; trial < 200; ++trial) {
+    Pose start, solved;
+    start.local.resize(kJoints);
+    for (Transform& t : start.local) {
+      t.rotation = testing::RandomRotation(rng);
+      t.translation = Eigen::Vector3d(unit(rng), unit(rng), unit(rng));
+    }
+    solved = start;
+    for (int j = 0; j < kJoints; ++j) {
+      if (coin(rng) == 0) solved.local[j].rotation = testing::RandomRotation(rng);
+      if (coin(rng) == 0) solved.local[j].translation.x() += 0.5;
+    }
+    if (trial % 10 == 0) solved = start;  // Nothing changed.
+    std::vector<GoalResult> results(trial % 5);
+    for (size_t g = 0; g < results.size(); ++g) {
+      GoalResult& r = results[g];
+      r.reached = coin(rng) == 0;
+      r.position_error = coin(rng) == 0 ? specials[coin(rng)] : unit(rng);
+      r.orientation_error_rad = specials[coin(rng)];
+      r.iterations = iterations[(trial + g) % 5];
+      r.solver = static_cast<SolverKind>((trial + g) % kNumSolverKinds);
+      r.tolerance = specials[coin(rng)];
+      r.orientation_tolerance_rad = unit(rng);
+    }
+    const uint64_t sequence = sequences[trial % 5];
+
+    v1::SolveResponse response;
+    response.set_sequence(sequence);
+    ToProto(start, solved, results, &response);
+    std::string want = "prefix";
+    AppendBatchItem(response, &want);
+    std::string got = "prefix";
+    std::vector<uint32_t> changed;
+    AppendSolvedItem(sequence, start, solved, results, &changed, &got);
+    ASSERT_EQ(got, want) << "trial " << trial;
+  }
 }
 
 TEST(MemoryTest, GlibcAcceptsTheAllocatorTuning) {
