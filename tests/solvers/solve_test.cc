@@ -805,6 +805,50 @@ TEST_F(HumanoidTest, ResultsMatchForwardKinematicsWhateverTheGoalOrder) {
   }
 }
 
+// Solve starts a rest-pose start from the skeleton's rest transforms,
+// computed once. A start with the same values but other bits (a -0.0 for a
+// 0.0) is computed from scratch: both must give the same solution and
+// results, goal after goal, spine included (it moves the limbs' parents).
+TEST_F(HumanoidTest, RestStartSolvesAsTheSamePoseComputedFromScratch) {
+  std::vector<Transform> globals(skeleton_.num_joints());
+  ComputeGlobals(skeleton_, RestPose(skeleton_), absl::MakeSpan(globals));
+  for (int j = 0; j < skeleton_.num_joints(); ++j) {
+    EXPECT_EQ(skeleton_.rest_globals()[j].translation, globals[j].translation);
+    EXPECT_EQ(skeleton_.rest_globals()[j].rotation.coeffs(),
+              globals[j].rotation.coeffs());
+  }
+  const int hips = Joint("hips");
+  ASSERT_EQ(skeleton_.joint(hips).rest.translation.x(), 0.0);
+  Rng rng(107);
+  for (int trial = 0; trial < 10; ++trial) {
+    SCOPED_TRACE(trial);
+    const Pose random = RandomPose(skeleton_, rng, 0.7);
+    std::vector<Goal> goals;
+    for (int chain : {spine_, left_arm_, right_arm_, left_leg_, right_leg_}) {
+      goals.push_back(ChainGoal(chain, Pos(random, Tip(chain))));
+      goals.back().pole = goals.back().target + Vector3d(0, 0, 1);
+    }
+    Pose at_rest = RestPose(skeleton_);
+    Pose other_bits = RestPose(skeleton_);
+    other_bits.local[hips].translation.x() = -0.0;
+    std::vector<GoalResult> rest_results, other_results;
+    ASSERT_TRUE(Run(goals, &at_rest, &rest_results).ok());
+    ASSERT_TRUE(Run(goals, &other_bits, &other_results).ok());
+    for (int j = 0; j < skeleton_.num_joints(); ++j) {
+      EXPECT_EQ(at_rest.local[j].rotation.coeffs(),
+                other_bits.local[j].rotation.coeffs())
+          << "joint " << j;
+    }
+    for (size_t i = 0; i < goals.size(); ++i) {
+      EXPECT_EQ(rest_results[i].position_error,
+                other_results[i].position_error)
+          << "goal " << i;
+      EXPECT_EQ(rest_results[i].reached, other_results[i].reached)
+          << "goal " << i;
+    }
+  }
+}
+
 TEST_F(HumanoidTest, LaterGoalOnSharedJointsStartsFromEarlierResult) {
   // Two goals on the same arm; the second has weight 0, so it keeps its
   // start pose, which must be the first goal's result.
