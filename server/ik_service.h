@@ -19,7 +19,6 @@ namespace reach {
 
 class SolveStreamReactor;
 
-
 struct ServiceOptions {
   SolveLimits solve_limits;  // max_goals per request, max_iterations.
   int max_batch = 10000;     // Items per SolveBatch.

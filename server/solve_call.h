@@ -41,18 +41,18 @@ struct SolveScratch {
   SolveTally tally;
 };
 
+// SolveOne's solve without its response: on success the start pose,
+// solution and results are in scratch.start, scratch.pose and
+// scratch.results, and the solve's metrics are added to scratch.tally.
+absl::Status SolvePose(const RegisteredSkeleton& skeleton,
+                       const v1::SolveRequest& request, const Pose* warm_start,
+                       const SolveLimits& limits, SolveScratch& scratch);
+
 // Solves `request` against `skeleton` into `response` (which gets the
 // request's sequence). The start pose is request.start_pose when set, else
 // `warm_start` when non-null and sized for the skeleton, else the rest pose.
 // On error nothing but the sequence is written. The solve's metrics are
 // added to scratch.tally.
-// SolveOne's solve without its response: on success the start pose,
-// solution and results are in scratch.start, scratch.pose and
-// scratch.results.
-absl::Status SolvePose(const RegisteredSkeleton& skeleton,
-                       const v1::SolveRequest& request, const Pose* warm_start,
-                       const SolveLimits& limits, SolveScratch& scratch);
-
 absl::Status SolveOne(const RegisteredSkeleton& skeleton,
                       const v1::SolveRequest& request, const Pose* warm_start,
                       const SolveLimits& limits, SolveScratch& scratch,
@@ -61,8 +61,7 @@ absl::Status SolveOne(const RegisteredSkeleton& skeleton,
 // SolveBatch's work on one worker: parses items [begin, end) of a split
 // SolveBatchRequest, solves each against its skeleton in `registry` (the
 // batch's skeleton_id when the item names none), and appends each
-// SolveResponse, framed
-// as a SolveBatchResponse item, to `out`. A bad item (unparseable, unknown
+// SolveResponse, framed as a SolveBatchResponse item, to `out`. A bad item (unparseable, unknown
 // skeleton, invalid goal) gets its own error. The scratch's request and
 // response messages are reused item after item. The chunk's solve metrics
 // are recorded into `metrics` once, at the end.
