@@ -18,6 +18,7 @@
 
 #include "solvers/limits.h"
 #include "solvers/solve.h"
+#include "solvers/two_bone.h"
 #include "tests/testing/models.h"
 
 namespace reach {
@@ -252,6 +253,48 @@ void BM_TwoBoneCore(benchmark::State& state) {
   RunSolverCore(state, TwoBoneLimb());
 }
 BENCHMARK(BM_TwoBoneCore);
+// SolveTwoBoneLimbs on range(0) limbs per call (the leg's start pose and
+// successive targets): the branch-free solve two limbs at a time.
+// `per_limb` is the time per limb.
+void BM_TwoBoneLimbs(benchmark::State& state) {
+  const Scenario& scenario = TwoBoneLimb();
+  const Skeleton& skeleton = scenario.skeleton;
+  const std::vector<int>& chain = skeleton.chain(0).joints;
+  Workspace ws;
+  ws.Reserve(skeleton.num_joints());
+  ComputeGlobals(skeleton, scenario.start, absl::MakeSpan(ws.globals));
+  const int per_call = static_cast<int>(state.range(0));
+  std::vector<reach::TwoBoneLimb> limbs(scenario.goals.size());
+  for (size_t t = 0; t < limbs.size(); ++t) {
+    reach::TwoBoneLimb& limb = limbs[t];
+    const int parent = skeleton.joint(chain[0]).parent;
+    if (parent >= 0) limb.parent_rotation = ws.globals[parent].rotation;
+    limb.root = ws.globals[chain[0]];
+    limb.mid = ws.globals[chain[1]];
+    limb.tip = ws.globals[chain[2]];
+    limb.mid_local = scenario.start.local[chain[1]].rotation;
+    limb.target = scenario.goals[t].target;
+    limb.has_pole = scenario.goals[t].pole.has_value();
+    if (limb.has_pole) limb.pole = *scenario.goals[t].pole;
+  }
+  std::vector<TwoBoneLimbResult> out(per_call);
+  int64_t solved = 0;
+  size_t i = 0;
+  for (auto _ : state) {
+    SolveTwoBoneLimbs(absl::MakeConstSpan(&limbs[i], per_call),
+                      absl::MakeSpan(out));
+    i = (i + per_call) % limbs.size();
+    benchmark::DoNotOptimize(out.data());
+    solved += out[0].solved;
+  }
+  state.counters["per_limb"] = benchmark::Counter(
+      static_cast<double>(per_call),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["solved"] = benchmark::Counter(
+      static_cast<double>(solved), benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_TwoBoneLimbs)->Arg(1)->Arg(2)->Arg(4)->Arg(64);
+
 void BM_FabrikCore(benchmark::State& state) {
   RunSolverCore(state, WithSolver(TenJointChain(state.range(0) != 0),
                                   SolverKind::kFabrik));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "solvers/limits.h"
+#include "solvers/two_bone_lanes.h"
 
 namespace reach {
 namespace {
@@ -12,10 +13,8 @@ using Eigen::Quaterniond;
 using Eigen::Vector3d;
 
 constexpr double kTiny = 1e-12;
-constexpr double kTinySq = kTiny * kTiny;
-// Targets and poles farther than this from the root (squared) only give a
-// direction: they are brought nearer first, so no square overflows.
-constexpr double kFarSq = 1e100;
+using two_bone_lanes::kFarSq;
+using two_bone_lanes::kTinySq;
 
 // The offset `to - from` of two finite points, and its squared norm. When
 // it is farther than kFarSq it is replaced by an offset in the same
@@ -184,6 +183,10 @@ double ChooseHingeAngle(const Joint& mid, double hinge_angle,
   return best_angle;
 }
 
+
+// Defined with SolveTwoBoneLimbs below.
+TwoBoneLimbResult SolveOneLimb(const TwoBoneLimb& limb);
+
 }  // namespace
 
 // Square roots and divisions share one unit that is not fully pipelined;
@@ -199,6 +202,24 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const Joint& mid = skeleton.joint(ib);
   const Joint& tip = skeleton.joint(ic);
   Transform* g = ws.chain_globals.data();
+
+  if (TwoBoneFastPathApplies(skeleton, problem.joints, goal)) {
+    TwoBoneLimb limb;
+    limb.parent_rotation = problem.parent_global.rotation;
+    limb.root = g[0];
+    limb.mid = g[1];
+    limb.tip = g[2];
+    limb.mid_local = pose.local[ib].rotation;
+    limb.target = goal.target;
+    limb.has_pole = goal.pole.has_value();
+    if (limb.has_pole) limb.pole = *goal.pole;
+    const TwoBoneLimbResult solved = SolveOneLimb(limb);
+    if (solved.solved) {
+      pose.local[problem.joints[0]].rotation = solved.root_local;
+      pose.local[ib].rotation = solved.mid_local;
+      return 1;
+    }
+  }
 
   const Vector3d a = g[0].translation;
   const double max_stretch = goal.options.max_stretch;
@@ -419,6 +440,133 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
     ApplyTipOrientation(problem, ws, pose);
   }
   return 1;
+}
+
+bool TwoBoneFastPathApplies(const Skeleton& skeleton,
+                            absl::Span<const int> chain, const Goal& goal) {
+  return chain.size() == 3 && !skeleton.joint(chain[0]).IsConstrained() &&
+         !skeleton.joint(chain[1]).IsConstrained() &&
+         !goal.target_orientation && !(goal.options.soft > 0.0) &&
+         !(goal.options.max_stretch > 1.0);
+}
+
+namespace {
+
+using two_bone_lanes::kBlockLanes;
+using two_bone_lanes::LimbBlock;
+using two_bone_lanes::LimbBlockResult;
+using Rows = double (*)[kBlockLanes];
+
+void SetColumn(Rows rows, int lane, const Vector3d& v) {
+  rows[0][lane] = v.x();
+  rows[1][lane] = v.y();
+  rows[2][lane] = v.z();
+}
+void SetColumn(Rows rows, int lane, const Quaterniond& q) {
+  rows[0][lane] = q.w();
+  rows[1][lane] = q.x();
+  rows[2][lane] = q.y();
+  rows[3][lane] = q.z();
+}
+Quaterniond QuatColumn(const double (*rows)[kBlockLanes], int lane) {
+  return Quaterniond(rows[0][lane], rows[1][lane], rows[2][lane],
+                     rows[3][lane]);
+}
+
+// limbs[0..n-1] (1 <= n <= 4) into lanes 0..n-1; lanes n..width-1 repeat
+// the last limb.
+void Gather(const TwoBoneLimb* limbs, int n, int width, LimbBlock* block) {
+  for (int lane = 0; lane < width; ++lane) {
+    const TwoBoneLimb& limb = limbs[std::min(lane, n - 1)];
+    SetColumn(block->root, lane, limb.root.translation);
+    SetColumn(block->mid, lane, limb.mid.translation);
+    SetColumn(block->tip, lane, limb.tip.translation);
+    SetColumn(block->target, lane, limb.target);
+    SetColumn(block->pole, lane,
+              limb.has_pole ? limb.pole : limb.root.translation);
+    SetColumn(block->parent, lane, limb.parent_rotation);
+    SetColumn(block->root_rotation, lane, limb.root.rotation);
+    SetColumn(block->mid_rotation, lane, limb.mid.rotation);
+    SetColumn(block->mid_local, lane, limb.mid_local);
+    block->has_pole[lane] = limb.has_pole ? 1.0 : 0.0;
+  }
+}
+
+void Scatter(const LimbBlockResult& block, int n, TwoBoneLimbResult* out) {
+  for (int lane = 0; lane < n; ++lane) {
+    out[lane].root_local = QuatColumn(block.root_local, lane);
+    out[lane].mid_local = QuatColumn(block.mid_local, lane);
+    out[lane].solved = block.ok[lane] > 0.0;
+  }
+}
+
+// One limb straight from its Eigen values (no block): TwoBoneSolver's
+// branch-free path.
+TwoBoneLimbResult SolveOneLimb(const TwoBoneLimb& limb) {
+  using two_bone_lanes::Quat;
+  using two_bone_lanes::Vec;
+  const auto vec = [](const Vector3d& v) { return Vec<double>{v.x(), v.y(), v.z()}; };
+  const auto quat = [](const Quaterniond& q) {
+    return Quat<double>{q.w(), q.x(), q.y(), q.z()};
+  };
+  two_bone_lanes::LimbIn<double> in;
+  in.root = vec(limb.root.translation);
+  in.mid = vec(limb.mid.translation);
+  in.tip = vec(limb.tip.translation);
+  in.target = vec(limb.target);
+  in.pole = vec(limb.has_pole ? limb.pole : limb.root.translation);
+  in.parent = quat(limb.parent_rotation);
+  in.root_rotation = quat(limb.root.rotation);
+  in.mid_rotation = quat(limb.mid.rotation);
+  in.mid_local = quat(limb.mid_local);
+  in.has_pole = limb.has_pole;
+  two_bone_lanes::LimbOut<double> out;
+  two_bone_lanes::SolveLimbKernel(in, &out);
+  TwoBoneLimbResult result;
+  result.root_local = Quaterniond(out.root_local.w, out.root_local.x,
+                                  out.root_local.y, out.root_local.z);
+  result.mid_local = Quaterniond(out.mid_local.w, out.mid_local.x,
+                                 out.mid_local.y, out.mid_local.z);
+  result.solved = out.ok;
+  return result;
+}
+
+bool CpuHasAvx2() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+void SolveTwoBoneLimbs(absl::Span<const TwoBoneLimb> limbs,
+                       absl::Span<TwoBoneLimbResult> out) {
+  static const bool avx2 = CpuHasAvx2();
+  const int n = static_cast<int>(limbs.size());
+  for (int i = 0; i < n; i += kBlockLanes) {
+    const int m = std::min(kBlockLanes, n - i);
+    LimbBlock block;
+    LimbBlockResult solved;
+    if (m == 1) {
+      out[i] = SolveOneLimb(limbs[i]);
+      continue;
+    }
+    Gather(&limbs[i], m, m == 2 ? 2 : kBlockLanes, &block);
+    if (m == 2 || !avx2) {
+      two_bone_lanes::SolveBlock<two_bone_lanes::Lanes2>(block, 0, &solved);
+      if (m > 2) {
+        two_bone_lanes::SolveBlock<two_bone_lanes::Lanes2>(block, 2, &solved);
+      }
+    } else {
+#if defined(__x86_64__)
+      two_bone_lanes::SolveBlockAvx2(block, &solved);
+#endif
+    }
+    Scatter(solved, m, &out[i]);
+  }
 }
 
 }  // namespace reach

@@ -1,0 +1,18 @@
+// SolveTwoBoneLimbs' four-lane kernel. solvers/CMakeLists.txt builds this
+// file alone with -mavx2 (on x86-64); two_bone.cc calls it only when the
+// CPU reports AVX2. It includes nothing but the kernel (no Eigen, no
+// standard templates), so no AVX2 code can be linked in for another
+// translation unit's inline functions.
+#include "solvers/two_bone_lanes.h"
+
+namespace reach {
+namespace two_bone_lanes {
+
+#ifdef __AVX2__
+void SolveBlockAvx2(const LimbBlock& in, LimbBlockResult* out) {
+  SolveBlock<Lanes4>(in, 0, out);
+}
+#endif
+
+}  // namespace two_bone_lanes
+}  // namespace reach
