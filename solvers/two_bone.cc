@@ -119,8 +119,12 @@ struct MidGeometry {
   void Turns(double distance_sq, double cos_turn[2],
              double sin_turn[2]) const {
     const double r = std::sqrt(r_sq);
-    const double h = std::clamp(0.5 * (distance_sq - k), -r, r);
-    const double q = std::sqrt(std::max(0.0, r_sq - h * h));
+    const double h_free = 0.5 * (distance_sq - k);
+    const double h = std::clamp(h_free, -r, r);
+    // Clamped: fully extended (or folded) exactly. r_sq - r^2 is rounding,
+    // and its square root would turn the bend by ~1e-8 rad.
+    const double q =
+        std::abs(h_free) >= r ? 0.0 : std::sqrt(std::max(0.0, r_sq - h * h));
     const double inv = 1.0 / r_sq;  // In parallel with the square roots.
     cos_turn[0] = (a * h - b * q) * inv;
     sin_turn[0] = (b * h + a * q) * inv;
@@ -203,7 +207,7 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const Joint& tip = skeleton.joint(ic);
   Transform* g = ws.chain_globals.data();
 
-  if (TwoBoneFastPathApplies(skeleton, problem.joints, goal)) {
+  if (branch_free_ && TwoBoneFastPathApplies(skeleton, problem.joints, goal)) {
     TwoBoneLimb limb;
     limb.parent_rotation = problem.parent_global.rotation;
     limb.root = g[0];

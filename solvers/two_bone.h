@@ -65,8 +65,16 @@ void SolveTwoBoneLimbs(absl::Span<const TwoBoneLimb> limbs,
 
 class TwoBoneSolver final : public ChainSolver {
  public:
+  // `branch_free`: try the branch-free kernel (SolveTwoBoneLimbs) first
+  // where TwoBoneFastPathApplies, the default; false runs the general path
+  // alone (tests compare the two).
+  explicit TwoBoneSolver(bool branch_free = true) : branch_free_(branch_free) {}
+
   int Solve(const ChainProblem& problem, Workspace& ws,
             Pose& pose) const override;
+
+ private:
+  bool branch_free_;
 };
 
 }  // namespace reach

@@ -219,8 +219,10 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   const T k = ab_sq + me_sq + 2.0 * Dot(ab, me_par);
   ok &= r_sq > 1e-24 * Max(Splat<T>(1.0), scale_sq * scale_sq);
   const T r = Sqrt(r_sq);
-  const T h = Min(Max(0.5 * (d_sq - k), -r), r);
-  const T q = Sqrt(Max(Splat<T>(0.0), r_sq - h * h));
+  const T h_free = 0.5 * (d_sq - k);
+  const T h = Min(Max(h_free, -r), r);
+  const T q = Select(Max(h_free, -h_free) >= r, Splat<T>(0.0),
+                     Sqrt(Max(Splat<T>(0.0), r_sq - h * h)));
   const T inv_r_sq = 1.0 / r_sq;
   const T c0 = (ga * h - gb * q) * inv_r_sq;
   const T s0 = (gb * h + ga * q) * inv_r_sq;
