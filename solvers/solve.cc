@@ -1,6 +1,7 @@
 #include "solvers/solve.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "solvers/limits.h"
+#include "solvers/two_bone.h"
 
 namespace reach {
 namespace {
@@ -344,6 +346,179 @@ SolverKind ResolveSolver(const Skeleton& skeleton, absl::Span<const int> chain,
   return SolverKind::kFabrik;
 }
 
+namespace {
+
+// Solves one goal (validated) from the pose's current state and stamps
+// its chain as moved.
+void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
+               Pose* pose, GoalResult* result_out) {
+  // A copy with the orientation normalised (validation allows 1e-5).
+  Goal goal = goal_in;
+  if (goal.target_orientation) NormalizeRotation(&*goal.target_orientation);
+
+  absl::Span<const int> chain;
+  if (goal.chain >= 0) {
+    chain = skeleton.chain(goal.chain).joints;
+  } else {
+    skeleton.PathBetween(goal.root_joint, goal.tip_joint, &ws.path);
+    chain = ws.path;
+  }
+  const int n = static_cast<int>(chain.size());
+  const SolverKind kind = ResolveSolver(skeleton, chain, goal);
+
+  ChainProblem problem;
+  problem.skeleton = &skeleton;
+  problem.joints = chain;
+  problem.goal = &goal;
+  // The chain's model-space transforms, and its parent's, from the lazy
+  // ones: current from an earlier goal or the rest pose cost nothing.
+  LazyGlobal(skeleton, *pose, chain[n - 1], ws);
+  const int chain_parent = skeleton.joint(chain[0]).parent;
+  if (chain_parent >= 0) problem.parent_global = ws.globals[chain_parent];
+  for (int k = 0; k < n; ++k) ws.chain_globals[k] = ws.globals[chain[k]];
+  if (kind != SolverKind::kTwoBone &&
+      BreakSymmetry(skeleton, chain, goal, ws.chain_globals.data(), pose)) {
+    ComputeChainGlobals(problem, *pose, ws);
+  }
+  for (int k = 0; k + 1 < n; ++k) {
+    ws.lengths[k] = (ws.chain_globals[k + 1].translation -
+                     ws.chain_globals[k].translation)
+                        .norm();
+    problem.chain_length += ws.lengths[k];
+  }
+  problem.tolerance = goal.options.tolerance > 0.0
+                          ? goal.options.tolerance
+                          : std::max(1e-5 * problem.chain_length, 1e-12);
+  problem.orientation_tolerance_rad =
+      goal.options.orientation_tolerance_rad > 0.0
+          ? goal.options.orientation_tolerance_rad
+          : 1e-4;
+  problem.max_iterations = goal.options.max_iterations > 0
+                               ? goal.options.max_iterations
+                               : DefaultMaxIterations(kind);
+
+  for (int k = 0; k < n; ++k) {
+    ws.start_rotations[k] = pose->local[chain[k]].rotation;
+  }
+  GoalResult& result = *result_out;
+  result = GoalResult();
+  result.solver = kind;
+  result.iterations = GetSolver(kind).Solve(problem, ws, *pose);
+
+  if (goal.weight < 1.0) {
+    // Partial weight: each joint moves that fraction of the way from its
+    // start rotation, then back inside its limits.
+    for (int k = 0; k < n; ++k) {
+      Eigen::Quaterniond& q = pose->local[chain[k]].rotation;
+      q = ConstrainRotation(skeleton.joint(chain[k]),
+                            ws.start_rotations[k].slerp(goal.weight, q))
+              .normalized();
+    }
+  }
+  result.tolerance = problem.tolerance;
+  result.orientation_tolerance_rad = problem.orientation_tolerance_rad;
+  const uint32_t now = ++ws.clock;
+  for (int j : chain) ws.moved_at[j] = now;
+}
+
+// The goals from `first` on that the branch-free two-bone kernel solves
+// together (SolveTwoBoneLimbs), so one call fills its SIMD lanes:
+// consecutive TWO_BONE goals (after AUTO) at full weight for which
+// TwoBoneFastPathApplies, none of whose start transforms depends on a
+// joint that an earlier one of them turns (no tip descends from another
+// goal's root or mid joint). Their results equal solving them one by one,
+// bit for bit: same inputs, and the kernel's result does not depend on
+// its lane. Returns how many goals it solved: 0 when fewer than two
+// qualify.
+size_t SolveTwoBoneGroup(const Skeleton& skeleton,
+                         absl::Span<const Goal> goals, size_t first,
+                         Workspace& ws, Pose* pose,
+                         absl::Span<GoalResult> results) {
+  constexpr size_t kMaxGroup = 8;
+  std::array<std::array<int, 3>, kMaxGroup> chains;
+  size_t count = 0;
+  for (; count < kMaxGroup && first + count < goals.size(); ++count) {
+    const Goal& goal = goals[first + count];
+    std::array<int, 3>& chain = chains[count];
+    if (goal.chain >= 0) {
+      const std::vector<int>& joints = skeleton.chain(goal.chain).joints;
+      if (joints.size() != 3) break;
+      std::copy(joints.begin(), joints.end(), chain.begin());
+    } else {
+      if (PathLength(skeleton, goal.root_joint, goal.tip_joint) != 3) break;
+      chain = {goal.root_joint, skeleton.joint(goal.tip_joint).parent,
+               goal.tip_joint};
+    }
+    if (!(goal.weight >= 1.0) ||
+        ResolveSolver(skeleton, chain, goal) != SolverKind::kTwoBone ||
+        !TwoBoneFastPathApplies(skeleton, chain, goal)) {
+      break;
+    }
+    bool depends = false;
+    for (int a = chain[2]; a >= 0 && !depends; a = skeleton.joint(a).parent) {
+      for (size_t e = 0; e < count; ++e) {
+        depends = depends || a == chains[e][0] || a == chains[e][1];
+      }
+    }
+    if (depends) break;
+  }
+  if (count < 2) return 0;
+
+  std::array<TwoBoneLimb, kMaxGroup> limbs;
+  std::array<TwoBoneLimbResult, kMaxGroup> solved;
+  for (size_t e = 0; e < count; ++e) {
+    const Goal& goal = goals[first + e];
+    const std::array<int, 3>& chain = chains[e];
+    LazyGlobal(skeleton, *pose, chain[2], ws);
+    TwoBoneLimb& limb = limbs[e];
+    const int parent = skeleton.joint(chain[0]).parent;
+    limb.parent_rotation = parent >= 0 ? ws.globals[parent].rotation
+                                       : Eigen::Quaterniond::Identity();
+    limb.root = ws.globals[chain[0]];
+    limb.mid = ws.globals[chain[1]];
+    limb.tip = ws.globals[chain[2]];
+    limb.mid_local = pose->local[chain[1]].rotation;
+    limb.target = goal.target;
+    limb.has_pole = goal.pole.has_value();
+    if (limb.has_pole) limb.pole = *goal.pole;
+  }
+  SolveTwoBoneLimbs(absl::MakeConstSpan(limbs.data(), count),
+                    absl::MakeSpan(solved.data(), count));
+  for (size_t e = 0; e < count; ++e) {
+    const Goal& goal = goals[first + e];
+    const std::array<int, 3>& chain = chains[e];
+    if (!solved[e].solved) {
+      // The general path, from the same start: no other goal of the group
+      // moved anything its chain depends on.
+      SolveGoal(skeleton, goal, ws, pose, &results[e]);
+      continue;
+    }
+    pose->local[chain[0]].rotation = solved[e].root_local;
+    pose->local[chain[1]].rotation = solved[e].mid_local;
+    // As SolveGoal resolves them.
+    const TwoBoneLimb& limb = limbs[e];
+    double chain_length = 0.0;
+    chain_length += (limb.mid.translation - limb.root.translation).norm();
+    chain_length += (limb.tip.translation - limb.mid.translation).norm();
+    GoalResult& result = results[e];
+    result = GoalResult();
+    result.solver = SolverKind::kTwoBone;
+    result.iterations = 1;
+    result.tolerance = goal.options.tolerance > 0.0
+                           ? goal.options.tolerance
+                           : std::max(1e-5 * chain_length, 1e-12);
+    result.orientation_tolerance_rad =
+        goal.options.orientation_tolerance_rad > 0.0
+            ? goal.options.orientation_tolerance_rad
+            : 1e-4;
+    const uint32_t now = ++ws.clock;
+    for (int j : chain) ws.moved_at[j] = now;
+  }
+  return count;
+}
+
+}  // namespace
+
 absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                    Workspace& ws, Pose* pose, absl::Span<GoalResult> results,
                    const SolveLimits& limits) {
@@ -357,74 +532,15 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
   NormalizePose(pose);
   StartGlobals(skeleton, *pose, ws);
 
-  for (size_t i = 0; i < goals.size(); ++i) {
-    // A copy with the orientation normalised (validation allows 1e-5).
-    Goal goal = goals[i];
-    if (goal.target_orientation) NormalizeRotation(&*goal.target_orientation);
-
-    absl::Span<const int> chain;
-    if (goal.chain >= 0) {
-      chain = skeleton.chain(goal.chain).joints;
-    } else {
-      skeleton.PathBetween(goal.root_joint, goal.tip_joint, &ws.path);
-      chain = ws.path;
+  for (size_t i = 0; i < goals.size();) {
+    const size_t group = SolveTwoBoneGroup(skeleton, goals, i, ws, pose,
+                                           results.subspan(i));
+    if (group > 0) {
+      i += group;
+      continue;
     }
-    const int n = static_cast<int>(chain.size());
-    const SolverKind kind = ResolveSolver(skeleton, chain, goal);
-
-    ChainProblem problem;
-    problem.skeleton = &skeleton;
-    problem.joints = chain;
-    problem.goal = &goal;
-    // The chain's model-space transforms, and its parent's, from the lazy
-    // ones: current from an earlier goal or the rest pose cost nothing.
-    LazyGlobal(skeleton, *pose, chain[n - 1], ws);
-    const int chain_parent = skeleton.joint(chain[0]).parent;
-    if (chain_parent >= 0) problem.parent_global = ws.globals[chain_parent];
-    for (int k = 0; k < n; ++k) ws.chain_globals[k] = ws.globals[chain[k]];
-    if (kind != SolverKind::kTwoBone &&
-        BreakSymmetry(skeleton, chain, goal, ws.chain_globals.data(), pose)) {
-      ComputeChainGlobals(problem, *pose, ws);
-    }
-    for (int k = 0; k + 1 < n; ++k) {
-      ws.lengths[k] = (ws.chain_globals[k + 1].translation -
-                       ws.chain_globals[k].translation)
-                          .norm();
-      problem.chain_length += ws.lengths[k];
-    }
-    problem.tolerance = goal.options.tolerance > 0.0
-                            ? goal.options.tolerance
-                            : std::max(1e-5 * problem.chain_length, 1e-12);
-    problem.orientation_tolerance_rad =
-        goal.options.orientation_tolerance_rad > 0.0
-            ? goal.options.orientation_tolerance_rad
-            : 1e-4;
-    problem.max_iterations = goal.options.max_iterations > 0
-                                 ? goal.options.max_iterations
-                                 : DefaultMaxIterations(kind);
-
-    for (int k = 0; k < n; ++k) {
-      ws.start_rotations[k] = pose->local[chain[k]].rotation;
-    }
-    GoalResult& result = results[i];
-    result = GoalResult();
-    result.solver = kind;
-    result.iterations = GetSolver(kind).Solve(problem, ws, *pose);
-
-    if (goal.weight < 1.0) {
-      // Partial weight: each joint moves that fraction of the way from its
-      // start rotation, then back inside its limits.
-      for (int k = 0; k < n; ++k) {
-        Eigen::Quaterniond& q = pose->local[chain[k]].rotation;
-        q = ConstrainRotation(skeleton.joint(chain[k]),
-                              ws.start_rotations[k].slerp(goal.weight, q))
-                .normalized();
-      }
-    }
-    result.tolerance = problem.tolerance;
-    result.orientation_tolerance_rad = problem.orientation_tolerance_rad;
-    const uint32_t now = ++ws.clock;
-    for (int j : chain) ws.moved_at[j] = now;
+    SolveGoal(skeleton, goals[i], ws, pose, &results[i]);
+    ++i;
   }
   // Measure every goal on the returned pose (a later goal may have moved an
   // earlier goal's chain): forward kinematics of each tip's stale path only.

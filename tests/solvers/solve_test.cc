@@ -772,6 +772,89 @@ TEST_F(HumanoidTest, ArmGoalIsSolvedAfterTheSpineMoved) {
   }
 }
 
+// Consecutive two-bone goals on independent limbs are solved together
+// (SIMD lanes); the pose must be what solving them one at a time gives.
+TEST_F(HumanoidTest, LimbGoalsSolvedTogetherMatchOneByOne) {
+  Rng rng(107);
+  const int limbs[] = {left_leg_, right_leg_, left_arm_, right_arm_};
+  for (int trial = 0; trial < 20; ++trial) {
+    SCOPED_TRACE(trial);
+    const Pose random = RandomPose(skeleton_, rng, 1.2);
+    // Half the trials with straight (rest) limbs, half with bent ones.
+    Pose start = SpineOnly(random);
+    if (trial % 2) {
+      const Pose bent = RandomPose(skeleton_, rng, 0.8);
+      for (int chain : limbs) {
+        for (int j : skeleton_.chain(chain).joints) start.local[j] = bent.local[j];
+      }
+    }
+    std::vector<Goal> goals;
+    for (int chain : limbs) {
+      goals.push_back(ChainGoal(chain, Pos(random, Tip(chain))));
+      if (trial % 3 == 0) {
+        goals.back().pole = Pos(random, skeleton_.chain(chain).joints[1]);
+      }
+    }
+    Pose together = start;
+    std::vector<GoalResult> results;
+    ASSERT_TRUE(Run(goals, &together, &results).ok());
+    Pose one_by_one = start;
+    std::vector<GoalResult> single;
+    for (const Goal& goal : goals) {
+      ASSERT_TRUE(Run({goal}, &one_by_one, &single).ok());
+    }
+    for (size_t j = 0; j < together.local.size(); ++j) {
+      EXPECT_LT((together.local[j].rotation.coeffs() -
+                 one_by_one.local[j].rotation.coeffs())
+                    .cwiseAbs()
+                    .maxCoeff(),
+                1e-12)
+          << skeleton_.joint(static_cast<int>(j)).name;
+    }
+    for (size_t i = 0; i < goals.size(); ++i) {
+      const double error =
+          (Pos(together, Tip(goals[i].chain)) - goals[i].target).norm();
+      EXPECT_LT(error, 1e-9) << "goal " << i;
+      EXPECT_TRUE(results[i].reached) << "goal " << i;
+      EXPECT_NEAR(results[i].position_error, error, 1e-12) << "goal " << i;
+      EXPECT_EQ(results[i].solver, SolverKind::kTwoBone);
+      EXPECT_EQ(results[i].iterations, 1);
+    }
+  }
+}
+
+// A two-bone goal whose chain hangs below another two-bone goal's joints
+// must start from where that goal moved them, not be solved beside it.
+TEST_F(HumanoidTest, TwoBoneGoalBelowAnotherStartsFromItsResult) {
+  Rng rng(108);
+  Goal spine_goal;  // spine -> chest -> neck, as an ad hoc two-bone chain.
+  spine_goal.root_joint = Joint("spine");
+  spine_goal.tip_joint = Joint("neck");
+  spine_goal.solver = SolverKind::kTwoBone;
+  for (int trial = 0; trial < 10; ++trial) {
+    SCOPED_TRACE(trial);
+    const Pose random = RandomPose(skeleton_, rng, 0.7);
+    spine_goal.target = Pos(random, spine_goal.tip_joint);
+    Pose spine_solved = RestPose(skeleton_);
+    std::vector<GoalResult> results;
+    ASSERT_TRUE(Run({spine_goal}, &spine_solved, &results).ok());
+    ASSERT_TRUE(results[0].reached);
+    Pose arm_posed = spine_solved;
+    for (int j : skeleton_.chain(left_arm_).joints) {
+      arm_posed.local[j] = random.local[j];
+    }
+    // The arm hangs from the chest, the spine goal's mid joint.
+    const Goal arm_goal = ChainGoal(left_arm_, Pos(arm_posed, Tip(left_arm_)));
+    Pose pose = RestPose(skeleton_);
+    ASSERT_TRUE(Run({spine_goal, arm_goal}, &pose, &results).ok());
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(results[i].reached)
+          << "goal " << i << " missed by " << results[i].position_error;
+    }
+    EXPECT_LT((Pos(pose, Tip(left_arm_)) - arm_goal.target).norm(), 1e-9);
+  }
+}
+
 // Solve computes model-space transforms lazily; every goal must still start
 // from, and be measured on, the transforms of the pose as it is then: an arm
 // solved before the spine moves is measured after it moved, and the other
