@@ -11,11 +11,14 @@
 #include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
+#include "solvers/two_bone_limb.h"
 
 namespace reach {
 
 // Most degrees of freedom one chain can have (3 per ball joint).
 inline constexpr int kMaxChainDof = 3 * kMaxChainJoints;
+// Most two-bone goals Solve hands SolveTwoBoneLimbs at once.
+inline constexpr int kMaxTwoBoneGroup = 8;
 
 // Scratch memory for one solve, owned by the caller and reused across
 // solves (one per thread). Chain-sized buffers have fixed capacity, so no
@@ -44,6 +47,10 @@ struct Workspace {
   std::array<double, kMaxChainDof> dof_values_alt;
   std::array<Eigen::Quaterniond, kMaxChainJoints> best_rotations;
   std::array<double, kMaxChainDof> best_dof_values;
+  // Solve's group of two-bone goals solved together.
+  std::array<std::array<int, 3>, kMaxTwoBoneGroup> group_chains;
+  std::array<TwoBoneLimb, kMaxTwoBoneGroup> group_limbs;
+  std::array<TwoBoneLimbResult, kMaxTwoBoneGroup> group_results;
 };
 
 // A validated goal resolved against its skeleton: what a solver needs.

@@ -434,8 +434,8 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton,
                          absl::Span<const Goal> goals, size_t first,
                          Workspace& ws, Pose* pose,
                          absl::Span<GoalResult> results) {
-  constexpr size_t kMaxGroup = 8;
-  std::array<std::array<int, 3>, kMaxGroup> chains;
+  constexpr size_t kMaxGroup = kMaxTwoBoneGroup;
+  std::array<std::array<int, 3>, kMaxGroup>& chains = ws.group_chains;
   size_t count = 0;
   for (; count < kMaxGroup && first + count < goals.size(); ++count) {
     const Goal& goal = goals[first + count];
@@ -464,8 +464,8 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton,
   }
   if (count < 2) return 0;
 
-  std::array<TwoBoneLimb, kMaxGroup> limbs;
-  std::array<TwoBoneLimbResult, kMaxGroup> solved;
+  std::array<TwoBoneLimb, kMaxGroup>& limbs = ws.group_limbs;
+  std::array<TwoBoneLimbResult, kMaxGroup>& solved = ws.group_results;
   for (size_t e = 0; e < count; ++e) {
     const Goal& goal = goals[first + e];
     const std::array<int, 3>& chain = chains[e];

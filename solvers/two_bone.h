@@ -35,28 +35,6 @@ namespace reach {
 bool TwoBoneFastPathApplies(const Skeleton& skeleton,
                             absl::Span<const int> chain, const Goal& goal);
 
-// One limb for SolveTwoBoneLimbs: the chain's model-space transforms in
-// the start pose (scale unused: the positions carry it), its parent's
-// model-space rotation, the mid joint's local rotation, and the goal.
-struct TwoBoneLimb {
-  Eigen::Quaterniond parent_rotation = Eigen::Quaterniond::Identity();
-  Transform root, mid, tip;
-  Eigen::Quaterniond mid_local = Eigen::Quaterniond::Identity();
-  Eigen::Vector3d target = Eigen::Vector3d::Zero();
-  bool has_pole = false;
-  Eigen::Vector3d pole = Eigen::Vector3d::Zero();
-};
-
-// The solved local rotations of the root and mid joints. `solved` is false
-// when the limb is a case the branch-free solve leaves to TwoBoneSolver
-// (straight chain, target on the root or past 1e50, a degenerate pole
-// geometry, non-finite arithmetic); the rotations are then unspecified.
-struct TwoBoneLimbResult {
-  Eigen::Quaterniond root_local;
-  Eigen::Quaterniond mid_local;
-  bool solved = false;
-};
-
 // Solves limbs for which TwoBoneFastPathApplies, two at a time in SIMD
 // lanes, with the arithmetic of TwoBoneSolver's general path (results agree
 // to rounding). out.size() >= limbs.size(). Allocates nothing.
