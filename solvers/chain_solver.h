@@ -34,6 +34,9 @@ struct Workspace {
   std::vector<uint32_t> computed_at;  // 0: never computed.
   std::vector<uint32_t> moved_at;     // 0: not moved.
   uint32_t clock = 0;
+  // Every globals[j] is current (a rest-pose start no goal has moved yet):
+  // a lookup needs no walk up the joint's path.
+  bool all_current = false;
   std::vector<int> path;       // Ad hoc chain (root_joint..tip_joint).
   std::vector<int> ancestors;  // A joint's path up to its root.
 

@@ -195,6 +195,7 @@ bool BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
 Transform LazyGlobal(const Skeleton& skeleton, const Pose& pose, int j,
                      Workspace& ws) {
   if (j < 0) return Transform();
+  if (ws.all_current) return ws.globals[j];
   ws.ancestors.clear();
   for (int a = j; a >= 0; a = skeleton.joint(a).parent) {
     ws.ancestors.push_back(a);
@@ -232,9 +233,11 @@ void StartGlobals(const Skeleton& skeleton, const Pose& pose, Workspace& ws) {
               ws.globals.begin());
     std::fill(ws.computed_at.begin(), ws.computed_at.end(), 1);
     ws.clock = 1;
+    ws.all_current = true;
   } else {
     std::fill(ws.computed_at.begin(), ws.computed_at.end(), 0);
     ws.clock = 0;
+    ws.all_current = false;
   }
 }
 
@@ -419,6 +422,7 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
   result.orientation_tolerance_rad = problem.orientation_tolerance_rad;
   const uint32_t now = ++ws.clock;
   for (int j : chain) ws.moved_at[j] = now;
+  ws.all_current = false;
 }
 
 // The goals from `first` on that the branch-free two-bone kernel solves
@@ -513,6 +517,7 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton,
             : 1e-4;
     const uint32_t now = ++ws.clock;
     for (int j : chain) ws.moved_at[j] = now;
+    ws.all_current = false;
   }
   return count;
 }
