@@ -30,14 +30,18 @@ namespace reach {
 // Whether the common case's branch-free solve (SolveTwoBoneLimbs) applies
 // to a two-bone goal on `chain`: three joints, a ball root and a ball mid
 // joint without limits, no target orientation, no soft IK, no stretch.
-// TwoBoneSolver takes it by itself; the case still falls back per limb (see
-// TwoBoneLimbResult::solved).
+// TwoBoneSolver then tries the kernel first, and Solve groups such goals;
+// a limb the kernel leaves (TwoBoneLimbResult::solved false) goes to the
+// general path.
 bool TwoBoneFastPathApplies(const Skeleton& skeleton,
                             absl::Span<const int> chain, const Goal& goal);
 
-// Solves limbs for which TwoBoneFastPathApplies, two at a time in SIMD
-// lanes, with the arithmetic of TwoBoneSolver's general path (results agree
-// to rounding). out.size() >= limbs.size(). Allocates nothing.
+// Solves limbs for which TwoBoneFastPathApplies with the branch-free
+// kernel: four at a time in AVX2 lanes when the CPU has them, else two in
+// SSE2 lanes; a single limb in scalar code. The formulas are the general
+// path's (results agree to rounding), and a limb's result does not depend
+// on its lane or on the other limbs. out.size() >= limbs.size(). Allocates
+// nothing.
 void SolveTwoBoneLimbs(absl::Span<const TwoBoneLimb> limbs,
                        absl::Span<TwoBoneLimbResult> out);
 
