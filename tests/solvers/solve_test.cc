@@ -162,6 +162,20 @@ class HumanoidTest : public ::testing::Test {
     return start;
   }
 
+  // The left arm's goal reachable only from where `spine_goal` alone,
+  // solved from rest, leaves the chest: the arm turned as in `random`.
+  Goal ArmGoalAfter(const Goal& spine_goal, const Pose& random) {
+    Pose spine_solved = RestPose(skeleton_);
+    std::vector<GoalResult> results;
+    EXPECT_TRUE(Run({spine_goal}, &spine_solved, &results).ok());
+    EXPECT_TRUE(results[0].reached);
+    Pose arm_posed = spine_solved;
+    for (int j : skeleton_.chain(left_arm_).joints) {
+      arm_posed.local[j] = random.local[j];
+    }
+    return ChainGoal(left_arm_, Pos(arm_posed, Tip(left_arm_)));
+  }
+
   Skeleton skeleton_;
   Workspace ws_;
   int spine_ = -1, left_arm_ = -1, right_arm_ = -1, left_leg_ = -1,
@@ -740,24 +754,12 @@ TEST_F(HumanoidTest, ArmGoalIsSolvedAfterTheSpineMoved) {
     SCOPED_TRACE(trial);
     const Pose random = RandomPose(skeleton_, rng, 0.7);
     const Goal spine_goal = ChainGoal(spine_, Pos(random, Tip(spine_)));
-
-    // Where the spine goal alone leaves the chest, with the arm turned as in
-    // `random`: the arm target is reachable only from the moved spine.
-    Pose spine_solved = RestPose(skeleton_);
-    std::vector<GoalResult> results;
-    ASSERT_TRUE(Run({spine_goal}, &spine_solved, &results).ok());
-    ASSERT_TRUE(results[0].reached);
-    Pose arm_posed = spine_solved;
-    for (int j : skeleton_.chain(left_arm_).joints) {
-      arm_posed.local[j] = random.local[j];
-    }
-    const Goal arm_goal = ChainGoal(left_arm_, Pos(arm_posed, Tip(left_arm_)));
+    const Goal arm_goal = ArmGoalAfter(spine_goal, random);
     // The arm target moved with the spine: solving the arm on the rest
     // spine would land elsewhere.
-    ASSERT_GT(
-        (Pos(arm_posed, Tip(left_arm_)) - Pos(random, Tip(left_arm_))).norm(),
-        1e-3);
+    ASSERT_GT((arm_goal.target - Pos(random, Tip(left_arm_))).norm(), 1e-3);
 
+    std::vector<GoalResult> results;
     Pose pose = RestPose(skeleton_);
     ASSERT_TRUE(Run({spine_goal, arm_goal}, &pose, &results).ok());
     const double spine_error =
@@ -835,16 +837,10 @@ TEST_F(HumanoidTest, TwoBoneGoalBelowAnotherStartsFromItsResult) {
     SCOPED_TRACE(trial);
     const Pose random = RandomPose(skeleton_, rng, 0.7);
     spine_goal.target = Pos(random, spine_goal.tip_joint);
-    Pose spine_solved = RestPose(skeleton_);
-    std::vector<GoalResult> results;
-    ASSERT_TRUE(Run({spine_goal}, &spine_solved, &results).ok());
-    ASSERT_TRUE(results[0].reached);
-    Pose arm_posed = spine_solved;
-    for (int j : skeleton_.chain(left_arm_).joints) {
-      arm_posed.local[j] = random.local[j];
-    }
     // The arm hangs from the chest, the spine goal's mid joint.
-    const Goal arm_goal = ChainGoal(left_arm_, Pos(arm_posed, Tip(left_arm_)));
+    const Goal arm_goal = ArmGoalAfter(spine_goal, random);
+    ASSERT_GT((arm_goal.target - Pos(random, Tip(left_arm_))).norm(), 1e-3);
+    std::vector<GoalResult> results;
     Pose pose = RestPose(skeleton_);
     ASSERT_TRUE(Run({spine_goal, arm_goal}, &pose, &results).ok());
     for (int i = 0; i < 2; ++i) {
