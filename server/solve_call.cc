@@ -34,10 +34,11 @@ absl::Status SolvePose(const RegisteredSkeleton& registered,
     scratch.start.local.assign(warm_start->local.begin(),
                                warm_start->local.end());
   } else {
-    scratch.start.local.resize(skeleton.num_joints());
-    for (int i = 0; i < skeleton.num_joints(); ++i) {
-      scratch.start.local[i] = skeleton.joint(i).rest;
-    }
+    // The rest pose as Solve normalises it: Solve recognises it and skips
+    // validating and normalising it again, and joints no goal moves keep
+    // their bits (so a response does not report them changed).
+    scratch.start.local.assign(skeleton.rest_locals().begin(),
+                               skeleton.rest_locals().end());
   }
   scratch.pose.local.assign(scratch.start.local.begin(),
                             scratch.start.local.end());

@@ -34,9 +34,9 @@ struct Workspace {
   std::vector<uint32_t> computed_at;  // 0: never computed.
   std::vector<uint32_t> moved_at;     // 0: not moved.
   uint32_t clock = 0;
-  // Every globals[j] is current (a rest-pose start no goal has moved yet):
-  // a lookup needs no walk up the joint's path.
-  bool all_current = false;
+  // The stamp of the last goal that moved joints (0: none yet). A transform
+  // computed after it is current without a walk up its path.
+  uint32_t last_move = 0;
   std::vector<int> path;       // Ad hoc chain (root_joint..tip_joint).
   std::vector<int> ancestors;  // A joint's path up to its root.
 

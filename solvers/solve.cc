@@ -195,7 +195,7 @@ bool BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
 Transform LazyGlobal(const Skeleton& skeleton, const Pose& pose, int j,
                      Workspace& ws) {
   if (j < 0) return Transform();
-  if (ws.all_current) return ws.globals[j];
+  if (ws.computed_at[j] > ws.last_move) return ws.globals[j];
   ws.ancestors.clear();
   for (int a = j; a >= 0; a = skeleton.joint(a).parent) {
     ws.ancestors.push_back(a);
@@ -222,22 +222,21 @@ bool SameLocals(absl::Span<const Transform> a, absl::Span<const Transform> b) {
          std::memcmp(a.data(), b.data(), a.size() * sizeof(Transform)) == 0;
 }
 
-// Starts the lazy model-space transforms of `pose`: from the skeleton's
-// rest transforms, all current, when the pose is the rest pose (a request
-// without a start pose); else none computed.
-void StartGlobals(const Skeleton& skeleton, const Pose& pose, Workspace& ws) {
+// Starts the lazy model-space transforms of the start pose: from the
+// skeleton's rest transforms, all current, when it is the rest pose (a
+// request without a start pose); else none computed.
+void StartGlobals(const Skeleton& skeleton, bool rest, Workspace& ws) {
   ws.Reserve(skeleton.num_joints());
   std::fill(ws.moved_at.begin(), ws.moved_at.end(), 0);
-  if (SameLocals(pose.local, skeleton.rest_locals())) {
+  ws.last_move = 0;
+  if (rest) {
     std::copy(skeleton.rest_globals().begin(), skeleton.rest_globals().end(),
               ws.globals.begin());
     std::fill(ws.computed_at.begin(), ws.computed_at.end(), 1);
     ws.clock = 1;
-    ws.all_current = true;
   } else {
     std::fill(ws.computed_at.begin(), ws.computed_at.end(), 0);
     ws.clock = 0;
-    ws.all_current = false;
   }
 }
 
@@ -422,7 +421,7 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
   result.orientation_tolerance_rad = problem.orientation_tolerance_rad;
   const uint32_t now = ++ws.clock;
   for (int j : chain) ws.moved_at[j] = now;
-  ws.all_current = false;
+  ws.last_move = now;
 }
 
 // The goals from `first` on that the branch-free two-bone kernel solves
@@ -517,7 +516,21 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton,
             : 1e-4;
     const uint32_t now = ++ws.clock;
     for (int j : chain) ws.moved_at[j] = now;
-    ws.all_current = false;
+    ws.last_move = now;
+  }
+  // The solved chains' model-space transforms, as LazyGlobal would compute
+  // them (their parents are current: no member moved another's ancestors),
+  // stamped after every move: measuring the goals then needs no walk.
+  for (size_t e = 0; e < count; ++e) {
+    if (!solved[e].solved) continue;
+    const std::array<int, 3>& chain = chains[e];
+    const int parent = skeleton.joint(chain[0]).parent;
+    ws.globals[chain[0]] = parent < 0
+                               ? pose->local[chain[0]]
+                               : ws.globals[parent] * pose->local[chain[0]];
+    ws.globals[chain[1]] = ws.globals[chain[0]] * pose->local[chain[1]];
+    ws.globals[chain[2]] = ws.globals[chain[1]] * pose->local[chain[2]];
+    for (int j : chain) ws.computed_at[j] = ++ws.clock;
   }
   return count;
 }
@@ -527,15 +540,23 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton,
 absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                    Workspace& ws, Pose* pose, absl::Span<GoalResult> results,
                    const SolveLimits& limits) {
-  if (auto s = ValidatePose(skeleton, *pose); !s.ok()) return s;
+  // The rest pose (bit for bit) was validated and normalised with the
+  // skeleton.
+  bool rest = SameLocals(pose->local, skeleton.rest_locals());
+  if (!rest) {
+    if (auto s = ValidatePose(skeleton, *pose); !s.ok()) return s;
+  }
   if (auto s = ValidateGoals(skeleton, goals, limits); !s.ok()) return s;
   if (results.size() < goals.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("results holds ", results.size(), " entries for ",
                      goals.size(), " goals"));
   }
-  NormalizePose(pose);
-  StartGlobals(skeleton, *pose, ws);
+  if (!rest) {
+    NormalizePose(pose);
+    rest = SameLocals(pose->local, skeleton.rest_locals());
+  }
+  StartGlobals(skeleton, rest, ws);
 
   for (size_t i = 0; i < goals.size();) {
     const size_t group = SolveTwoBoneGroup(skeleton, goals, i, ws, pose,
