@@ -221,6 +221,41 @@ TEST_F(ServiceTest, SolveFromAStartPoseAndByJointNames) {
             response.results(0).tolerance() * 1.0001);
 }
 
+// A request without a start pose starts from the rest pose, and lists only
+// the joints its goals turned, even where the skeleton's rest rotation is
+// unit only to within the accepted 1e-5 (the solve works on it normalised).
+TEST_F(ServiceTest, SolveListsOnlyTheJointsItTurned) {
+  SkeletonDef def = testing::HumanoidDef();
+  const auto index = [&def](const std::string& name) {
+    for (size_t j = 0; j < def.joints.size(); ++j) {
+      if (def.joints[j].name == name) return static_cast<uint32_t>(j);
+    }
+    ADD_FAILURE() << name;
+    return 0u;
+  };
+  JointDef& head = def.joints[index("head")];
+  head.rest.rotation =
+      Eigen::Quaterniond(Eigen::AngleAxisd(0.3, Eigen::Vector3d::UnitX()));
+  head.rest.rotation.coeffs() *= 1.0 + 4e-6;
+  const std::string id = MustRegister(*server_.stub, ToWire(def, "humanoid"));
+  const Skeleton skeleton = *Skeleton::Create(def);
+  const Pose rest = RestPose(skeleton);
+  const Eigen::Vector3d shoulder =
+      testing::PositionOf(skeleton, rest, static_cast<int>(index("l_shoulder")));
+  const Eigen::Vector3d wrist =
+      testing::PositionOf(skeleton, rest, static_cast<int>(index("l_wrist")));
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  *request.add_goals() = MakeGoal(
+      "l_arm", shoulder + 0.8 * (wrist - shoulder) + Eigen::Vector3d(0, 0.1, 0));
+  v1::SolveResponse response;
+  ASSERT_TRUE(server_.stub->Solve(Context().get(), request, &response).ok());
+  EXPECT_TRUE(response.results(0).reached());
+  EXPECT_THAT(response.rotated_joints(),
+              ::testing::ElementsAre(index("l_shoulder"), index("l_elbow")));
+  EXPECT_TRUE(response.translated_joints().empty());
+}
+
 // One broken field at a time: the code and the field named.
 TEST_F(ServiceTest, SolveValidationNamesTheField) {
   struct Case {
