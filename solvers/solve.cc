@@ -350,6 +350,17 @@ SolverKind ResolveSolver(const Skeleton& skeleton, absl::Span<const int> chain,
 
 namespace {
 
+// The goal's tolerances with their defaults resolved (SolveOptions).
+double PositionTolerance(const Goal& goal, double chain_length) {
+  return goal.options.tolerance > 0.0 ? goal.options.tolerance
+                                      : std::max(1e-5 * chain_length, 1e-12);
+}
+double OrientationTolerance(const Goal& goal) {
+  return goal.options.orientation_tolerance_rad > 0.0
+             ? goal.options.orientation_tolerance_rad
+             : 1e-4;
+}
+
 // Solves one goal (validated) from the pose's current state and stamps
 // its chain as moved.
 void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
@@ -388,13 +399,8 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
                         .norm();
     problem.chain_length += ws.lengths[k];
   }
-  problem.tolerance = goal.options.tolerance > 0.0
-                          ? goal.options.tolerance
-                          : std::max(1e-5 * problem.chain_length, 1e-12);
-  problem.orientation_tolerance_rad =
-      goal.options.orientation_tolerance_rad > 0.0
-          ? goal.options.orientation_tolerance_rad
-          : 1e-4;
+  problem.tolerance = PositionTolerance(goal, problem.chain_length);
+  problem.orientation_tolerance_rad = OrientationTolerance(goal);
   problem.max_iterations = goal.options.max_iterations > 0
                                ? goal.options.max_iterations
                                : DefaultMaxIterations(kind);
@@ -498,7 +504,6 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton,
     }
     pose->local[chain[0]].rotation = solved[e].root_local;
     pose->local[chain[1]].rotation = solved[e].mid_local;
-    // As SolveGoal resolves them.
     const TwoBoneLimb& limb = limbs[e];
     double chain_length = 0.0;
     chain_length += (limb.mid.translation - limb.root.translation).norm();
@@ -507,13 +512,8 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton,
     result = GoalResult();
     result.solver = SolverKind::kTwoBone;
     result.iterations = 1;
-    result.tolerance = goal.options.tolerance > 0.0
-                           ? goal.options.tolerance
-                           : std::max(1e-5 * chain_length, 1e-12);
-    result.orientation_tolerance_rad =
-        goal.options.orientation_tolerance_rad > 0.0
-            ? goal.options.orientation_tolerance_rad
-            : 1e-4;
+    result.tolerance = PositionTolerance(goal, chain_length);
+    result.orientation_tolerance_rad = OrientationTolerance(goal);
     const uint32_t now = ++ws.clock;
     for (int j : chain) ws.moved_at[j] = now;
     ws.last_move = now;
