@@ -266,16 +266,8 @@ void BM_TwoBoneLimbs(benchmark::State& state) {
   const int per_call = static_cast<int>(state.range(0));
   std::vector<reach::TwoBoneLimb> limbs(scenario.goals.size());
   for (size_t t = 0; t < limbs.size(); ++t) {
-    reach::TwoBoneLimb& limb = limbs[t];
-    const int parent = skeleton.joint(chain[0]).parent;
-    if (parent >= 0) limb.parent_rotation = ws.globals[parent].rotation;
-    limb.root = ws.globals[chain[0]];
-    limb.mid = ws.globals[chain[1]];
-    limb.tip = ws.globals[chain[2]];
-    limb.mid_local = scenario.start.local[chain[1]].rotation;
-    limb.target = scenario.goals[t].target;
-    limb.has_pole = scenario.goals[t].pole.has_value();
-    if (limb.has_pole) limb.pole = *scenario.goals[t].pole;
+    FillTwoBoneLimb(skeleton, ws.globals, scenario.start, chain,
+                    scenario.goals[t], &limbs[t]);
   }
   std::vector<TwoBoneLimbResult> out(per_call);
   int64_t solved = 0;

@@ -187,7 +187,6 @@ double ChooseHingeAngle(const Joint& mid, double hinge_angle,
   return best_angle;
 }
 
-
 // Defined with SolveTwoBoneLimbs below.
 TwoBoneLimbResult SolveOneLimb(const TwoBoneLimb& limb);
 
@@ -209,14 +208,8 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
 
   if (branch_free_ && TwoBoneFastPathApplies(skeleton, problem.joints, goal)) {
     TwoBoneLimb limb;
-    limb.parent_rotation = problem.parent_global.rotation;
-    limb.root = g[0];
-    limb.mid = g[1];
-    limb.tip = g[2];
-    limb.mid_local = pose.local[ib].rotation;
-    limb.target = goal.target;
-    limb.has_pole = goal.pole.has_value();
-    if (limb.has_pole) limb.pole = *goal.pole;
+    FillTwoBoneLimb(problem.parent_global.rotation, g[0], g[1], g[2],
+                    pose.local[ib].rotation, goal, &limb);
     const TwoBoneLimbResult solved = SolveOneLimb(limb);
     if (solved.solved) {
       pose.local[problem.joints[0]].rotation = solved.root_local;
@@ -454,6 +447,31 @@ bool TwoBoneFastPathApplies(const Skeleton& skeleton,
          !(goal.options.max_stretch > 1.0);
 }
 
+void FillTwoBoneLimb(const Quaterniond& parent_rotation,
+                     const Transform& root, const Transform& mid,
+                     const Transform& tip, const Quaterniond& mid_local,
+                     const Goal& goal, TwoBoneLimb* limb) {
+  limb->parent_rotation = parent_rotation;
+  limb->root = root;
+  limb->mid = mid;
+  limb->tip = tip;
+  limb->mid_local = mid_local;
+  limb->target = goal.target;
+  limb->has_pole = goal.pole.has_value();
+  limb->pole = limb->has_pole ? *goal.pole : Vector3d::Zero();
+}
+
+void FillTwoBoneLimb(const Skeleton& skeleton,
+                     absl::Span<const Transform> globals, const Pose& pose,
+                     absl::Span<const int> chain, const Goal& goal,
+                     TwoBoneLimb* limb) {
+  const int parent = skeleton.joint(chain[0]).parent;
+  FillTwoBoneLimb(
+      parent >= 0 ? globals[parent].rotation : Quaterniond::Identity(),
+      globals[chain[0]], globals[chain[1]], globals[chain[2]],
+      pose.local[chain[1]].rotation, goal, limb);
+}
+
 namespace {
 
 using two_bone_lanes::kBlockLanes;
@@ -509,7 +527,9 @@ void Scatter(const LimbBlockResult& block, int n, TwoBoneLimbResult* out) {
 TwoBoneLimbResult SolveOneLimb(const TwoBoneLimb& limb) {
   using two_bone_lanes::Quat;
   using two_bone_lanes::Vec;
-  const auto vec = [](const Vector3d& v) { return Vec<double>{v.x(), v.y(), v.z()}; };
+  const auto vec = [](const Vector3d& v) {
+    return Vec<double>{v.x(), v.y(), v.z()};
+  };
   const auto quat = [](const Quaterniond& q) {
     return Quat<double>{q.w(), q.x(), q.y(), q.z()};
   };
@@ -552,12 +572,12 @@ void SolveTwoBoneLimbs(absl::Span<const TwoBoneLimb> limbs,
   const int n = static_cast<int>(limbs.size());
   for (int i = 0; i < n; i += kBlockLanes) {
     const int m = std::min(kBlockLanes, n - i);
-    LimbBlock block;
-    LimbBlockResult solved;
     if (m == 1) {
       out[i] = SolveOneLimb(limbs[i]);
       continue;
     }
+    LimbBlock block;
+    LimbBlockResult solved;
     Gather(&limbs[i], m, m == 2 ? 2 : kBlockLanes, &block);
     if (m == 2 || !avx2) {
       two_bone_lanes::SolveBlock<two_bone_lanes::Lanes2>(block, 0, &solved);

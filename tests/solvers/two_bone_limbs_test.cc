@@ -70,17 +70,9 @@ std::vector<LimbCase> MakeCases(int count, uint64_t seed) {
 }
 
 TwoBoneLimb LimbOf(const LimbCase& c) {
-  const std::vector<int>& chain = c.skeleton.chain(0).joints;
   TwoBoneLimb limb;
-  const int parent = c.skeleton.joint(chain[0]).parent;
-  if (parent >= 0) limb.parent_rotation = c.globals[parent].rotation;
-  limb.root = c.globals[chain[0]];
-  limb.mid = c.globals[chain[1]];
-  limb.tip = c.globals[chain[2]];
-  limb.mid_local = c.start.local[chain[1]].rotation;
-  limb.target = c.goal.target;
-  limb.has_pole = c.goal.pole.has_value();
-  if (limb.has_pole) limb.pole = *c.goal.pole;
+  FillTwoBoneLimb(c.skeleton, c.globals, c.start, c.skeleton.chain(0).joints,
+                  c.goal, &limb);
   return limb;
 }
 
