@@ -156,11 +156,36 @@ struct LimbOut {
   decltype(T{} < T{}) ok;
 };
 
-// TwoBoneSolver::Solve's path for a bent ball chain without limits, soft or
-// stretch: the same formulas (see the comments there), as selects.
+// TwoBoneSolver::Solve's result for a ball chain without limits, soft or
+// stretch, from the same geometry in a form with a short dependency chain.
+// The general path works step by step: it bends the mid joint, finds where
+// the tip went, aims the root at the target, then sees where the mid joint
+// went and twists it towards the pole; each step waits for the square
+// roots and divisions of the one before. Here every square root depends
+// only on the inputs, and the steps are closed-form in them.
+//
+// In the plane of the bones (unit axis n = N / |N| across both; e1 = ab /
+// |ab|, e2 = n x e1) the law of cosines gives the bend. With r = |ab||me|,
+// h = (d^2 - |ab|^2 - |me|^2) / 2 clamped to [-r, r] and q = sqrt(r^2 -
+// h^2), the bent second bone is (h ab + q (n x ab)) / |ab|^2, so the tip's
+// offset from the root, times |N| |ab|^2, is
+//   U = |N| (|ab|^2 + h) ab + q (N x ab),   |U| = |N| |ab|^2 d_c
+// (d_c: the distance the chain spans), and the mid joint's direction
+// across it is V = q |N| ab - (|ab|^2 + h) (N x ab), with |V| = |U|.
+//  - The mid joint turns about n from its angle t0 (ab to me) to t1 =
+//    acos(h / r): the half-angle quaternion is exp(i t1/2) exp(-i t0/2),
+//    each half angle taken from an unnormalised (cos, sin) without
+//    cancellation.
+//  - The root's aim is the smallest rotation from U to the target's
+//    direction: (|U||L| + U.L, U x L), with |U||L| known without a square
+//    root of U.
+//  - The twist about the line turns aim(V) onto the pole's direction.
+// Both results are normalised once, by norms known in advance.
 template <class T>
 void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   using Mask = decltype(T{} < T{});
+  const T zero = Splat<T>(0.0);
+  const T one = Splat<T>(1.0);
   const Vec<T> ab = in.mid - in.root;
   const Vec<T> me = in.tip - in.mid;
   const T ab_sq = Dot(ab, ab);
@@ -173,21 +198,18 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   Mask ok = (d_sq > kTinySq) & (d_sq <= kFarSq) &
             (Not(in.has_pole) | (pole_sq <= kFarSq));
 
-  // 1. The mid joint's bend axis (unit, model space): the bones' normal in
-  // a bent chain; in a straight one, towards the pole (pole x chain
-  // direction), else any perpendicular of the chain (Eigen's
-  // unitOrthogonal).
+  // 1. The mid joint's bend axis N (unnormalised, model space): the bones'
+  // normal in a bent chain; in a straight one, towards the pole (pole x
+  // chain direction), else any perpendicular of the chain (Eigen's
+  // unitOrthogonal). A straight chain must be straight to rounding, with
+  // its tip off the root, so that N lies across both bones.
   const Vec<T> normal = Cross(ab, me);
   const T normal_sq = Dot(normal, normal);
-  const Mask bent =
-      (normal_sq > 1e-18 * ab_sq * me_sq) & (normal_sq > kTinySq);
-  const Vec<T> start_end = in.tip - in.root;
-  const T start_end_sq = Dot(start_end, start_end);
-  const Mask has_start_end = start_end_sq > kTinySq;
-  const Vec<T> chain_dir{Select(has_start_end, start_end.x, line.x),
-                         Select(has_start_end, start_end.y, line.y),
-                         Select(has_start_end, start_end.z, line.z)};
+  const T r_sq = ab_sq * me_sq;
+  const Mask bent = (normal_sq > 1e-18 * r_sq) & (normal_sq > kTinySq);
+  const Vec<T> chain_dir = in.tip - in.root;
   const T chain_sq = Dot(chain_dir, chain_dir);
+  ok &= bent | ((chain_sq > kTinySq) & (normal_sq <= 1e-28 * r_sq));
   const Vec<T> side_normal = Cross(pole_offset, chain_dir);
   const T side_sq = Dot(side_normal, side_normal);
   const Mask to_pole =
@@ -197,105 +219,113 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   const T az = Select(chain_dir.z < 0.0, -chain_dir.z, chain_dir.z);
   const T az_small = az * 1e-12;  // Eigen's isMuchSmallerThan(x, z).
   const Mask xy = (ax > az_small) | (ay > az_small);
-  const T zero = Splat<T>(0.0);
   const Vec<T> any_normal{Select(xy, -chain_dir.y, zero),
                           Select(xy, chain_dir.x, -chain_dir.z),
                           Select(xy, zero, chain_dir.y)};
-  ok &= bent | to_pole | (chain_sq > kTinySq);
-  const Vec<T> axis_raw{
+  const Vec<T> axis{
       Select(bent, normal.x, Select(to_pole, side_normal.x, any_normal.x)),
       Select(bent, normal.y, Select(to_pole, side_normal.y, any_normal.y)),
       Select(bent, normal.z, Select(to_pole, side_normal.z, any_normal.z))};
-  const Vec<T> bend_axis = (1.0 / Sqrt(Dot(axis_raw, axis_raw))) * axis_raw;
+  const T axis_sq = Dot(axis, axis);
+  const T axis_len = Sqrt(axis_sq);
 
-  // The distance as a function of the turn (MidGeometry), then the turn
-  // (Turns, ChooseFreeTurn).
-  const Vec<T> me_par = Dot(me, bend_axis) * bend_axis;
-  const Vec<T> me_perp = me - me_par;
-  const Vec<T> me_side = Cross(bend_axis, me_perp);
-  const T ga = Dot(ab, me_perp);
-  const T gb = Dot(ab, me_side);
-  const T r_sq = ga * ga + gb * gb;
-  const T k = ab_sq + me_sq + 2.0 * Dot(ab, me_par);
-  ok &= r_sq > 1e-24 * Max(Splat<T>(1.0), scale_sq * scale_sq);
-  const T r = Sqrt(r_sq);
-  const T h_free = 0.5 * (d_sq - k);
+  // 2. The law of cosines. All square roots here wait only on the inputs.
+  const T ab_len = Sqrt(ab_sq);
+  const T me_len = Sqrt(me_sq);
+  const T d = Sqrt(d_sq);
+  const T r = ab_len * me_len;
+  ok &= r_sq > 1e-24 * Max(one, scale_sq * scale_sq);
+  const T h_free = 0.5 * (d_sq - (ab_sq + me_sq));
+  // Clamped: fully extended (or folded) exactly.
+  const Mask clamped = Max(h_free, -h_free) >= r;
   const T h = Min(Max(h_free, -r), r);
-  const T q = Select(Max(h_free, -h_free) >= r, Splat<T>(0.0),
-                     Sqrt(Max(Splat<T>(0.0), r_sq - h * h)));
-  const T inv_r_sq = 1.0 / r_sq;
-  const T c0 = (ga * h - gb * q) * inv_r_sq;
-  const T s0 = (gb * h + ga * q) * inv_r_sq;
-  const T c1 = (ga * h + gb * q) * inv_r_sq;
-  const T s1 = (gb * h - ga * q) * inv_r_sq;
-  const Mask second = c1 > c0 + 1e-12;
-  const T cos_turn = Select(second, c1, c0);
-  const T sin_turn = Select(second, s1, s0);
-  // The turn in the mid joint's frame (FromCosSin).
-  const Vec<T> local_axis =
-      ScaledRotate(Conjugate(in.mid_rotation), bend_axis);
-  const T w = Sqrt(Max(Splat<T>(0.0), 0.5 * (1.0 + cos_turn)));
-  const T far_half = Sqrt(Max(Splat<T>(0.0), 0.5 * (1.0 - cos_turn)));
-  const T v = Select(w > 0.5, sin_turn / (2.0 * w),
-                     Select(sin_turn < 0.0, -far_half, far_half));
-  out->mid_local =
-      in.mid_local * Quat<T>{w, v * local_axis.x, v * local_axis.y,
-                             v * local_axis.z};
-  const Vec<T> tip =
-      in.mid + me_par + cos_turn * me_perp + sin_turn * me_side;
+  const T q = Select(clamped, zero, Sqrt(Max(zero, r_sq - h_free * h_free)));
+  ok &= ab_sq + me_sq + 2.0 * h > kTinySq;  // The tip off the root.
+  // d_c, and d_c |L| (exact when the target is in reach).
+  const T span = Select(clamped,
+                        Select(h_free > 0.0, ab_len + me_len,
+                               Max(ab_len - me_len, me_len - ab_len)),
+                        d);
+  const T span_d = Select(clamped, span * d, d_sq);
 
-  // 2. The root's aim at the target, unnormalised (ScaledAim).
-  const Vec<T> from = tip - in.root;
-  const T ff = Dot(from, from);
-  ok &= ff > kTinySq;
-  const T ft = Sqrt(ff * d_sq);
-  const T inv_ft = 1.0 / ft;
-  const Vec<T> c = inv_ft * Cross(from, line);
-  const Quat<T> aim{(ft + Dot(from, line)) * inv_ft, c.x, c.y, c.z};
-  const T aim_sq = aim.w * aim.w + aim.x * aim.x + aim.y * aim.y +
-                   aim.z * aim.z;
-  ok &= aim_sq >= 1e-30;
+  // 3. The mid joint's turn, from t0 to t1 about n. Half angles of
+  // (c, s) = rho (cos t, sin t), s >= 0: (rho + c, s) when c >= 0, else
+  // (s, rho - c), both proportional to (cos t/2, sin t/2).
+  const T c0 = axis_len * Dot(ab, me);
+  const T s0 = Dot(normal, axis);  // |N| r sin t0: |N|^2 when bent.
+  const T rho0 = axis_len * r;
+  const Mask c0_pos = c0 >= 0.0;
+  const T half0_c = Select(c0_pos, rho0 + c0, s0);
+  const T half0_s = Select(c0_pos, s0, rho0 - c0);
+  const Mask h_pos = h >= 0.0;
+  const T half1_c = Select(h_pos, r + h, q);
+  const T half1_s = Select(h_pos, q, r - h);
+  T turn_c = half1_c * half0_c + half1_s * half0_s;
+  T turn_s = half1_s * half0_c - half1_c * half0_s;
+  const Mask flip = turn_c < 0.0;  // The same rotation with w >= 0.
+  turn_c = Select(flip, -turn_c, turn_c);
+  turn_s = Select(flip, -turn_s, turn_s);
+  // n in the mid joint's frame is local_axis / |N|.
+  const Vec<T> local_axis = ScaledRotate(Conjugate(in.mid_rotation), axis);
+  const Quat<T> turn{turn_c * axis_len, turn_s * local_axis.x,
+                     turn_s * local_axis.y, turn_s * local_axis.z};
+  const T turn_sq =
+      turn.w * turn.w + turn.x * turn.x + turn.y * turn.y + turn.z * turn.z;
+  const Quat<T> mid = in.mid_local * turn;
+  const T mid_scale = Sqrt(turn_sq) * (1.0 / turn_sq);  // In parallel.
+  out->mid_local = {mid.w * mid_scale, mid.x * mid_scale, mid.y * mid_scale,
+                    mid.z * mid_scale};
 
-  // 3. The twist about the line towards the pole.
+  // 4. The root's aim: the smallest rotation from U to L, unnormalised.
+  // U's products with L come from products of ab and N x ab taken early.
+  const Vec<T> n_ab = Cross(axis, ab);
+  const T u_ab = axis_len * (ab_sq + h);  // U = u_ab ab + q n_ab.
+  const T u_line = u_ab * Dot(ab, line) + q * Dot(n_ab, line);
+  const Vec<T> u_x_line = u_ab * Cross(ab, line) + q * Cross(n_ab, line);
+  const T u_len_line = axis_len * ab_sq * span_d;  // |U| |L|
+  const Quat<T> aim{u_len_line + u_line, u_x_line.x, u_x_line.y, u_x_line.z};
+  const T aim_sq =
+      aim.w * aim.w + aim.x * aim.x + aim.y * aim.y + aim.z * aim.z;
+  ok &= aim.w >= 5e-31 * u_len_line;  // The tip not turned away exactly.
+
+  // 5. The twist about the line that turns the mid joint's direction,
+  // aim(V) (|aim|^2 times too long), onto the pole's across the line, P:
+  // (|m||P| + m.P, L (m . P x L) / |L|^2).
   const T inv_line_sq = 1.0 / d_sq;
   const Vec<T> pole_dir =
       pole_offset - (Dot(pole_offset, line) * inv_line_sq) * line;
-  const Mask use_pole =
-      in.has_pole & (Dot(pole_dir, pole_dir) > 1e-18 * scale_sq);
-  const Vec<T> turned = ScaledRotate(aim, ab);
-  const Vec<T> bend_dir = turned - (Dot(turned, line) * inv_line_sq) * line;
-  const T mid_sq = Dot(bend_dir, bend_dir);
-  const T aim_sq_sq = aim_sq * aim_sq;
-  // A chain straight after its bend: the side a positive bend would take.
-  const Mask straight =
-      mid_sq <= 1e-18 * Max(ab_sq, Splat<T>(kTinySq)) * aim_sq_sq;
-  const Vec<T> side_turned = Cross(line, ScaledRotate(aim, bend_axis));
-  const Vec<T> side_dir =
-      side_turned - (Dot(side_turned, line) * inv_line_sq) * line;
-  const Vec<T> mid_dir{Select(straight, side_dir.x, bend_dir.x),
-                       Select(straight, side_dir.y, bend_dir.y),
-                       Select(straight, side_dir.z, bend_dir.z)};
-  const Mask twisted =
-      use_pole & (Dot(mid_dir, mid_dir) > kTinySq * aim_sq_sq);
-  const T cos_part = Dot(mid_dir, pole_dir);
-  const T sin_part = Dot(line, Cross(mid_dir, pole_dir));
-  const T rr = Sqrt(cos_part * cos_part + sin_part * sin_part * inv_line_sq);
+  const T pole_dir_sq = Dot(pole_dir, pole_dir);
+  const Mask use_pole = in.has_pole & (pole_dir_sq > 1e-18 * scale_sq);
+  const Vec<T> pole_side = Cross(pole_dir, line);
+  const Vec<T> v = (q * axis_len) * ab - (ab_sq + h) * n_ab;
+  const Vec<T> m = ScaledRotate(aim, v);
+  const T cos_part = Dot(m, pole_dir);
+  const T sin_part = Dot(m, pole_side);
+  const T rr = (axis_len * ab_sq * span) * Sqrt(pole_dir_sq) * aim_sq;
   const T axis_scale = sin_part * inv_line_sq;
   const Mask not_opposite = rr + cos_part > 1e-15 * rr;
   const Quat<T> twist{
-      Select(twisted, Select(not_opposite, rr + cos_part, zero),
-             Splat<T>(1.0)),
-      Select(twisted, Select(not_opposite, axis_scale * line.x, line.x), zero),
-      Select(twisted, Select(not_opposite, axis_scale * line.y, line.y), zero),
-      Select(twisted, Select(not_opposite, axis_scale * line.z, line.z),
+      Select(use_pole, Select(not_opposite, rr + cos_part, zero), one),
+      Select(use_pole, Select(not_opposite, axis_scale * line.x, line.x), zero),
+      Select(use_pole, Select(not_opposite, axis_scale * line.y, line.y), zero),
+      Select(use_pole, Select(not_opposite, axis_scale * line.z, line.z),
              zero)};
+  const T twist_sq = twist.w * twist.w + twist.x * twist.x +
+                     twist.y * twist.y + twist.z * twist.z;
 
-  // The root's new local rotation, normalised once.
-  Quat<T> root = Conjugate(in.parent) * (twist * aim) * in.root_rotation;
-  const T inv_norm = 1.0 / Sqrt(root.w * root.w + root.x * root.x +
-                                root.y * root.y + root.z * root.z);
-  out->root_local = {root.w * inv_norm, root.x * inv_norm, root.y * inv_norm,
-                     root.z * inv_norm};
+  // The root's new local rotation; parent and start rotations are unit, so
+  // its norm is |twist| |aim|.
+  const Quat<T> root =
+      (Conjugate(in.parent) * twist) * (aim * in.root_rotation);
+  const T root_sq = twist_sq * aim_sq;
+  const T root_scale = Sqrt(root_sq) * (1.0 / root_sq);
+  out->root_local = {root.w * root_scale, root.x * root_scale,
+                     root.y * root_scale, root.z * root_scale};
+  // Far from 1 in scale (a chain many orders of magnitude from unit
+  // length, a target or pole very far off): the general path, which
+  // rescales.
+  ok &= (aim_sq > 1e-140) & (aim_sq < 1e140) & (root_sq > 1e-280) &
+        (root_sq < 1e280) & (turn_sq > 1e-280) & (turn_sq < 1e280);
   out->ok = ok;
 }
 
