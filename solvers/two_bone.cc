@@ -187,8 +187,37 @@ double ChooseHingeAngle(const Joint& mid, double hinge_angle,
   return best_angle;
 }
 
+// One limb's fields as the kernel reads them.
+void FillLimb(const Quaterniond& parent_rotation, const Transform& root,
+              const Transform& mid, const Transform& tip,
+              const Quaterniond& mid_local, const Vector3d& target,
+              const Vector3d* pole, two_bone_lanes::Limb* limb) {
+  const auto vec = [](const Vector3d& v, double* to) {
+    to[0] = v.x();
+    to[1] = v.y();
+    to[2] = v.z();
+  };
+  const auto quat = [](const Quaterniond& q, double* to) {
+    to[0] = q.w();
+    to[1] = q.x();
+    to[2] = q.y();
+    to[3] = q.z();
+  };
+  vec(root.translation, limb->root);
+  vec(mid.translation, limb->mid);
+  vec(tip.translation, limb->tip);
+  vec(target, limb->target);
+  vec(pole ? *pole : root.translation, limb->pole);
+  quat(parent_rotation, limb->parent);
+  quat(root.rotation, limb->root_rotation);
+  quat(mid.rotation, limb->mid_rotation);
+  quat(mid_local, limb->mid_local);
+  limb->has_pole = pole != nullptr;
+}
+
 // Defined with SolveTwoBoneLimbs below.
-TwoBoneLimbResult SolveOneLimb(const TwoBoneLimb& limb);
+void SolveLimb(const two_bone_lanes::Limb& limb,
+               two_bone_lanes::LimbResult* out);
 
 }  // namespace
 
@@ -207,13 +236,17 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   Transform* g = ws.chain_globals.data();
 
   if (branch_free_ && TwoBoneFastPathApplies(skeleton, problem.joints, goal)) {
-    TwoBoneLimb limb;
-    FillTwoBoneLimb(problem.parent_global.rotation, g[0], g[1], g[2],
-                    pose.local[ib].rotation, goal, &limb);
-    const TwoBoneLimbResult solved = SolveOneLimb(limb);
-    if (solved.solved) {
-      pose.local[problem.joints[0]].rotation = solved.root_local;
-      pose.local[ib].rotation = solved.mid_local;
+    two_bone_lanes::Limb limb;
+    FillLimb(problem.parent_global.rotation, g[0], g[1], g[2],
+             pose.local[ib].rotation, goal.target,
+             goal.pole ? &*goal.pole : nullptr, &limb);
+    two_bone_lanes::LimbResult solved;
+    SolveLimb(limb, &solved);
+    if (solved.ok) {
+      const double* r = solved.root_local;
+      const double* m = solved.mid_local;
+      pose.local[problem.joints[0]].rotation = Quaterniond(r[0], r[1], r[2], r[3]);
+      pose.local[ib].rotation = Quaterniond(m[0], m[1], m[2], m[3]);
       return 1;
     }
   }
@@ -522,53 +555,48 @@ void Scatter(const LimbBlockResult& block, int n, TwoBoneLimbResult* out) {
   }
 }
 
-// One limb straight from its Eigen values (no block): TwoBoneSolver's
-// branch-free path.
-TwoBoneLimbResult SolveOneLimb(const TwoBoneLimb& limb) {
-  using two_bone_lanes::Quat;
-  using two_bone_lanes::Vec;
-  const auto vec = [](const Vector3d& v) {
-    return Vec<double>{v.x(), v.y(), v.z()};
-  };
-  const auto quat = [](const Quaterniond& q) {
-    return Quat<double>{q.w(), q.x(), q.y(), q.z()};
-  };
-  two_bone_lanes::LimbIn<double> in;
-  in.root = vec(limb.root.translation);
-  in.mid = vec(limb.mid.translation);
-  in.tip = vec(limb.tip.translation);
-  in.target = vec(limb.target);
-  in.pole = vec(limb.has_pole ? limb.pole : limb.root.translation);
-  in.parent = quat(limb.parent_rotation);
-  in.root_rotation = quat(limb.root.rotation);
-  in.mid_rotation = quat(limb.mid.rotation);
-  in.mid_local = quat(limb.mid_local);
-  in.has_pole = limb.has_pole;
-  two_bone_lanes::LimbOut<double> out;
-  two_bone_lanes::SolveLimbKernel(in, &out);
-  TwoBoneLimbResult result;
-  result.root_local = Quaterniond(out.root_local.w, out.root_local.x,
-                                  out.root_local.y, out.root_local.z);
-  result.mid_local = Quaterniond(out.mid_local.w, out.mid_local.x,
-                                 out.mid_local.y, out.mid_local.z);
-  result.solved = out.ok;
-  return result;
-}
-
-bool CpuHasAvx2() {
+// Whether two_bone_avx2.cc's builds (AVX2 and FMA) run here.
+bool CpuHasAvx2Fma() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   return false;
 #endif
+}
+const bool kAvx2Fma = CpuHasAvx2Fma();
+
+void SolveLimb(const two_bone_lanes::Limb& limb,
+               two_bone_lanes::LimbResult* out) {
+#if defined(__x86_64__)
+  if (kAvx2Fma) {
+    two_bone_lanes::SolveOneAvx2(limb, out);
+    return;
+  }
+#endif
+  two_bone_lanes::SolveOne(limb, out);
+}
+
+TwoBoneLimbResult SolveOneLimb(const TwoBoneLimb& limb) {
+  two_bone_lanes::Limb in;
+  FillLimb(limb.parent_rotation, limb.root, limb.mid, limb.tip,
+           limb.mid_local, limb.target, limb.has_pole ? &limb.pole : nullptr,
+           &in);
+  two_bone_lanes::LimbResult solved;
+  SolveLimb(in, &solved);
+  TwoBoneLimbResult result;
+  const double* r = solved.root_local;
+  const double* m = solved.mid_local;
+  result.root_local = Quaterniond(r[0], r[1], r[2], r[3]);
+  result.mid_local = Quaterniond(m[0], m[1], m[2], m[3]);
+  result.solved = solved.ok;
+  return result;
 }
 
 }  // namespace
 
 void SolveTwoBoneLimbs(absl::Span<const TwoBoneLimb> limbs,
                        absl::Span<TwoBoneLimbResult> out) {
-  static const bool avx2 = CpuHasAvx2();
   const int n = static_cast<int>(limbs.size());
   for (int i = 0; i < n; i += kBlockLanes) {
     const int m = std::min(kBlockLanes, n - i);
@@ -578,16 +606,20 @@ void SolveTwoBoneLimbs(absl::Span<const TwoBoneLimb> limbs,
     }
     LimbBlock block;
     LimbBlockResult solved;
-    Gather(&limbs[i], m, m == 2 ? 2 : kBlockLanes, &block);
-    if (m == 2 || !avx2) {
-      two_bone_lanes::SolveBlock<two_bone_lanes::Lanes2>(block, 0, &solved);
-      if (m > 2) {
-        two_bone_lanes::SolveBlock<two_bone_lanes::Lanes2>(block, 2, &solved);
-      }
-    } else {
 #if defined(__x86_64__)
+    if (kAvx2Fma) {
+      // Every width from one build, so that a limb's result does not
+      // depend on the limbs solved with it.
+      Gather(&limbs[i], m, kBlockLanes, &block);
       two_bone_lanes::SolveBlockAvx2(block, &solved);
+      Scatter(solved, m, &out[i]);
+      continue;
+    }
 #endif
+    Gather(&limbs[i], m, m == 2 ? 2 : kBlockLanes, &block);
+    two_bone_lanes::SolveBlock<two_bone_lanes::Lanes2>(block, 0, &solved);
+    if (m > 2) {
+      two_bone_lanes::SolveBlock<two_bone_lanes::Lanes2>(block, 2, &solved);
     }
     Scatter(solved, m, &out[i]);
   }

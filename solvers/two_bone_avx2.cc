@@ -12,6 +12,7 @@ namespace two_bone_lanes {
 void SolveBlockAvx2(const LimbBlock& in, LimbBlockResult* out) {
   SolveBlock<Lanes4>(in, 0, out);
 }
+void SolveOneAvx2(const Limb& in, LimbResult* out) { SolveOne(in, out); }
 #endif
 
 }  // namespace two_bone_lanes

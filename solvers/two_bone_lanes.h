@@ -19,6 +19,10 @@
 #include <cmath>
 #include <cstring>
 
+#ifdef __FMA__
+#include <immintrin.h>
+#endif
+
 namespace reach {
 namespace two_bone_lanes {
 
@@ -45,8 +49,22 @@ struct LimbBlockResult {
   double ok[kBlockLanes];  // 1: solved; 0: left to the general path.
 };
 
-// The AVX2 build of SolveBlock over all four lanes (two_bone_avx2.cc).
+// One limb, the same fields as plain doubles (quaternions w, x, y, z).
+struct Limb {
+  double root[3], mid[3], tip[3], target[3];
+  double pole[3];  // The root's position when there is none.
+  double parent[4], root_rotation[4], mid_rotation[4], mid_local[4];
+  bool has_pole;
+};
+struct LimbResult {
+  double root_local[4], mid_local[4];
+  bool ok;  // Solved; else left to the general path.
+};
+
+// The AVX2 + FMA builds (two_bone_avx2.cc): SolveBlock over all four lanes,
+// and SolveOne.
 void SolveBlockAvx2(const LimbBlock& in, LimbBlockResult* out);
+void SolveOneAvx2(const Limb& in, LimbResult* out);
 
 namespace {
 
@@ -68,6 +86,25 @@ inline Lanes2 Sqrt(Lanes2 x) {
   return Lanes2{std::sqrt(x[0]), std::sqrt(x[1])};  // One sqrtpd.
 }
 
+// a * b + c: fused (one rounding) where the translation unit is built for
+// FMA (two_bone_avx2.cc), else a product and a sum. Both kernel units are
+// built with -ffp-contract=off, so no other product is fused and every
+// width of a build runs the same operations.
+inline double Fma(double a, double b, double c) {
+#ifdef __FMA__
+  return __builtin_fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+inline Lanes2 Fma(Lanes2 a, Lanes2 b, Lanes2 c) {
+#ifdef __FMA__
+  return _mm_fmadd_pd(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 #ifdef __AVX2__
 // Four lanes: only in translation units built for AVX2.
 using Lanes4 = double __attribute__((vector_size(32)));
@@ -78,6 +115,13 @@ inline Mask4 Not(Mask4 m) { return ~m; }
 inline Lanes4 Sqrt(Lanes4 x) {
   return Lanes4{std::sqrt(x[0]), std::sqrt(x[1]), std::sqrt(x[2]),
                 std::sqrt(x[3])};  // One vsqrtpd.
+}
+inline Lanes4 Fma(Lanes4 a, Lanes4 b, Lanes4 c) {
+#ifdef __FMA__
+  return _mm256_fmadd_pd(a, b, c);
+#else
+  return a * b + c;
+#endif
 }
 #endif
 
@@ -111,14 +155,19 @@ template <class T>
 inline Vec<T> operator*(T s, const Vec<T>& v) {
   return {s * v.x, s * v.y, s * v.z};
 }
+// a s + b t.
+template <class T>
+inline Vec<T> Combine(T s, const Vec<T>& a, T t, const Vec<T>& b) {
+  return {Fma(s, a.x, t * b.x), Fma(s, a.y, t * b.y), Fma(s, a.z, t * b.z)};
+}
 template <class T>
 inline T Dot(const Vec<T>& a, const Vec<T>& b) {
-  return a.x * b.x + a.y * b.y + a.z * b.z;
+  return Fma(a.x, b.x, Fma(a.y, b.y, a.z * b.z));
 }
 template <class T>
 inline Vec<T> Cross(const Vec<T>& a, const Vec<T>& b) {
-  return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z,
-          a.x * b.y - a.y * b.x};
+  return {Fma(a.y, b.z, -(a.z * b.y)), Fma(a.z, b.x, -(a.x * b.z)),
+          Fma(a.x, b.y, -(a.y * b.x))};
 }
 
 template <class T>
@@ -127,21 +176,24 @@ struct Quat {
 };
 template <class T>
 inline Quat<T> operator*(const Quat<T>& a, const Quat<T>& b) {
-  return {a.w * b.w - a.x * b.x - a.y * b.y - a.z * b.z,
-          a.w * b.x + a.x * b.w + a.y * b.z - a.z * b.y,
-          a.w * b.y + a.y * b.w + a.z * b.x - a.x * b.z,
-          a.w * b.z + a.z * b.w + a.x * b.y - a.y * b.x};
+  return {Fma(a.w, b.w, -(a.x * b.x)) - Fma(a.y, b.y, a.z * b.z),
+          Fma(a.w, b.x, a.x * b.w) + Fma(a.y, b.z, -(a.z * b.y)),
+          Fma(a.w, b.y, a.y * b.w) + Fma(a.z, b.x, -(a.x * b.z)),
+          Fma(a.w, b.z, a.z * b.w) + Fma(a.x, b.y, -(a.y * b.x))};
+}
+// a s + b t.
+template <class T>
+inline Quat<T> Combine(T s, const Quat<T>& a, T t, const Quat<T>& b) {
+  return {Fma(s, a.w, t * b.w), Fma(s, a.x, t * b.x), Fma(s, a.y, t * b.y),
+          Fma(s, a.z, t * b.z)};
+}
+template <class T>
+inline T SquaredNorm(const Quat<T>& q) {
+  return Fma(q.w, q.w, Fma(q.x, q.x, Fma(q.y, q.y, q.z * q.z)));
 }
 template <class T>
 inline Quat<T> Conjugate(const Quat<T>& q) {
   return {q.w, -q.x, -q.y, -q.z};
-}
-// q v q* for any q: v turned by q's rotation, times |q|^2 (as ScaledRotate).
-template <class T>
-inline Vec<T> ScaledRotate(const Quat<T>& q, const Vec<T>& v) {
-  const Vec<T> u{q.x, q.y, q.z};
-  return (q.w * q.w - Dot(u, u)) * v + (2.0 * Dot(u, v)) * u +
-         (2.0 * q.w) * Cross(u, v);
 }
 
 template <class T>
@@ -157,30 +209,33 @@ struct LimbOut {
 };
 
 // TwoBoneSolver::Solve's result for a ball chain without limits, soft or
-// stretch, from the same geometry in a form with a short dependency chain.
-// The general path works step by step: it bends the mid joint, finds where
-// the tip went, aims the root at the target, then sees where the mid joint
-// went and twists it towards the pole; each step waits for the square
-// roots and divisions of the one before. Here every square root depends
-// only on the inputs, and the steps are closed-form in them.
+// stretch, from the same geometry in closed form. The general path works
+// step by step: it bends the mid joint, finds where the tip went, aims the
+// root at the target, sees where the mid joint went and twists it towards
+// the pole, and each step waits for the square roots and divisions of the
+// one before. Here every square root but the two final normalisations
+// depends only on the inputs, and the statements come in the order the
+// values are needed (GCC keeps that order, and the out-of-order window is
+// shorter than the kernel).
 //
-// In the plane of the bones (unit axis n = N / |N| across both; e1 = ab /
-// |ab|, e2 = n x e1) the law of cosines gives the bend. With r = |ab||me|,
+// In the plane of the bones (unit axis n = N / |N| across both, e1 = ab /
+// |ab|, e2 = n x e1) the law of cosines gives the bend: with r = |ab||me|,
 // h = (d^2 - |ab|^2 - |me|^2) / 2 clamped to [-r, r] and q = sqrt(r^2 -
-// h^2), the bent second bone is (h ab + q (n x ab)) / |ab|^2, so the tip's
+// h^2), the bent second bone is (h ab + q (n x ab)) / |ab|^2. So the tip's
 // offset from the root, times |N| |ab|^2, is
 //   U = |N| (|ab|^2 + h) ab + q (N x ab),   |U| = |N| |ab|^2 d_c
-// (d_c: the distance the chain spans), and the mid joint's direction
-// across it is V = q |N| ab - (|ab|^2 + h) (N x ab), with |V| = |U|.
+// (d_c: the distance the chain then spans), and the mid joint's direction
+// across it is V = q |N| ab - (|ab|^2 + h) (N x ab), |V| = |U|.
 //  - The mid joint turns about n from its angle t0 (ab to me) to t1 =
 //    acos(h / r): the half-angle quaternion is exp(i t1/2) exp(-i t0/2),
-//    each half angle taken from an unnormalised (cos, sin) without
-//    cancellation.
-//  - The root's aim is the smallest rotation from U to the target's
-//    direction: (|U||L| + U.L, U x L), with |U||L| known without a square
-//    root of U.
-//  - The twist about the line turns aim(V) onto the pole's direction.
-// Both results are normalised once, by norms known in advance.
+//    each half angle from an unnormalised (cos, sin) without cancellation.
+//  - The root's aim is the smallest rotation from U to the line L to the
+//    target, (|U||L| + U.L, U x L), with |U||L| known without U.
+//  - The twist about L turns aim(V) onto P, the pole's direction across L
+//    (times |L|^2). For x across L, aim(V).x = V.x - (V.L)(U.x) / (|U||L| +
+//    U.L), so the twist's cosine and sine come from products of ab and
+//    N x ab with L, P and P x L, taken before any square root.
+// The results are normalised once each.
 template <class T>
 void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   using Mask = decltype(T{} < T{});
@@ -188,28 +243,29 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   const T one = Splat<T>(1.0);
   const Vec<T> ab = in.mid - in.root;
   const Vec<T> me = in.tip - in.mid;
+  const Vec<T> line = in.target - in.root;  // L, to the target.
   const T ab_sq = Dot(ab, ab);
   const T me_sq = Dot(me, me);
-  const T scale_sq = Max(2.0 * (ab_sq + me_sq), Splat<T>(kTinySq));
-  const Vec<T> line = in.target - in.root;  // To the target.
   const T d_sq = Dot(line, line);
-  const Vec<T> pole_offset = in.pole - in.root;
-  const T pole_sq = Dot(pole_offset, pole_offset);
-  Mask ok = (d_sq > kTinySq) & (d_sq <= kFarSq) &
-            (Not(in.has_pole) | (pole_sq <= kFarSq));
+  const T r_sq = ab_sq * me_sq;
 
-  // 1. The mid joint's bend axis N (unnormalised, model space): the bones'
+  // 1. The law of cosines: q first, the longest wait.
+  const T h_free = 0.5 * (d_sq - (ab_sq + me_sq));
+  // Clamped: fully extended (or folded) exactly.
+  const Mask clamped = h_free * h_free >= r_sq;
+  const T q = Select(clamped, zero, Sqrt(Max(zero, Fma(-h_free, h_free, r_sq))));
+
+  // 2. The mid joint's bend axis N (unnormalised, model space): the bones'
   // normal in a bent chain; in a straight one, towards the pole (pole x
   // chain direction), else any perpendicular of the chain (Eigen's
-  // unitOrthogonal). A straight chain must be straight to rounding, with
-  // its tip off the root, so that N lies across both bones.
+  // unitOrthogonal).
   const Vec<T> normal = Cross(ab, me);
   const T normal_sq = Dot(normal, normal);
-  const T r_sq = ab_sq * me_sq;
   const Mask bent = (normal_sq > 1e-18 * r_sq) & (normal_sq > kTinySq);
+  const Vec<T> pole_offset = in.pole - in.root;
   const Vec<T> chain_dir = in.tip - in.root;
   const T chain_sq = Dot(chain_dir, chain_dir);
-  ok &= bent | ((chain_sq > kTinySq) & (normal_sq <= 1e-28 * r_sq));
+  const T scale_sq = Max(2.0 * (ab_sq + me_sq), Splat<T>(kTinySq));
   const Vec<T> side_normal = Cross(pole_offset, chain_dir);
   const T side_sq = Dot(side_normal, side_normal);
   const Mask to_pole =
@@ -226,29 +282,82 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
       Select(bent, normal.x, Select(to_pole, side_normal.x, any_normal.x)),
       Select(bent, normal.y, Select(to_pole, side_normal.y, any_normal.y)),
       Select(bent, normal.z, Select(to_pole, side_normal.z, any_normal.z))};
-  const T axis_sq = Dot(axis, axis);
-  const T axis_len = Sqrt(axis_sq);
+  const T axis_len = Sqrt(Dot(axis, axis));
 
-  // 2. The law of cosines. All square roots here wait only on the inputs.
+  // Lengths for |U||L| and |V||P|; r.
   const T ab_len = Sqrt(ab_sq);
   const T me_len = Sqrt(me_sq);
   const T d = Sqrt(d_sq);
+  // P = |L|^2 (the pole's offset across L), and P x L.
+  const Vec<T> pole =
+      Combine(d_sq, pole_offset, -Dot(pole_offset, line), line);
+  const T pole_sq = Dot(pole, pole);
+  const T pole_len = Sqrt(pole_sq);
+
+  // Products of ab and N x ab with L, P and P x L (U's and V's, below).
+  const Vec<T> n_ab = Cross(axis, ab);
+  const T ab_line = Dot(ab, line);
+  const T nx_line = Dot(n_ab, line);
+  const Vec<T> ab_x_line = Cross(ab, line);
+  const Vec<T> nx_x_line = Cross(n_ab, line);
+  const T ab_pole = Dot(ab, pole);
+  const T nx_pole = Dot(n_ab, pole);
+  // x . (P x L) = -P . (x x L).
+  const T ab_side = -Dot(pole, ab_x_line);
+  const T nx_side = -Dot(pole, nx_x_line);
+  // The parent's inverse times L (the twist's axis), for the root's
+  // rotation below.
+  const Quat<T> parent_inv = Conjugate(in.parent);
+  const Quat<T> parent_line =
+      parent_inv * Quat<T>{zero, line.x, line.y, line.z};
+
+  // 3. The root's aim: the smallest rotation from U to L, unnormalised.
   const T r = ab_len * me_len;
-  ok &= r_sq > 1e-24 * Max(one, scale_sq * scale_sq);
-  const T h_free = 0.5 * (d_sq - (ab_sq + me_sq));
-  // Clamped: fully extended (or folded) exactly.
-  const Mask clamped = Max(h_free, -h_free) >= r;
   const T h = Min(Max(h_free, -r), r);
-  const T q = Select(clamped, zero, Sqrt(Max(zero, r_sq - h_free * h_free)));
-  ok &= ab_sq + me_sq + 2.0 * h > kTinySq;  // The tip off the root.
+  const T hb = ab_sq + h;
   // d_c, and d_c |L| (exact when the target is in reach).
   const T span = Select(clamped,
                         Select(h_free > 0.0, ab_len + me_len,
                                Max(ab_len - me_len, me_len - ab_len)),
                         d);
   const T span_d = Select(clamped, span * d, d_sq);
+  const T u_ab = axis_len * hb;  // U = u_ab ab + q (N x ab).
+  const T v_ab = q * axis_len;   // V = v_ab ab - hb (N x ab).
+  const T n_ab_sq = axis_len * ab_sq;
+  const T u_len_line = n_ab_sq * span_d;  // |U||L|
+  const T aim_w = u_len_line + Fma(u_ab, ab_line, q * nx_line);
+  const Vec<T> aim_v = Combine(u_ab, ab_x_line, q, nx_x_line);
+  const Quat<T> aim{aim_w, aim_v.x, aim_v.y, aim_v.z};
 
-  // 3. The mid joint's turn, from t0 to t1 about n. Half angles of
+  // 4. The twist about L, as the half-angle quaternion (|m||P| + m.P,
+  // L (m . P x L) / |L|^2) of the angle from m = aim(V) to P, all times
+  // |L|^2 (|U||L| + U.L).
+  const T v_line = Fma(v_ab, ab_line, -(hb * nx_line));
+  const T cos_part = Fma(aim_w, Fma(v_ab, ab_pole, -(hb * nx_pole)),
+                         -(v_line * Fma(u_ab, ab_pole, q * nx_pole)));
+  const T sin_part = Fma(aim_w, Fma(v_ab, ab_side, -(hb * nx_side)),
+                         -(v_line * Fma(u_ab, ab_side, q * nx_side)));
+  const T rr = (n_ab_sq * span) * pole_len * aim_w;  // |V||P| aim_w
+  const Mask use_pole =
+      in.has_pole & (pole_sq > 1e-18 * scale_sq * (d_sq * d_sq));
+  const Mask not_opposite = rr + cos_part > 1e-15 * rr;
+  // twist = (twist_w, twist_l L); a half turn about L when m and P are
+  // opposite.
+  const T twist_w =
+      Select(use_pole, Select(not_opposite, d_sq * (rr + cos_part), zero), one);
+  const T twist_l =
+      Select(use_pole, Select(not_opposite, sin_part, one), zero);
+
+  // The root's new local rotation: parent^-1 twist aim start.
+  const Quat<T> root = Combine(twist_w, parent_inv, twist_l, parent_line) *
+                       (aim * in.root_rotation);
+  const T aim_sq = SquaredNorm(aim);
+  const T root_sq = Fma(twist_w, twist_w, twist_l * twist_l * d_sq) * aim_sq;
+  const T root_scale = 1.0 / Sqrt(root_sq);
+  out->root_local = {root.w * root_scale, root.x * root_scale,
+                     root.y * root_scale, root.z * root_scale};
+
+  // 5. The mid joint's turn, from t0 to t1 about n. Half angles of
   // (c, s) = rho (cos t, sin t), s >= 0: (rho + c, s) when c >= 0, else
   // (s, rho - c), both proportional to (cos t/2, sin t/2).
   const T c0 = axis_len * Dot(ab, me);
@@ -260,70 +369,41 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   const Mask h_pos = h >= 0.0;
   const T half1_c = Select(h_pos, r + h, q);
   const T half1_s = Select(h_pos, q, r - h);
-  T turn_c = half1_c * half0_c + half1_s * half0_s;
-  T turn_s = half1_s * half0_c - half1_c * half0_s;
+  T turn_c = Fma(half1_c, half0_c, half1_s * half0_s);
+  T turn_s = Fma(half1_s, half0_c, -(half1_c * half0_s));
   const Mask flip = turn_c < 0.0;  // The same rotation with w >= 0.
   turn_c = Select(flip, -turn_c, turn_c);
   turn_s = Select(flip, -turn_s, turn_s);
-  // n in the mid joint's frame is local_axis / |N|.
-  const Vec<T> local_axis = ScaledRotate(Conjugate(in.mid_rotation), axis);
-  const Quat<T> turn{turn_c * axis_len, turn_s * local_axis.x,
-                     turn_s * local_axis.y, turn_s * local_axis.z};
+  // The turn in the mid joint's frame is R^-1 (c |N|, s N) R, R the mid
+  // joint's model-space rotation, and the mid joint's local rotation times
+  // R^-1 is the root's (its parent's) inverse. So the new local rotation is
+  //   local (c |N|, s R^-1 N R) = c |N| local + s root^-1 (0, N) R.
+  const Quat<T> axis_mid =
+      Conjugate(in.root_rotation) *
+      (Quat<T>{zero, axis.x, axis.y, axis.z} * in.mid_rotation);
+  const T turn_w = turn_c * axis_len;
+  const Quat<T> mid = Combine(turn_w, in.mid_local, turn_s, axis_mid);
+  // |(c |N|, s N)|^2 = (c^2 + s^2) |N|^2.
   const T turn_sq =
-      turn.w * turn.w + turn.x * turn.x + turn.y * turn.y + turn.z * turn.z;
-  const Quat<T> mid = in.mid_local * turn;
-  const T mid_scale = Sqrt(turn_sq) * (1.0 / turn_sq);  // In parallel.
+      Fma(turn_c, turn_c, turn_s * turn_s) * (axis_len * axis_len);
+  const T mid_scale = 1.0 / Sqrt(turn_sq);
   out->mid_local = {mid.w * mid_scale, mid.x * mid_scale, mid.y * mid_scale,
                     mid.z * mid_scale};
 
-  // 4. The root's aim: the smallest rotation from U to L, unnormalised.
-  // U's products with L come from products of ab and N x ab taken early.
-  const Vec<T> n_ab = Cross(axis, ab);
-  const T u_ab = axis_len * (ab_sq + h);  // U = u_ab ab + q n_ab.
-  const T u_line = u_ab * Dot(ab, line) + q * Dot(n_ab, line);
-  const Vec<T> u_x_line = u_ab * Cross(ab, line) + q * Cross(n_ab, line);
-  const T u_len_line = axis_len * ab_sq * span_d;  // |U| |L|
-  const Quat<T> aim{u_len_line + u_line, u_x_line.x, u_x_line.y, u_x_line.z};
-  const T aim_sq =
-      aim.w * aim.w + aim.x * aim.x + aim.y * aim.y + aim.z * aim.z;
-  ok &= aim.w >= 5e-31 * u_len_line;  // The tip not turned away exactly.
-
-  // 5. The twist about the line that turns the mid joint's direction,
-  // aim(V) (|aim|^2 times too long), onto the pole's across the line, P:
-  // (|m||P| + m.P, L (m . P x L) / |L|^2).
-  const T inv_line_sq = 1.0 / d_sq;
-  const Vec<T> pole_dir =
-      pole_offset - (Dot(pole_offset, line) * inv_line_sq) * line;
-  const T pole_dir_sq = Dot(pole_dir, pole_dir);
-  const Mask use_pole = in.has_pole & (pole_dir_sq > 1e-18 * scale_sq);
-  const Vec<T> pole_side = Cross(pole_dir, line);
-  const Vec<T> v = (q * axis_len) * ab - (ab_sq + h) * n_ab;
-  const Vec<T> m = ScaledRotate(aim, v);
-  const T cos_part = Dot(m, pole_dir);
-  const T sin_part = Dot(m, pole_side);
-  const T rr = (axis_len * ab_sq * span) * Sqrt(pole_dir_sq) * aim_sq;
-  const T axis_scale = sin_part * inv_line_sq;
-  const Mask not_opposite = rr + cos_part > 1e-15 * rr;
-  const Quat<T> twist{
-      Select(use_pole, Select(not_opposite, rr + cos_part, zero), one),
-      Select(use_pole, Select(not_opposite, axis_scale * line.x, line.x), zero),
-      Select(use_pole, Select(not_opposite, axis_scale * line.y, line.y), zero),
-      Select(use_pole, Select(not_opposite, axis_scale * line.z, line.z),
-             zero)};
-  const T twist_sq = twist.w * twist.w + twist.x * twist.x +
-                     twist.y * twist.y + twist.z * twist.z;
-
-  // The root's new local rotation; parent and start rotations are unit, so
-  // its norm is |twist| |aim|.
-  const Quat<T> root =
-      (Conjugate(in.parent) * twist) * (aim * in.root_rotation);
-  const T root_sq = twist_sq * aim_sq;
-  const T root_scale = Sqrt(root_sq) * (1.0 / root_sq);
-  out->root_local = {root.w * root_scale, root.x * root_scale,
-                     root.y * root_scale, root.z * root_scale};
+  // The cases left to the general path.
+  const T pole_offset_sq = Dot(pole_offset, pole_offset);
+  Mask ok = (d_sq > kTinySq) & (d_sq <= kFarSq) &
+            (Not(in.has_pole) | (pole_offset_sq <= kFarSq));
+  // A straight chain must be straight to rounding, with its tip off the
+  // root, so that N lies across both bones.
+  ok &= bent | ((chain_sq > kTinySq) & (normal_sq <= 1e-28 * r_sq));
+  ok &= r_sq > 1e-24 * Max(one, scale_sq * scale_sq);  // Bones not zero.
+  ok &= ab_sq + me_sq + 2.0 * h > kTinySq;  // The tip off the root.
+  // The tip turned (nearly) away from the target: aim(V) above loses
+  // precision as |U||L| + U.L -> 0.
+  ok &= aim_w >= 1e-6 * u_len_line;
   // Far from 1 in scale (a chain many orders of magnitude from unit
-  // length, a target or pole very far off): the general path, which
-  // rescales.
+  // length, a target or pole very far off): the general path rescales.
   ok &= (aim_sq > 1e-140) & (aim_sq < 1e140) & (root_sq > 1e-280) &
         (root_sq < 1e280) & (turn_sq > 1e-280) & (turn_sq < 1e280);
   out->ok = ok;
@@ -378,6 +458,36 @@ void SolveBlock(const LimbBlock& in, int lane, LimbBlockResult* out) {
   StoreQuat(solved.root_local, out->root_local, lane);
   StoreQuat(solved.mid_local, out->mid_local, lane);
   Store(Select(solved.ok, Splat<T>(1.0), Splat<T>(0.0)), out->ok, lane);
+}
+
+// One limb in scalar code.
+inline void SolveOne(const Limb& in, LimbResult* out) {
+  const auto vec = [](const double* v) { return Vec<double>{v[0], v[1], v[2]}; };
+  const auto quat = [](const double* q) {
+    return Quat<double>{q[0], q[1], q[2], q[3]};
+  };
+  const auto store = [](const Quat<double>& q, double* to) {
+    to[0] = q.w;
+    to[1] = q.x;
+    to[2] = q.y;
+    to[3] = q.z;
+  };
+  LimbIn<double> limb;
+  limb.root = vec(in.root);
+  limb.mid = vec(in.mid);
+  limb.tip = vec(in.tip);
+  limb.target = vec(in.target);
+  limb.pole = vec(in.pole);
+  limb.parent = quat(in.parent);
+  limb.root_rotation = quat(in.root_rotation);
+  limb.mid_rotation = quat(in.mid_rotation);
+  limb.mid_local = quat(in.mid_local);
+  limb.has_pole = in.has_pole;
+  LimbOut<double> solved;
+  SolveLimbKernel(limb, &solved);
+  store(solved.root_local, out->root_local);
+  store(solved.mid_local, out->mid_local);
+  out->ok = solved.ok;
 }
 
 }  // namespace
