@@ -81,6 +81,10 @@ inline double Select(bool m, double a, double b) { return m ? a : b; }
 inline Lanes2 Select(Mask2 m, Lanes2 a, Lanes2 b) { return m ? a : b; }
 inline bool Not(bool m) { return !m; }
 inline Mask2 Not(Mask2 m) { return ~m; }
+// Whether any lane is true: work only some lanes need is skipped when none
+// does (it does not change the other lanes' results).
+inline bool AnyTrue(bool m) { return m; }
+inline bool AnyTrue(Mask2 m) { return (m[0] | m[1]) != 0; }
 inline double Sqrt(double x) { return std::sqrt(x); }
 inline Lanes2 Sqrt(Lanes2 x) {
   return Lanes2{std::sqrt(x[0]), std::sqrt(x[1])};  // One sqrtpd.
@@ -112,6 +116,7 @@ using Mask4 = decltype(Lanes4{} < Lanes4{});
 
 inline Lanes4 Select(Mask4 m, Lanes4 a, Lanes4 b) { return m ? a : b; }
 inline Mask4 Not(Mask4 m) { return ~m; }
+inline bool AnyTrue(Mask4 m) { return ((m[0] | m[1]) | (m[2] | m[3])) != 0; }
 inline Lanes4 Sqrt(Lanes4 x) {
   return Lanes4{std::sqrt(x[0]), std::sqrt(x[1]), std::sqrt(x[2]),
                 std::sqrt(x[3])};  // One vsqrtpd.
@@ -263,36 +268,50 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   const T normal_sq = Dot(normal, normal);
   const Mask bent = (normal_sq > 1e-18 * r_sq) & (normal_sq > kTinySq);
   const Vec<T> pole_offset = in.pole - in.root;
-  const Vec<T> chain_dir = in.tip - in.root;
-  const T chain_sq = Dot(chain_dir, chain_dir);
   const T scale_sq = Max(2.0 * (ab_sq + me_sq), Splat<T>(kTinySq));
-  const Vec<T> side_normal = Cross(pole_offset, chain_dir);
-  const T side_sq = Dot(side_normal, side_normal);
-  const Mask to_pole =
-      in.has_pole & (side_sq > 1e-18 * scale_sq * chain_sq) & (side_sq > 0.0);
-  const T ax = Select(chain_dir.x < 0.0, -chain_dir.x, chain_dir.x);
-  const T ay = Select(chain_dir.y < 0.0, -chain_dir.y, chain_dir.y);
-  const T az = Select(chain_dir.z < 0.0, -chain_dir.z, chain_dir.z);
-  const T az_small = az * 1e-12;  // Eigen's isMuchSmallerThan(x, z).
-  const Mask xy = (ax > az_small) | (ay > az_small);
-  const Vec<T> any_normal{Select(xy, -chain_dir.y, zero),
-                          Select(xy, chain_dir.x, -chain_dir.z),
-                          Select(xy, zero, chain_dir.y)};
-  const Vec<T> axis{
-      Select(bent, normal.x, Select(to_pole, side_normal.x, any_normal.x)),
-      Select(bent, normal.y, Select(to_pole, side_normal.y, any_normal.y)),
-      Select(bent, normal.z, Select(to_pole, side_normal.z, any_normal.z))};
+  Vec<T> axis = normal;
+  Mask axis_ok = bent;
+  if (AnyTrue(Not(bent))) {
+    const Vec<T> chain_dir = in.tip - in.root;
+    const T chain_sq = Dot(chain_dir, chain_dir);
+    const Vec<T> side_normal = Cross(pole_offset, chain_dir);
+    const T side_sq = Dot(side_normal, side_normal);
+    const Mask to_pole = in.has_pole &
+                         (side_sq > 1e-18 * scale_sq * chain_sq) &
+                         (side_sq > 0.0);
+    const T ax = Select(chain_dir.x < 0.0, -chain_dir.x, chain_dir.x);
+    const T ay = Select(chain_dir.y < 0.0, -chain_dir.y, chain_dir.y);
+    const T az = Select(chain_dir.z < 0.0, -chain_dir.z, chain_dir.z);
+    const T az_small = az * 1e-12;  // Eigen's isMuchSmallerThan(x, z).
+    const Mask xy = (ax > az_small) | (ay > az_small);
+    const Vec<T> any_normal{Select(xy, -chain_dir.y, zero),
+                            Select(xy, chain_dir.x, -chain_dir.z),
+                            Select(xy, zero, chain_dir.y)};
+    axis = {
+        Select(bent, normal.x, Select(to_pole, side_normal.x, any_normal.x)),
+        Select(bent, normal.y, Select(to_pole, side_normal.y, any_normal.y)),
+        Select(bent, normal.z, Select(to_pole, side_normal.z, any_normal.z))};
+    // A straight chain must be straight to rounding, with its tip off the
+    // root, so that N lies across both bones.
+    axis_ok |= (chain_sq > kTinySq) & (normal_sq <= 1e-28 * r_sq);
+  }
   const T axis_len = Sqrt(Dot(axis, axis));
 
-  // Lengths for |U||L| and |V||P|; r.
-  const T ab_len = Sqrt(ab_sq);
-  const T me_len = Sqrt(me_sq);
-  const T d = Sqrt(d_sq);
-  // P = |L|^2 (the pole's offset across L), and P x L.
+  // P = |L|^2 (the pole's offset across L).
   const Vec<T> pole =
       Combine(d_sq, pole_offset, -Dot(pole_offset, line), line);
   const T pole_sq = Dot(pole, pole);
-  const T pole_len = Sqrt(pole_sq);
+  const T r = Sqrt(r_sq);
+  const T h = Min(Max(h_free, -r), r);
+  // d_c |L| and d_c |P|, d_c the distance the chain spans (|L| when the
+  // target is in reach).
+  T span_line = d_sq;
+  T span_pole = Sqrt(d_sq * pole_sq);
+  if (AnyTrue(clamped)) {
+    const T span_sq = Fma(Splat<T>(2.0), h, ab_sq + me_sq);
+    span_line = Select(clamped, Sqrt(span_sq * d_sq), span_line);
+    span_pole = Select(clamped, Sqrt(span_sq * pole_sq), span_pole);
+  }
 
   // Products of ab and N x ab with L, P and P x L (U's and V's, below).
   const Vec<T> n_ab = Cross(axis, ab);
@@ -312,19 +331,11 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
       parent_inv * Quat<T>{zero, line.x, line.y, line.z};
 
   // 3. The root's aim: the smallest rotation from U to L, unnormalised.
-  const T r = ab_len * me_len;
-  const T h = Min(Max(h_free, -r), r);
   const T hb = ab_sq + h;
-  // d_c, and d_c |L| (exact when the target is in reach).
-  const T span = Select(clamped,
-                        Select(h_free > 0.0, ab_len + me_len,
-                               Max(ab_len - me_len, me_len - ab_len)),
-                        d);
-  const T span_d = Select(clamped, span * d, d_sq);
   const T u_ab = axis_len * hb;  // U = u_ab ab + q (N x ab).
   const T v_ab = q * axis_len;   // V = v_ab ab - hb (N x ab).
   const T n_ab_sq = axis_len * ab_sq;
-  const T u_len_line = n_ab_sq * span_d;  // |U||L|
+  const T u_len_line = n_ab_sq * span_line;  // |U||L|
   const T aim_w = u_len_line + Fma(u_ab, ab_line, q * nx_line);
   const Vec<T> aim_v = Combine(u_ab, ab_x_line, q, nx_x_line);
   const Quat<T> aim{aim_w, aim_v.x, aim_v.y, aim_v.z};
@@ -337,7 +348,7 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
                          -(v_line * Fma(u_ab, ab_pole, q * nx_pole)));
   const T sin_part = Fma(aim_w, Fma(v_ab, ab_side, -(hb * nx_side)),
                          -(v_line * Fma(u_ab, ab_side, q * nx_side)));
-  const T rr = (n_ab_sq * span) * pole_len * aim_w;  // |V||P| aim_w
+  const T rr = (n_ab_sq * span_pole) * aim_w;  // |V||P| aim_w
   const Mask use_pole =
       in.has_pole & (pole_sq > 1e-18 * scale_sq * (d_sq * d_sq));
   const Mask not_opposite = rr + cos_part > 1e-15 * rr;
@@ -394,9 +405,7 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   const T pole_offset_sq = Dot(pole_offset, pole_offset);
   Mask ok = (d_sq > kTinySq) & (d_sq <= kFarSq) &
             (Not(in.has_pole) | (pole_offset_sq <= kFarSq));
-  // A straight chain must be straight to rounding, with its tip off the
-  // root, so that N lies across both bones.
-  ok &= bent | ((chain_sq > kTinySq) & (normal_sq <= 1e-28 * r_sq));
+  ok &= axis_ok;
   ok &= r_sq > 1e-24 * Max(one, scale_sq * scale_sq);  // Bones not zero.
   ok &= ab_sq + me_sq + 2.0 * h > kTinySq;  // The tip off the root.
   // The tip turned (nearly) away from the target: aim(V) above loses
