@@ -187,37 +187,28 @@ double ChooseHingeAngle(const Joint& mid, double hinge_angle,
   return best_angle;
 }
 
-// One limb's fields as the kernel reads them.
-void FillLimb(const Quaterniond& parent_rotation, const Transform& root,
-              const Transform& mid, const Transform& tip,
-              const Quaterniond& mid_local, const Vector3d& target,
-              const Vector3d* pole, two_bone_lanes::Limb* limb) {
-  const auto vec = [](const Vector3d& v, double* to) {
-    to[0] = v.x();
-    to[1] = v.y();
-    to[2] = v.z();
-  };
-  const auto quat = [](const Quaterniond& q, double* to) {
-    to[0] = q.w();
-    to[1] = q.x();
-    to[2] = q.y();
-    to[3] = q.z();
-  };
-  vec(root.translation, limb->root);
-  vec(mid.translation, limb->mid);
-  vec(tip.translation, limb->tip);
-  vec(target, limb->target);
-  vec(pole ? *pole : root.translation, limb->pole);
-  quat(parent_rotation, limb->parent);
-  quat(root.rotation, limb->root_rotation);
-  quat(mid.rotation, limb->mid_rotation);
-  quat(mid_local, limb->mid_local);
-  limb->has_pole = pole != nullptr;
+// A limb's fields where they are, for the kernel.
+two_bone_lanes::LimbRefs LimbRefsOf(const Quaterniond& parent_rotation,
+                                    const Transform& root,
+                                    const Transform& mid, const Transform& tip,
+                                    const Quaterniond& mid_local,
+                                    const Vector3d& target,
+                                    const Vector3d* pole) {
+  return {root.translation.data(),
+          mid.translation.data(),
+          tip.translation.data(),
+          target.data(),
+          pole ? pole->data() : root.translation.data(),
+          parent_rotation.coeffs().data(),
+          root.rotation.coeffs().data(),
+          mid.rotation.coeffs().data(),
+          mid_local.coeffs().data(),
+          pole != nullptr};
 }
 
 // Defined with SolveTwoBoneLimbs below.
-void SolveLimb(const two_bone_lanes::Limb& limb,
-               two_bone_lanes::LimbResult* out);
+bool SolveLimb(const two_bone_lanes::LimbRefs& limb, Quaterniond* root_local,
+               Quaterniond* mid_local);
 
 }  // namespace
 
@@ -236,17 +227,12 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   Transform* g = ws.chain_globals.data();
 
   if (branch_free_ && TwoBoneFastPathApplies(skeleton, problem.joints, goal)) {
-    two_bone_lanes::Limb limb;
-    FillLimb(problem.parent_global.rotation, g[0], g[1], g[2],
-             pose.local[ib].rotation, goal.target,
-             goal.pole ? &*goal.pole : nullptr, &limb);
-    two_bone_lanes::LimbResult solved;
-    SolveLimb(limb, &solved);
-    if (solved.ok) {
-      const double* r = solved.root_local;
-      const double* m = solved.mid_local;
-      pose.local[problem.joints[0]].rotation = Quaterniond(r[0], r[1], r[2], r[3]);
-      pose.local[ib].rotation = Quaterniond(m[0], m[1], m[2], m[3]);
+    const two_bone_lanes::LimbRefs limb = LimbRefsOf(
+        problem.parent_global.rotation, g[0], g[1], g[2],
+        pose.local[ib].rotation, goal.target,
+        goal.pole ? &*goal.pole : nullptr);
+    if (SolveLimb(limb, &pose.local[problem.joints[0]].rotation,
+                  &pose.local[ib].rotation)) {
       return 1;
     }
   }
@@ -566,30 +552,23 @@ bool CpuHasAvx2Fma() {
 }
 const bool kAvx2Fma = CpuHasAvx2Fma();
 
-void SolveLimb(const two_bone_lanes::Limb& limb,
-               two_bone_lanes::LimbResult* out) {
+bool SolveLimb(const two_bone_lanes::LimbRefs& limb, Quaterniond* root_local,
+               Quaterniond* mid_local) {
+  double* root = root_local->coeffs().data();
+  double* mid = mid_local->coeffs().data();
 #if defined(__x86_64__)
-  if (kAvx2Fma) {
-    two_bone_lanes::SolveOneAvx2(limb, out);
-    return;
-  }
+  if (kAvx2Fma) return two_bone_lanes::SolveOneAvx2(limb, root, mid);
 #endif
-  two_bone_lanes::SolveOne(limb, out);
+  return two_bone_lanes::SolveOne(limb, root, mid);
 }
 
 TwoBoneLimbResult SolveOneLimb(const TwoBoneLimb& limb) {
-  two_bone_lanes::Limb in;
-  FillLimb(limb.parent_rotation, limb.root, limb.mid, limb.tip,
-           limb.mid_local, limb.target, limb.has_pole ? &limb.pole : nullptr,
-           &in);
-  two_bone_lanes::LimbResult solved;
-  SolveLimb(in, &solved);
   TwoBoneLimbResult result;
-  const double* r = solved.root_local;
-  const double* m = solved.mid_local;
-  result.root_local = Quaterniond(r[0], r[1], r[2], r[3]);
-  result.mid_local = Quaterniond(m[0], m[1], m[2], m[3]);
-  result.solved = solved.ok;
+  result.solved = SolveLimb(
+      LimbRefsOf(limb.parent_rotation, limb.root, limb.mid, limb.tip,
+                 limb.mid_local, limb.target,
+                 limb.has_pole ? &limb.pole : nullptr),
+      &result.root_local, &result.mid_local);
   return result;
 }
 

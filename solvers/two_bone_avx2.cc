@@ -12,7 +12,9 @@ namespace two_bone_lanes {
 void SolveBlockAvx2(const LimbBlock& in, LimbBlockResult* out) {
   SolveBlock<Lanes4>(in, 0, out);
 }
-void SolveOneAvx2(const Limb& in, LimbResult* out) { SolveOne(in, out); }
+bool SolveOneAvx2(const LimbRefs& in, double* root_local, double* mid_local) {
+  return SolveOne(in, root_local, mid_local);
+}
 #endif
 
 }  // namespace two_bone_lanes

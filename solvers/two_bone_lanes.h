@@ -49,22 +49,25 @@ struct LimbBlockResult {
   double ok[kBlockLanes];  // 1: solved; 0: left to the general path.
 };
 
-// One limb, the same fields as plain doubles (quaternions w, x, y, z).
-struct Limb {
-  double root[3], mid[3], tip[3], target[3];
-  double pole[3];  // The root's position when there is none.
-  double parent[4], root_rotation[4], mid_rotation[4], mid_local[4];
+// One limb's fields where they are, in Eigen's layouts (points x, y, z;
+// quaternions x, y, z, w): nothing is copied on the way in.
+struct LimbRefs {
+  const double* root;
+  const double* mid;
+  const double* tip;
+  const double* target;
+  const double* pole;  // The root's position when there is none.
+  const double* parent;
+  const double* root_rotation;
+  const double* mid_rotation;
+  const double* mid_local;
   bool has_pole;
-};
-struct LimbResult {
-  double root_local[4], mid_local[4];
-  bool ok;  // Solved; else left to the general path.
 };
 
 // The AVX2 + FMA builds (two_bone_avx2.cc): SolveBlock over all four lanes,
 // and SolveOne.
 void SolveBlockAvx2(const LimbBlock& in, LimbBlockResult* out);
-void SolveOneAvx2(const Limb& in, LimbResult* out);
+bool SolveOneAvx2(const LimbRefs& in, double* root_local, double* mid_local);
 
 namespace {
 
@@ -324,11 +327,6 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   // x . (P x L) = -P . (x x L).
   const T ab_side = -Dot(pole, ab_x_line);
   const T nx_side = -Dot(pole, nx_x_line);
-  // The parent's inverse times L (the twist's axis), for the root's
-  // rotation below.
-  const Quat<T> parent_inv = Conjugate(in.parent);
-  const Quat<T> parent_line =
-      parent_inv * Quat<T>{zero, line.x, line.y, line.z};
 
   // 3. The root's aim: the smallest rotation from U to L, unnormalised.
   const T hb = ab_sq + h;
@@ -339,6 +337,12 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   const T aim_w = u_len_line + Fma(u_ab, ab_line, q * nx_line);
   const Vec<T> aim_v = Combine(u_ab, ab_x_line, q, nx_x_line);
   const Quat<T> aim{aim_w, aim_v.x, aim_v.y, aim_v.z};
+
+  // The parent's inverse times L (the twist's axis), for the root's
+  // rotation below.
+  const Quat<T> parent_inv = Conjugate(in.parent);
+  const Quat<T> parent_line =
+      parent_inv * Quat<T>{zero, line.x, line.y, line.z};
 
   // 4. The twist about L, as the half-angle quaternion (|m||P| + m.P,
   // L (m . P x L) / |L|^2) of the angle from m = aim(V) to P, all times
@@ -362,7 +366,8 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   // The root's new local rotation: parent^-1 twist aim start.
   const Quat<T> root = Combine(twist_w, parent_inv, twist_l, parent_line) *
                        (aim * in.root_rotation);
-  const T aim_sq = SquaredNorm(aim);
+  // |aim|^2 = 2 |U||L| (|U||L| + U.L).
+  const T aim_sq = 2.0 * u_len_line * aim_w;
   const T root_sq = Fma(twist_w, twist_w, twist_l * twist_l * d_sq) * aim_sq;
   const T root_scale = 1.0 / Sqrt(root_sq);
   out->root_local = {root.w * root_scale, root.x * root_scale,
@@ -469,17 +474,14 @@ void SolveBlock(const LimbBlock& in, int lane, LimbBlockResult* out) {
   Store(Select(solved.ok, Splat<T>(1.0), Splat<T>(0.0)), out->ok, lane);
 }
 
-// One limb in scalar code.
-inline void SolveOne(const Limb& in, LimbResult* out) {
+// One limb in scalar code. When the kernel solves it, writes the root's
+// and the mid joint's new local rotations (x, y, z, w; they may be
+// mid_local itself: every input is read first) and returns true.
+inline bool SolveOne(const LimbRefs& in, double* root_local,
+                     double* mid_local) {
   const auto vec = [](const double* v) { return Vec<double>{v[0], v[1], v[2]}; };
   const auto quat = [](const double* q) {
-    return Quat<double>{q[0], q[1], q[2], q[3]};
-  };
-  const auto store = [](const Quat<double>& q, double* to) {
-    to[0] = q.w;
-    to[1] = q.x;
-    to[2] = q.y;
-    to[3] = q.z;
+    return Quat<double>{q[3], q[0], q[1], q[2]};
   };
   LimbIn<double> limb;
   limb.root = vec(in.root);
@@ -494,9 +496,18 @@ inline void SolveOne(const Limb& in, LimbResult* out) {
   limb.has_pole = in.has_pole;
   LimbOut<double> solved;
   SolveLimbKernel(limb, &solved);
-  store(solved.root_local, out->root_local);
-  store(solved.mid_local, out->mid_local);
-  out->ok = solved.ok;
+  if (!solved.ok) return false;
+  // In 16-byte stores: a caller's 16-byte load cannot take its value from
+  // two 8-byte stores in flight.
+  const auto store = [](const Quat<double>& q, double* to) {
+    const Lanes2 xy{q.x, q.y};
+    const Lanes2 zw{q.z, q.w};
+    std::memcpy(to, &xy, sizeof(xy));
+    std::memcpy(to + 2, &zw, sizeof(zw));
+  };
+  store(solved.root_local, root_local);
+  store(solved.mid_local, mid_local);
+  return true;
 }
 
 }  // namespace
