@@ -550,14 +550,15 @@ bool CpuHasAvx2Fma() {
   return false;
 #endif
 }
-const bool kAvx2Fma = CpuHasAvx2Fma();
+const bool kCpuHasAvx2Fma = CpuHasAvx2Fma();
+bool use_avx2_fma = kCpuHasAvx2Fma;  // UseBaselineTwoBoneKernel.
 
 bool SolveLimb(const two_bone_lanes::LimbRefs& limb, Quaterniond* root_local,
                Quaterniond* mid_local) {
   double* root = root_local->coeffs().data();
   double* mid = mid_local->coeffs().data();
 #if defined(__x86_64__)
-  if (kAvx2Fma) return two_bone_lanes::SolveOneAvx2(limb, root, mid);
+  if (use_avx2_fma) return two_bone_lanes::SolveOneAvx2(limb, root, mid);
 #endif
   return two_bone_lanes::SolveOne(limb, root, mid);
 }
@@ -574,6 +575,10 @@ TwoBoneLimbResult SolveOneLimb(const TwoBoneLimb& limb) {
 
 }  // namespace
 
+void UseBaselineTwoBoneKernel(bool baseline) {
+  use_avx2_fma = kCpuHasAvx2Fma && !baseline;
+}
+
 void SolveTwoBoneLimbs(absl::Span<const TwoBoneLimb> limbs,
                        absl::Span<TwoBoneLimbResult> out) {
   const int n = static_cast<int>(limbs.size());
@@ -586,7 +591,7 @@ void SolveTwoBoneLimbs(absl::Span<const TwoBoneLimb> limbs,
     LimbBlock block;
     LimbBlockResult solved;
 #if defined(__x86_64__)
-    if (kAvx2Fma) {
+    if (use_avx2_fma) {
       // Every width from one build, so that a limb's result does not
       // depend on the limbs solved with it.
       Gather(&limbs[i], m, kBlockLanes, &block);

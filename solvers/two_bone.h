@@ -51,13 +51,21 @@ void FillTwoBoneLimb(const Skeleton& skeleton,
                      TwoBoneLimb* limb);
 
 // Solves limbs for which TwoBoneFastPathApplies with the branch-free
-// kernel: four at a time in AVX2 lanes when the CPU has them, else two in
-// SSE2 lanes; a single limb in scalar code. The formulas are the general
-// path's (results agree to rounding), and a limb's result does not depend
-// on its lane or on the other limbs. out.size() >= limbs.size(). Allocates
-// nothing.
+// kernel (two_bone_lanes.h): the general path's geometry in closed form,
+// so results agree with it to rounding. Where the CPU has AVX2 and FMA,
+// every width (one limb in scalar code, up to four in AVX2 lanes) comes
+// from one build with fused multiply-adds; elsewhere a baseline build
+// solves one limb in scalar code and pairs in SSE2 lanes. Within a build a
+// limb's result does not depend on its lane or on the other limbs, bit for
+// bit. out.size() >= limbs.size(). Allocates nothing.
 void SolveTwoBoneLimbs(absl::Span<const TwoBoneLimb> limbs,
                        absl::Span<TwoBoneLimbResult> out);
+
+// For tests: with `baseline`, SolveTwoBoneLimbs and TwoBoneSolver run the
+// kernel's baseline (SSE2) build even where the CPU has AVX2 and FMA, so
+// one machine checks both builds; false restores the default. Not to be
+// called while solves run.
+void UseBaselineTwoBoneKernel(bool baseline);
 
 class TwoBoneSolver final : public ChainSolver {
  public:

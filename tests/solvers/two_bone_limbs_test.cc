@@ -108,7 +108,15 @@ double MaxCoeffDiff(const Quaterniond& a, const Quaterniond& b) {
   return (a.coeffs() - b.coeffs()).cwiseAbs().maxCoeff();
 }
 
-TEST(TwoBoneLimbsTest, BranchFreeKernelMatchesTheGeneralPath) {
+// Each test runs on the kernel's default build (AVX2 + FMA where the CPU
+// has them) and on its baseline build.
+class TwoBoneLimbsTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { UseBaselineTwoBoneKernel(GetParam()); }
+  void TearDown() override { UseBaselineTwoBoneKernel(false); }
+};
+
+TEST_P(TwoBoneLimbsTest, BranchFreeKernelMatchesTheGeneralPath) {
   const std::vector<LimbCase> cases = MakeCases(600, 71);
   const TwoBoneSolver branch_free(true);
   const TwoBoneSolver general(false);
@@ -147,23 +155,34 @@ TEST(TwoBoneLimbsTest, BranchFreeKernelMatchesTheGeneralPath) {
   EXPECT_EQ(kernel_solved, static_cast<int>(cases.size()));
 }
 
-TEST(TwoBoneLimbsTest, DegenerateLimbsAreLeftToTheGeneralPath) {
-  std::vector<LimbCase> cases = MakeCases(4, 72);
+TEST_P(TwoBoneLimbsTest, DegenerateLimbsAreLeftToTheGeneralPath) {
+  std::vector<LimbCase> cases = MakeCases(6, 72);
+  const auto joint = [&](int i, int k) {
+    return cases[i].globals[cases[i].skeleton.chain(0).joints[k]].translation;
+  };
   // Target on the root; a zero-length first bone's limb is not built here
   // (the skeleton's rest translation would be zero).
-  const std::vector<int>& chain = cases[1].skeleton.chain(0).joints;
-  cases[1].goal.target = cases[1].globals[chain[0]].translation;
+  cases[1].goal.target = joint(1, 0);
   cases[2].goal.target = Vector3d(1e60, 0, 0);  // Past the kernel's range.
+  // The tip's mirror image through the root: the bend stays, and the tip
+  // must turn exactly away from where it points.
+  cases[4].goal.target = 2.0 * joint(4, 0) - joint(4, 2);
+  // A target 1e30 away with a pole: within kFarSq, but the twist's
+  // unnormalised products leave the double range.
+  ASSERT_TRUE(cases[0].goal.pole.has_value());
+  cases[0].goal.target = Vector3d(1e30, 0, 0);
   std::vector<TwoBoneLimb> limbs;
   for (const LimbCase& c : cases) limbs.push_back(LimbOf(c));
   std::vector<TwoBoneLimbResult> results(limbs.size());
   SolveTwoBoneLimbs(limbs, absl::MakeSpan(results));
-  EXPECT_TRUE(results[0].solved);
+  EXPECT_FALSE(results[0].solved);
   EXPECT_FALSE(results[1].solved);
   EXPECT_FALSE(results[2].solved);
   EXPECT_TRUE(results[3].solved);
+  EXPECT_FALSE(results[4].solved);
+  EXPECT_TRUE(results[5].solved);
   // TwoBoneSolver still solves them, by the general path.
-  for (int i : {1, 2}) {
+  for (int i : {0, 1, 2, 4}) {
     const Pose fast = SolveWith(TwoBoneSolver(true), cases[i]);
     const Pose slow = SolveWith(TwoBoneSolver(false), cases[i]);
     for (int k = 0; k < 2; ++k) {
@@ -173,7 +192,7 @@ TEST(TwoBoneLimbsTest, DegenerateLimbsAreLeftToTheGeneralPath) {
   }
 }
 
-TEST(TwoBoneLimbsTest, ResultDoesNotDependOnTheLanes) {
+TEST_P(TwoBoneLimbsTest, ResultDoesNotDependOnTheLanes) {
   std::vector<LimbCase> cases = MakeCases(23, 73);
   // One limb the kernel leaves to the general path, inside a block.
   cases[5].goal.target =
@@ -212,6 +231,40 @@ TEST(TwoBoneLimbsTest, ResultDoesNotDependOnTheLanes) {
     }
   }
 }
+
+// The two builds agree to rounding, and UseBaselineTwoBoneKernel does
+// switch them: on a CPU with AVX2 and FMA some results differ in their last
+// bits.
+TEST(TwoBoneLimbsBuildsTest, BaselineAndDefaultBuildsAgree) {
+  const std::vector<LimbCase> cases = MakeCases(200, 74);
+  std::vector<TwoBoneLimb> limbs;
+  for (const LimbCase& c : cases) limbs.push_back(LimbOf(c));
+  std::vector<TwoBoneLimbResult> best(limbs.size()), baseline(limbs.size());
+  SolveTwoBoneLimbs(limbs, absl::MakeSpan(best));
+  UseBaselineTwoBoneKernel(true);
+  SolveTwoBoneLimbs(limbs, absl::MakeSpan(baseline));
+  UseBaselineTwoBoneKernel(false);
+  int differ = 0;
+  for (size_t i = 0; i < limbs.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(best[i].solved && baseline[i].solved);
+    EXPECT_LT(MaxCoeffDiff(best[i].root_local, baseline[i].root_local), 1e-12);
+    EXPECT_LT(MaxCoeffDiff(best[i].mid_local, baseline[i].mid_local), 1e-12);
+    differ += best[i].root_local.coeffs() != baseline[i].root_local.coeffs();
+  }
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_GT(differ, 0);
+  }
+#endif
+  std::printf("%d/%zu root rotations differ between the builds\n", differ,
+              limbs.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Builds, TwoBoneLimbsTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Baseline" : "Default";
+                         });
 
 }  // namespace
 }  // namespace reach
