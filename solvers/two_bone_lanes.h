@@ -97,16 +97,16 @@ inline Lanes2 Sqrt(Lanes2 x) {
 // FMA (two_bone_avx2.cc), else a product and a sum. Both kernel units are
 // built with -ffp-contract=off, so no other product is fused and every
 // width of a build runs the same operations.
-inline double Fma(double a, double b, double c) {
+template <class T>
+inline T Fma(T a, T b, T c) {
 #ifdef __FMA__
-  return __builtin_fma(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
-inline Lanes2 Fma(Lanes2 a, Lanes2 b, Lanes2 c) {
-#ifdef __FMA__
-  return _mm_fmadd_pd(a, b, c);
+  if constexpr (sizeof(T) == sizeof(double)) {
+    return __builtin_fma(a, b, c);
+  } else if constexpr (sizeof(T) == 2 * sizeof(double)) {
+    return _mm_fmadd_pd(a, b, c);
+  } else {
+    return _mm256_fmadd_pd(a, b, c);
+  }
 #else
   return a * b + c;
 #endif
@@ -123,13 +123,6 @@ inline bool AnyTrue(Mask4 m) { return ((m[0] | m[1]) | (m[2] | m[3])) != 0; }
 inline Lanes4 Sqrt(Lanes4 x) {
   return Lanes4{std::sqrt(x[0]), std::sqrt(x[1]), std::sqrt(x[2]),
                 std::sqrt(x[3])};  // One vsqrtpd.
-}
-inline Lanes4 Fma(Lanes4 a, Lanes4 b, Lanes4 c) {
-#ifdef __FMA__
-  return _mm256_fmadd_pd(a, b, c);
-#else
-  return a * b + c;
-#endif
 }
 #endif
 
