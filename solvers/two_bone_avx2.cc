@@ -1,8 +1,9 @@
-// SolveTwoBoneLimbs' four-lane kernel. solvers/CMakeLists.txt builds this
-// file alone with -mavx2 (on x86-64); two_bone.cc calls it only when the
-// CPU reports AVX2. It includes nothing but the kernel (no Eigen, no
-// standard templates), so no AVX2 code can be linked in for another
-// translation unit's inline functions.
+// The two-bone kernel's AVX2 + FMA build: four limbs in AVX2 lanes and one
+// in scalar code. solvers/CMakeLists.txt builds this file alone with
+// -mavx2 -mfma (on x86-64); two_bone.cc calls it only when the CPU reports
+// both. It includes nothing but the kernel (no Eigen, no standard
+// templates), so no AVX2 code can be linked in for another translation
+// unit's inline functions.
 #include "solvers/two_bone_lanes.h"
 
 namespace reach {

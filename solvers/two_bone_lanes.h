@@ -189,10 +189,6 @@ inline Quat<T> Combine(T s, const Quat<T>& a, T t, const Quat<T>& b) {
           Fma(s, a.z, t * b.z)};
 }
 template <class T>
-inline T SquaredNorm(const Quat<T>& q) {
-  return Fma(q.w, q.w, Fma(q.x, q.x, Fma(q.y, q.y, q.z * q.z)));
-}
-template <class T>
 inline Quat<T> Conjugate(const Quat<T>& q) {
   return {q.w, -q.x, -q.y, -q.z};
 }
