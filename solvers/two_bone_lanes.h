@@ -4,9 +4,10 @@
 // One template serves one limb (T = double), two limbs in SSE2 lanes
 // (T = Lanes2) and four in AVX2 lanes (T = Lanes4, only where the
 // translation unit is built for AVX2), with GCC's vector extensions. Every
-// width runs the same IEEE operations in the same order (no fused
-// multiply-add), so a limb's result does not depend on its lane or on the
-// width. The general path's branches become selects; a lane whose case
+// width of a build runs the same IEEE operations in the same order
+// (products are fused only where Fma says, and only in a build for FMA),
+// so a limb's result does not depend on its lane or on the width. The
+// general path's branches become selects; a lane whose case
 // needs a branch the selects do not cover clears its `ok` mask and is
 // solved by the general path instead.
 //
@@ -210,8 +211,9 @@ struct LimbOut {
 // step by step: it bends the mid joint, finds where the tip went, aims the
 // root at the target, sees where the mid joint went and twists it towards
 // the pole, and each step waits for the square roots and divisions of the
-// one before. Here every square root but the two final normalisations
-// depends only on the inputs, and the statements come in the order the
+// one before. Here every square root but the two final normalisations (and
+// a clamped chain's spans, which wait for r) depends only on the inputs,
+// and the statements come in the order the
 // values are needed (GCC keeps that order, and the out-of-order window is
 // shorter than the kernel).
 //
@@ -250,7 +252,8 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   const T h_free = 0.5 * (d_sq - (ab_sq + me_sq));
   // Clamped: fully extended (or folded) exactly.
   const Mask clamped = h_free * h_free >= r_sq;
-  const T q = Select(clamped, zero, Sqrt(Max(zero, Fma(-h_free, h_free, r_sq))));
+  const T q =
+      Select(clamped, zero, Sqrt(Max(zero, Fma(-h_free, h_free, r_sq))));
 
   // 2. The mid joint's bend axis N (unnormalised, model space): the bones'
   // normal in a bent chain; in a straight one, towards the pole (pole x
@@ -296,11 +299,11 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   const T r = Sqrt(r_sq);
   const T h = Min(Max(h_free, -r), r);
   // d_c |L| and d_c |P|, d_c the distance the chain spans (|L| when the
-  // target is in reach).
+  // target is in reach): d_c^2 = |ab|^2 + |me|^2 + 2h.
+  const T span_sq = Fma(Splat<T>(2.0), h, ab_sq + me_sq);
   T span_line = d_sq;
   T span_pole = Sqrt(d_sq * pole_sq);
   if (AnyTrue(clamped)) {
-    const T span_sq = Fma(Splat<T>(2.0), h, ab_sq + me_sq);
     span_line = Select(clamped, Sqrt(span_sq * d_sq), span_line);
     span_pole = Select(clamped, Sqrt(span_sq * pole_sq), span_pole);
   }
@@ -401,7 +404,7 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
             (Not(in.has_pole) | (pole_offset_sq <= kFarSq));
   ok &= axis_ok;
   ok &= r_sq > 1e-24 * Max(one, scale_sq * scale_sq);  // Bones not zero.
-  ok &= ab_sq + me_sq + 2.0 * h > kTinySq;  // The tip off the root.
+  ok &= span_sq > kTinySq;  // The tip off the root.
   // The tip turned (nearly) away from the target: aim(V) above loses
   // precision as |U||L| + U.L -> 0.
   ok &= aim_w >= 1e-6 * u_len_line;
@@ -468,7 +471,9 @@ void SolveBlock(const LimbBlock& in, int lane, LimbBlockResult* out) {
 // mid_local itself: every input is read first) and returns true.
 inline bool SolveOne(const LimbRefs& in, double* root_local,
                      double* mid_local) {
-  const auto vec = [](const double* v) { return Vec<double>{v[0], v[1], v[2]}; };
+  const auto vec = [](const double* v) {
+    return Vec<double>{v[0], v[1], v[2]};
+  };
   const auto quat = [](const double* q) {
     return Quat<double>{q[3], q[0], q[1], q[2]};
   };
