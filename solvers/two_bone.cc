@@ -206,6 +206,26 @@ two_bone_lanes::LimbRefs LimbRefsOf(const Quaterniond& parent_rotation,
           pole != nullptr};
 }
 
+// The axis a straight two-bone chain bends about when its mid joint is a
+// ball: Eigen's unitOrthogonal of the second bone in the mid joint's frame,
+// brought back to model space by the mid joint's model-space rotation
+// `mid_rotation`. It is fixed in that frame, so the bend side follows the
+// limb's own frames: a limb straightened and bent again bends to the side
+// it had, and the solve is continuous in target and pole from a straight
+// start. (The kernel, two_bone_lanes.h, computes the same.) When the
+// second bone has no length, any perpendicular of the chain's direction
+// (`start_end`, else `line`); zero when neither has one.
+Vector3d StraightBendAxis(const Quaterniond& mid_rotation, const Vector3d& me,
+                          const Vector3d& start_end, const Vector3d& line) {
+  const Vector3d me_local = RotateVector(mid_rotation.conjugate(), me);
+  if (me_local.squaredNorm() > kTinySq) {
+    return RotateVector(mid_rotation, me_local.unitOrthogonal());
+  }
+  const Vector3d chain_dir = start_end.squaredNorm() > kTinySq ? start_end : line;
+  if (chain_dir.squaredNorm() > kTinySq) return chain_dir.unitOrthogonal();
+  return Vector3d::Zero();
+}
+
 // Defined with SolveTwoBoneLimbs below.
 bool SolveLimb(const two_bone_lanes::LimbRefs& limb, Quaterniond* root_local,
                Quaterniond* mid_local);
@@ -337,19 +357,12 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   } else if (mid.type == JointType::kHinge) {
     bend_axis = RotateVector(g[1].rotation, mid.axis);
   } else if (mid.type == JointType::kBall) {
-    // Straight (or zero-length) chain: bend towards the pole if there is
-    // one (the mid joint then moves to the side line x axis = pole side):
-    // the axis is pole x chain direction, whose part along the chain
-    // cancels in the cross product.
-    const Vector3d chain_dir = start_end_sq > kTinySq ? start_end : line;
-    const double chain_sq = chain_dir.squaredNorm();
-    const Vector3d side_normal = pole_offset.cross(chain_dir);
-    const double side_sq = side_normal.squaredNorm();
-    if (side_sq > 1e-18 * scale_sq * chain_sq && side_sq > 0.0) {
-      bend_axis = side_normal * (1.0 / std::sqrt(side_sq));
-    } else if (chain_sq > kTinySq) {
-      bend_axis = chain_dir.unitOrthogonal();
-    }
+    // Straight chain: bend about an axis fixed in the mid joint's own
+    // frame, across the second bone (StraightBendAxis). Not from the pole
+    // or the model-space direction: those make the bend, and so the roll
+    // of the whole limb, jump when the pole or the chain crosses the
+    // chain's line; the twist below turns the bend towards the pole.
+    bend_axis = StraightBendAxis(g[1].rotation, me, start_end, line);
   }
 
   // `tip_position` is where the tip joint ends up.

@@ -193,6 +193,17 @@ template <class T>
 inline Quat<T> Conjugate(const Quat<T>& q) {
   return {q.w, -q.x, -q.y, -q.z};
 }
+// v turned by the unit quaternion q: v + 2w (u x v) + 2 u x (u x v), u =
+// q's vector part.
+template <class T>
+inline Vec<T> Rotate(const Quat<T>& q, const Vec<T>& v) {
+  const Vec<T> u{q.x, q.y, q.z};
+  const Vec<T> t = Cross(u, v);
+  const Vec<T> t2 = Cross(u, t);
+  const T two = T{} + 2.0;
+  return {Fma(two, Fma(q.w, t.x, t2.x), v.x), Fma(two, Fma(q.w, t.y, t2.y), v.y),
+          Fma(two, Fma(q.w, t.z, t2.z), v.z)};
+}
 
 template <class T>
 struct LimbIn {
@@ -256,9 +267,10 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
       Select(clamped, zero, Sqrt(Max(zero, Fma(-h_free, h_free, r_sq))));
 
   // 2. The mid joint's bend axis N (unnormalised, model space): the bones'
-  // normal in a bent chain; in a straight one, towards the pole (pole x
-  // chain direction), else any perpendicular of the chain (Eigen's
-  // unitOrthogonal).
+  // normal in a bent chain; in a straight one an axis fixed in the mid
+  // joint's frame across the second bone (the general path's
+  // StraightBendAxis: Eigen's unitOrthogonal of the bone in that frame,
+  // turned back to model space), so the bend follows the limb's frames.
   const Vec<T> normal = Cross(ab, me);
   const T normal_sq = Dot(normal, normal);
   const Mask bent = (normal_sq > 1e-18 * r_sq) & (normal_sq > kTinySq);
@@ -269,26 +281,23 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   if (AnyTrue(Not(bent))) {
     const Vec<T> chain_dir = in.tip - in.root;
     const T chain_sq = Dot(chain_dir, chain_dir);
-    const Vec<T> side_normal = Cross(pole_offset, chain_dir);
-    const T side_sq = Dot(side_normal, side_normal);
-    const Mask to_pole = in.has_pole &
-                         (side_sq > 1e-18 * scale_sq * chain_sq) &
-                         (side_sq > 0.0);
-    const T ax = Select(chain_dir.x < 0.0, -chain_dir.x, chain_dir.x);
-    const T ay = Select(chain_dir.y < 0.0, -chain_dir.y, chain_dir.y);
-    const T az = Select(chain_dir.z < 0.0, -chain_dir.z, chain_dir.z);
+    const Vec<T> local = Rotate(Conjugate(in.mid_rotation), me);
+    const T ax = Select(local.x < 0.0, -local.x, local.x);
+    const T ay = Select(local.y < 0.0, -local.y, local.y);
+    const T az = Select(local.z < 0.0, -local.z, local.z);
     const T az_small = az * 1e-12;  // Eigen's isMuchSmallerThan(x, z).
     const Mask xy = (ax > az_small) | (ay > az_small);
-    const Vec<T> any_normal{Select(xy, -chain_dir.y, zero),
-                            Select(xy, chain_dir.x, -chain_dir.z),
-                            Select(xy, zero, chain_dir.y)};
-    axis = {
-        Select(bent, normal.x, Select(to_pole, side_normal.x, any_normal.x)),
-        Select(bent, normal.y, Select(to_pole, side_normal.y, any_normal.y)),
-        Select(bent, normal.z, Select(to_pole, side_normal.z, any_normal.z))};
+    const Vec<T> any_normal{Select(xy, -local.y, zero),
+                            Select(xy, local.x, -local.z),
+                            Select(xy, zero, local.y)};
+    const Vec<T> straight_axis = Rotate(in.mid_rotation, any_normal);
+    axis = {Select(bent, normal.x, straight_axis.x),
+            Select(bent, normal.y, straight_axis.y),
+            Select(bent, normal.z, straight_axis.z)};
     // A straight chain must be straight to rounding, with its tip off the
-    // root, so that N lies across both bones.
-    axis_ok |= (chain_sq > kTinySq) & (normal_sq <= 1e-28 * r_sq);
+    // root and a second bone, so that N lies across both bones.
+    axis_ok |= (chain_sq > kTinySq) & (me_sq > kTinySq) &
+               (normal_sq <= 1e-28 * r_sq);
   }
   const T axis_len = Sqrt(Dot(axis, axis));
 
