@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "solvers/bend_plane.h"
 #include "solvers/limits.h"
 #include "solvers/two_bone.h"
 
@@ -134,57 +135,37 @@ int DefaultMaxIterations(SolverKind kind) {
   return 128;
 }
 
-// Iterative solvers cannot leave a straight chain whose target lies on its
-// line: every update (FABRIK's reaching, CCD's turns, J^T e) is zero by
-// symmetry. Bends the first movable inner joint by kKick radians, towards
-// the pole when there is one, before such a solve.
-bool BreakSymmetry(const Skeleton& skeleton, absl::Span<const int> chain,
-                   const Goal& goal, const Transform* chain_globals,
-                   Pose* pose) {
-  constexpr double kKick = 0.2;
-  const int n = static_cast<int>(chain.size());
-  if (n < 3) return false;
-  const Eigen::Vector3d base = chain_globals[0].translation;
-  const Eigen::Vector3d line = chain_globals[n - 1].translation - base;
-  const double length = line.norm();
-  if (length < 1e-12) return false;
-  const Eigen::Vector3d u = line / length;
-  // Squared distances from the line: no square root per joint.
-  auto off_line_sq = [&](const Eigen::Vector3d& p) {
-    const Eigen::Vector3d d = p - base;
-    return (d - d.dot(u) * u).squaredNorm();
-  };
-  const double eps_sq = 1e-18 * length * length;
-  for (int k = 1; k < n; ++k) {
-    if (off_line_sq(chain_globals[k].translation) > eps_sq) return false;
-  }
-  if (off_line_sq(goal.target) > eps_sq) return false;
-  Eigen::Vector3d side = u.unitOrthogonal();
-  if (goal.pole && off_line_sq(*goal.pole) > eps_sq) {
-    const Eigen::Vector3d d = *goal.pole - base;
-    side = (d - d.dot(u) * u).normalized();
-  }
-  for (int k = 1; k + 1 < n; ++k) {
-    const Joint& joint = skeleton.joint(chain[k]);
-    Eigen::Quaterniond& local = pose->local[chain[k]].rotation;
-    if (joint.type == JointType::kHinge) {
-      const double angle = HingeAngle(joint, local);
-      const double bent = ConstrainHingeAngle(joint, angle + kKick);
-      const double other = ConstrainHingeAngle(joint, angle - kKick);
-      local = HingeRotation(joint, bent != angle ? bent : other);
-      return true;
-    }
-    if (joint.type == JointType::kBall) {
-      // A turn about u x side (model space) swings the bones below towards
-      // `side`; expressed in the joint's frame it multiplies on the right.
-      const Eigen::Vector3d axis = u.cross(side);
-      const Eigen::Quaterniond& g = chain_globals[k].rotation;
-      local = ConstrainRotation(joint,
-                                local * AxisAngle(g.conjugate() * axis, kKick));
-      return true;
-    }
-  }
-  return false;
+// `point` when it lies within `radius` of `origin`, else the point at
+// `radius` from `origin` in its direction, computed without overflow (both
+// finite). A chain reaching for a target 1e300 away points at it exactly
+// as at one 1e6 chain lengths away, and no solver's arithmetic overflows.
+Eigen::Vector3d BringNear(const Eigen::Vector3d& point,
+                          const Eigen::Vector3d& origin, double radius) {
+  const Eigen::Vector3d offset = point - origin;
+  const double norm = offset.norm();
+  if (norm <= radius) return point;
+  // Scaled first: the difference or its square may overflow.
+  const double s = 1.0 / std::max(point.cwiseAbs().maxCoeff(),
+                                  origin.cwiseAbs().maxCoeff());
+  const Eigen::Vector3d direction = (point * s - origin * s).normalized();
+  return origin + radius * direction;
+}
+
+// Soft IK for every solver (TWO_BONE has its own, after Harris, "Soft
+// IK"): past (1 - soft) of the chain's length the distance to the target
+// eases exponentially towards full extension, so the chain never snaps
+// straight. Returns the target the solver aims at.
+Eigen::Vector3d SoftTarget(const Eigen::Vector3d& target,
+                           const Eigen::Vector3d& root, double length,
+                           double soft) {
+  const Eigen::Vector3d offset = target - root;
+  const double d = offset.norm();
+  const double ease_start = (1.0 - soft) * length;
+  const double ease_span = soft * length;
+  if (!(soft > 0.0) || !(length > 0.0) || d <= ease_start) return target;
+  const double eased =
+      ease_start + ease_span * (1.0 - std::exp(-(d - ease_start) / ease_span));
+  return root + offset * (eased / d);
 }
 
 // The model-space transform of joint `j` (-1: identity) in `pose`, computed
@@ -388,10 +369,9 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
   LazyGlobal(skeleton, *pose, chain[n - 1], ws);
   const int chain_parent = skeleton.joint(chain[0]).parent;
   if (chain_parent >= 0) problem.parent_global = ws.globals[chain_parent];
-  for (int k = 0; k < n; ++k) ws.chain_globals[k] = ws.globals[chain[k]];
-  if (kind != SolverKind::kTwoBone &&
-      BreakSymmetry(skeleton, chain, goal, ws.chain_globals.data(), pose)) {
-    ComputeChainGlobals(problem, *pose, ws);
+  for (int k = 0; k < n; ++k) {
+    ws.chain_globals[k] = ws.globals[chain[k]];
+    ws.start_rotations[k] = pose->local[chain[k]].rotation;
   }
   for (int k = 0; k + 1 < n; ++k) {
     ws.lengths[k] = (ws.chain_globals[k + 1].translation -
@@ -405,13 +385,32 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
                                ? goal.options.max_iterations
                                : DefaultMaxIterations(kind);
 
-  for (int k = 0; k < n; ++k) {
-    ws.start_rotations[k] = pose->local[chain[k]].rotation;
+  // Far targets and poles only give directions: brought within 1e6 chain
+  // lengths, so no solver's squares overflow (measured against the
+  // original target all the same).
+  const Eigen::Vector3d& root = ws.chain_globals[0].translation;
+  const double near = 1e6 * std::max(problem.chain_length, 1e-3);
+  goal.target = BringNear(goal.target, root, near);
+  if (goal.pole) goal.pole = BringNear(*goal.pole, root, near);
+  BendReference bend;
+  bool shaped = false;
+  if (kind != SolverKind::kTwoBone) {
+    goal.target = SoftTarget(goal.target, root, problem.chain_length,
+                             goal.options.soft);
+    bend = ComputeBendReference(problem, ws, *pose);
+    shaped = ShapeForReach(problem, bend, ws, *pose);
   }
+
   GoalResult& result = *result_out;
   result = GoalResult();
   result.solver = kind;
-  result.iterations = GetSolver(kind).Solve(problem, ws, *pose);
+  // Shaping counts as an iteration: it may leave the solver nothing to do.
+  result.iterations = GetSolver(kind).Solve(problem, ws, *pose) + shaped;
+  if (bend.source != BendReference::Source::kNone) {
+    // The bend faces the pole, or stays on the start's side.
+    ComputeChainGlobals(problem, *pose, ws);
+    AlignBend(problem, bend, ws, *pose);
+  }
 
   if (goal.weight < 1.0) {
     // Partial weight: each joint moves that fraction of the way from its

@@ -96,8 +96,11 @@ SweepStats RunSweep(const Skeleton& skeleton, const Pose& start,
       if (!q.coeffs().allFinite() || std::abs(q.norm() - 1.0) > 1e-9) {
         ++stats.bad_rotations;
       }
-      stats.max_step_rad = std::max(
-          stats.max_step_rad, RotationStep(previous.local[j].rotation, q));
+      // From frame 1 on: frame 0 steps from the start pose, not a frame.
+      if (f > 0) {
+        stats.max_step_rad = std::max(
+            stats.max_step_rad, RotationStep(previous.local[j].rotation, q));
+      }
     }
     const double error = (g.position[chain[n - 1]] - goal.target).norm();
     if (s * length <= length) {

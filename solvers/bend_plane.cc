@@ -1,0 +1,457 @@
+#include "solvers/bend_plane.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "solvers/limits.h"
+
+namespace reach {
+namespace {
+
+using Eigen::Quaterniond;
+using Eigen::Vector3d;
+
+// A start whose bend is under this fraction of the chain's length keeps no
+// side of its own: rounding, float32 noise or a previous straight answer.
+constexpr double kStraightBend = 1e-6;
+// Starts straighter than this get the symmetry-breaking bend.
+constexpr double kKickBend = 1e-4;
+// Results bent less than this (fraction of the length) are not turned.
+constexpr double kSwivelBend = 1e-9;
+
+// The part of v across the unit direction u.
+Vector3d Across(const Vector3d& v, const Vector3d& u) {
+  return v - v.dot(u) * u;
+}
+
+// The chain's bend across the unit direction u: the inner joints' offsets
+// from the root, summed.
+Vector3d BendAcross(const Workspace& ws, int n, const Vector3d& u) {
+  const Vector3d& root = ws.chain_globals[0].translation;
+  Vector3d bend = Vector3d::Zero();
+  for (int k = 1; k + 1 < n; ++k) {
+    bend += Across(ws.chain_globals[k].translation - root, u);
+  }
+  return bend;
+}
+
+// Unit v, or zero when v is shorter than `min_norm`.
+Vector3d UnitOrZero(const Vector3d& v, double min_norm) {
+  const double norm = v.norm();
+  return norm > min_norm && std::isfinite(norm) ? Vector3d(v / norm)
+                                                : Vector3d::Zero();
+}
+
+// The chain's root-tip direction in ws.chain_globals (unit), or zero when
+// the tip sits on the root.
+Vector3d ChainLine(const Workspace& ws, int n, double length) {
+  return UnitOrZero(
+      ws.chain_globals[n - 1].translation - ws.chain_globals[0].translation,
+      1e-12 * std::max(length, 1e-300));
+}
+
+// Which ways a hinge at `angle` may turn (by a milliradian) within its
+// range.
+bool CanIncrease(const Joint& joint, double angle) {
+  return ConstrainHingeAngle(joint, angle + 1e-3) > angle + 0.5e-3;
+}
+bool CanDecrease(const Joint& joint, double angle) {
+  return ConstrainHingeAngle(joint, angle - 1e-3) < angle - 0.5e-3;
+}
+
+// The axis (model space, unit) a straight chain's inner joint k bends
+// about and the sign of the turn, as CanonicalBendSide describes; false
+// when the joint cannot bend the bone below it.
+bool BendAxisOf(const ChainProblem& problem, const Workspace& ws,
+                const Pose& pose, int k, Vector3d* axis, double* sign) {
+  const Joint& joint = problem.skeleton->joint(problem.joints[k]);
+  const Transform& g = ws.chain_globals[k];
+  const Vector3d bone = ws.chain_globals[k + 1].translation - g.translation;
+  if (!(bone.squaredNorm() > 1e-24)) return false;
+  switch (joint.type) {
+    case JointType::kHinge: {
+      const double angle =
+          HingeAngle(joint, pose.local[problem.joints[k]].rotation);
+      *sign = CanIncrease(joint, angle) ? 1.0
+              : CanDecrease(joint, angle) ? -1.0
+                                          : 0.0;
+      *axis = RotateVector(g.rotation, joint.axis);
+      return *sign != 0.0 && axis->cross(bone).squaredNorm() >
+                                 1e-12 * bone.squaredNorm();
+    }
+    case JointType::kBall: {
+      if (joint.max_swing_rad <= 0.0) return false;
+      const Vector3d local = RotateVector(g.rotation.conjugate(), bone);
+      *axis = RotateVector(g.rotation, local.unitOrthogonal());
+      *sign = 1.0;
+      return true;
+    }
+    case JointType::kFixed:
+      break;
+  }
+  return false;
+}
+
+}  // namespace
+
+Vector3d CanonicalBendSide(const ChainProblem& problem, const Workspace& ws,
+                           const Pose& pose) {
+  const int n = static_cast<int>(problem.joints.size());
+  const Vector3d line = ChainLine(ws, n, problem.chain_length);
+  for (int k = 1; k + 1 < n; ++k) {
+    Vector3d axis;
+    double sign;
+    if (!BendAxisOf(problem, ws, pose, k, &axis, &sign)) continue;
+    // A turn by +sign swings the bone below towards sign (axis x bone); the
+    // root's re-aim at the target then leaves the inner joints on the
+    // other side.
+    const Vector3d bone =
+        ws.chain_globals[k + 1].translation - ws.chain_globals[k].translation;
+    Vector3d side = -sign * axis.cross(bone);
+    if (line.squaredNorm() > 0.0) side = Across(side, line);
+    side = UnitOrZero(side, 1e-12 * bone.norm());
+    if (side.squaredNorm() > 0.0) return side;
+  }
+  return Vector3d::Zero();
+}
+
+BendReference ComputeBendReference(const ChainProblem& problem,
+                                   const Workspace& ws, const Pose& pose) {
+  BendReference ref;
+  const int n = static_cast<int>(problem.joints.size());
+  const double length = problem.chain_length;
+  if (n < 3 || !(length > 0.0)) return ref;
+  const Goal& goal = *problem.goal;
+  const Vector3d& root = ws.chain_globals[0].translation;
+  const Vector3d start_line = ChainLine(ws, n, length);
+  Vector3d line = UnitOrZero(goal.target - root, 1e-12 * length);
+  if (line.squaredNorm() == 0.0) line = start_line;
+  if (line.squaredNorm() == 0.0) return ref;
+  const Vector3d start_bend =
+      start_line.squaredNorm() > 0.0 ? BendAcross(ws, n, start_line)
+                                     : Vector3d::Zero();
+  ref.start_bend = start_bend.norm() / length;
+  if (goal.pole) {
+    const Vector3d pole = *goal.pole - root;
+    ref.direction =
+        UnitOrZero(Across(pole, line), 1e-9 * std::max(pole.norm(), length));
+    if (ref.direction.squaredNorm() > 0.0) {
+      ref.source = BendReference::Source::kPole;
+      return ref;
+    }
+  }
+  // Carried from the start's line to the target's by the smallest
+  // rotation, as a two-bone solve carries it.
+  const Quaterniond carry = start_line.squaredNorm() > 0.0
+                                ? SmallestRotation(start_line, line)
+                                : Quaterniond::Identity();
+  Vector3d side;
+  if (ref.start_bend > kStraightBend) {
+    side = start_bend;
+    ref.source = BendReference::Source::kStart;
+  } else {
+    side = CanonicalBendSide(problem, ws, pose);
+    ref.source = BendReference::Source::kCanonical;
+  }
+  ref.direction = UnitOrZero(Across(RotateVector(carry, side), line), 1e-9);
+  if (ref.direction.squaredNorm() == 0.0) {
+    ref.source = BendReference::Source::kNone;
+  }
+  return ref;
+}
+
+bool ShapeForReach(const ChainProblem& problem, const BendReference& reference,
+                   Workspace& ws, Pose& pose) {
+  const int n = static_cast<int>(problem.joints.size());
+  const double length = problem.chain_length;
+  if (reference.source == BendReference::Source::kNone || n < 3 ||
+      problem.goal->target_orientation) {
+    return false;
+  }
+  const Vector3d& base = ws.chain_globals[0].translation;
+  const Vector3d to_target = problem.goal->target - base;
+  const double distance = to_target.norm();
+  const bool straight_inside =
+      reference.start_bend <= kKickBend && distance < length * (1.0 - 1e-12);
+  // Near full extension only for limbs (three joints), where the shape is
+  // the solution up to limits: a longer chain's warm start says more
+  // about where its inner joints should go than one bend would.
+  const bool near_extension = n == 3 && distance > 0.9 * length;
+  if (!straight_inside && !near_extension) return false;
+  const Vector3d line = ChainLine(ws, n, length);
+  if (line.squaredNorm() == 0.0) return false;
+  Vector3d side = UnitOrZero(Across(reference.direction, line), 1e-6);
+  if (side.squaredNorm() == 0.0) side = CanonicalBendSide(problem, ws, pose);
+  if (side.squaredNorm() == 0.0) return false;
+  const Vector3d tip = ws.chain_globals[n - 1].translation;
+  // Already at the target's distance: only aiming is left, which every
+  // solver does at first order.
+  if (!straight_inside &&
+      std::abs((tip - base).norm() - std::min(distance, length)) <=
+          problem.tolerance) {
+    return false;
+  }
+  // The joint that bends: nearest the middle of the chain by length.
+  int m = -1;
+  double best_gap = kInf;
+  Vector3d axis = Vector3d::Zero();
+  const Vector3d swing = side.cross(line);  // Swings the tip towards -side.
+  for (int k = 1; k + 1 < n; ++k) {
+    const Joint& joint = problem.skeleton->joint(problem.joints[k]);
+    Vector3d w = swing;
+    if (joint.type == JointType::kFixed) continue;
+    if (joint.type == JointType::kHinge) {
+      w = RotateVector(ws.chain_globals[k].rotation, joint.axis);
+      if (std::abs(w.dot(line)) > 0.9) continue;
+      if (w.dot(swing) < 0.0) w = -w;
+    }
+    const double along = (ws.chain_globals[k].translation - base).dot(line);
+    const double gap = std::abs(along - 0.5 * length);
+    if (gap < best_gap) {
+      best_gap = gap;
+      m = k;
+      axis = w;
+    }
+  }
+  if (m < 0) return false;
+  const Vector3d& pm = ws.chain_globals[m].translation;
+  // |ab + R(axis, t) me|^2 = k + 2 (a cos t + b sin t): see MidGeometry in
+  // two_bone.cc.
+  const Vector3d ab = pm - base;
+  const Vector3d me = tip - pm;
+  const Vector3d me_par = me.dot(axis) * axis;
+  const Vector3d me_perp = me - me_par;
+  const Vector3d me_side = axis.cross(me_perp);
+  const double k = ab.squaredNorm() + me.squaredNorm() + 2.0 * ab.dot(me_par);
+  const double a = ab.dot(me_perp);
+  const double b = ab.dot(me_side);
+  const double r = std::hypot(a, b);
+  if (!(r > 1e-12 * length * length)) return false;
+  // Never folded flat: a chain folded onto its line is as symmetric as a
+  // straight one (a target at the root).
+  const double h = std::clamp(0.5 * (distance * distance - k), -0.95 * r, r);
+  const double phase = std::atan2(b, a);
+  const double spread = std::acos(h / r);
+  // Of the two turns, the one that leaves the joint on `side` once the
+  // root aims (the tip swung to -side), else the smaller.
+  double best_turn = 0.0;
+  double best_score = -kInf;
+  for (double turn : {std::remainder(phase + spread, 2 * M_PI),
+                      std::remainder(phase - spread, 2 * M_PI)}) {
+    const Vector3d moved = pm + RotateVector(AxisAngle(axis, turn), me);
+    const Quaterniond aim = SmallestRotation(moved - base, to_target);
+    const double on_side = RotateVector(aim, ab).dot(side) > 0.0 ? 1.0 : 0.0;
+    const double score = 10.0 * on_side - std::abs(turn);
+    if (score > best_score) {
+      best_score = score;
+      best_turn = turn;
+    }
+  }
+  const int mj = problem.joints[m];
+  const Quaterniond mid_global = AxisAngle(axis, best_turn) *
+                                 ws.chain_globals[m].rotation;
+  pose.local[mj].rotation =
+      ConstrainRotation(problem.skeleton->joint(mj),
+                        ws.chain_globals[m - 1].rotation.conjugate() *
+                            mid_global)
+          .normalized();
+  ComputeChainGlobals(problem, pose, ws);
+  const Quaterniond aim = SmallestRotation(
+      ws.chain_globals[n - 1].translation - base, to_target);
+  const int rj = problem.joints[0];
+  pose.local[rj].rotation =
+      ConstrainRotation(problem.skeleton->joint(rj),
+                        problem.parent_global.rotation.conjugate() *
+                            (aim * ws.chain_globals[0].rotation))
+          .normalized();
+  ComputeChainGlobals(problem, pose, ws);
+  return true;
+}
+
+namespace {
+
+// Moves the bend across the chain's line by `shift` (model space, across
+// `line`): the inner joint nearest the middle of the chain that can turn
+// about an axis across the line moves by about `shift` (only its part the
+// joint's axis allows, for a hinge), through a turn of the root by a and
+// of that joint by -a (l_a + l_b) / l_b, l_a and l_b its distances along
+// the line from the root and to the tip: the tip stays on the line to
+// first order. Returns false, changing nothing, when no joint can or the
+// tip would move by more than `max_tip_move`.
+bool ShiftBend(const ChainProblem& problem, const Vector3d& line,
+               const Vector3d& shift, double max_tip_move, Workspace& ws,
+               Pose& pose) {
+  const int n = static_cast<int>(problem.joints.size());
+  const double length = problem.chain_length;
+  const int root_joint = problem.joints[0];
+  const Joint& root = problem.skeleton->joint(root_joint);
+  if (root.type == JointType::kFixed) return false;
+  const Vector3d& base = ws.chain_globals[0].translation;
+  const Vector3d tip = ws.chain_globals[n - 1].translation;
+  const double shift_norm = shift.norm();
+  if (!(shift_norm > 0.0)) return false;
+  int best = -1;
+  double best_gap = kInf;
+  Vector3d best_axis = Vector3d::Zero();
+  for (int k = 1; k + 1 < n; ++k) {
+    const Joint& joint = problem.skeleton->joint(problem.joints[k]);
+    // A turn about line x shift moves the line towards `shift`.
+    Vector3d axis = line.cross(shift) / shift_norm;
+    if (joint.type == JointType::kFixed) continue;
+    if (joint.type == JointType::kHinge) {
+      axis = RotateVector(ws.chain_globals[k].rotation, joint.axis);
+      if (std::abs(axis.dot(line)) > 0.5) continue;
+    }
+    const double along = (ws.chain_globals[k].translation - base).dot(line);
+    const double gap = std::abs(along - 0.5 * length);
+    if (gap < best_gap) {
+      best_gap = gap;
+      best = k;
+      best_axis = axis;
+    }
+  }
+  if (best < 0) return false;
+  const double l_a = (ws.chain_globals[best].translation - base).dot(line);
+  const double l_b = (tip - ws.chain_globals[best].translation).dot(line);
+  if (!(l_a > 1e-6 * length) || !(l_b > 1e-6 * length)) return false;
+  // The part of `shift` a turn about best_axis makes.
+  const Vector3d moves = best_axis.cross(line);
+  const double along_moves = shift.dot(moves) / moves.squaredNorm();
+  if (!(std::abs(along_moves) * moves.norm() > 0.25 * shift_norm)) {
+    return false;
+  }
+  const double a = along_moves / l_a;
+  const double back = -a * (l_a + l_b) / l_b;
+  const int mid_joint = problem.joints[best];
+  const Joint& mid = problem.skeleton->joint(mid_joint);
+  const Quaterniond root_before = pose.local[root_joint].rotation;
+  const Quaterniond mid_before = pose.local[mid_joint].rotation;
+  const Quaterniond turn = AxisAngle(best_axis, a);
+  pose.local[root_joint].rotation =
+      ConstrainRotation(root, problem.parent_global.rotation.conjugate() *
+                                  (turn * ws.chain_globals[0].rotation))
+          .normalized();
+  // The joint's new model-space rotation, under its parent's after the
+  // root's turn (which carries the whole chain).
+  const Quaterniond mid_parent = turn * ws.chain_globals[best - 1].rotation;
+  pose.local[mid_joint].rotation =
+      ConstrainRotation(mid, mid_parent.conjugate() *
+                                 (AxisAngle(best_axis, a + back) *
+                                  ws.chain_globals[best].rotation))
+          .normalized();
+  ComputeChainGlobals(problem, pose, ws);
+  if ((ws.chain_globals[n - 1].translation - tip).norm() <= max_tip_move) {
+    return true;
+  }
+  pose.local[root_joint].rotation = root_before;
+  pose.local[mid_joint].rotation = mid_before;
+  ComputeChainGlobals(problem, pose, ws);
+  return false;
+}
+
+// Turns the chain about its root-tip line `line` by `angle` (or the part
+// of it the root's limits allow); see AlignBend.
+void Swivel(const ChainProblem& problem, const Vector3d& line, double angle,
+            Workspace& ws, Pose& pose) {
+  const int n = static_cast<int>(problem.joints.size());
+  const Joint& root = problem.skeleton->joint(problem.joints[0]);
+  if (root.type != JointType::kBall || !(std::abs(angle) > 1e-12)) return;
+  const Quaterniond parent_inv = problem.parent_global.rotation.conjugate();
+  const Quaterniond start = ws.chain_globals[0].rotation;
+  auto local_at = [&](double a) -> Quaterniond {
+    return (parent_inv * (AxisAngle(line, a) * start)).normalized();
+  };
+  double turn = angle;
+  if (root.IsConstrained()) {
+    // The part of the turn the root's limits allow: the first of 32 steps
+    // back from the whole turn that lands inside, then bisection towards
+    // the whole turn.
+    constexpr double kInside = 1e-9;
+    if (!WithinLimits(root, local_at(angle), kInside)) {
+      double inside = 0.0;
+      double outside = 1.0;
+      for (int i = 1; i <= 32; ++i) {
+        const double t = 1.0 - i / 32.0;
+        if (WithinLimits(root, local_at(t * angle), kInside)) {
+          inside = t;
+          break;
+        }
+        outside = t;
+      }
+      if (inside == 0.0) return;
+      for (int i = 0; i < 30; ++i) {
+        const double mid = 0.5 * (inside + outside);
+        (WithinLimits(root, local_at(mid * angle), kInside) ? inside
+                                                             : outside) = mid;
+      }
+      turn = inside * angle;
+    }
+  }
+  const Quaterniond before = pose.local[problem.joints[0]].rotation;
+  const Vector3d tip = ws.chain_globals[n - 1].translation;
+  pose.local[problem.joints[0]].rotation =
+      root.IsConstrained() ? ConstrainRotation(root, local_at(turn)).normalized()
+                           : local_at(turn);
+  ComputeChainGlobals(problem, pose, ws);
+  if (problem.goal->target_orientation) ApplyTipOrientation(problem, ws, pose);
+  if ((ws.chain_globals[n - 1].translation - tip).norm() >
+      0.1 * problem.tolerance) {
+    pose.local[problem.joints[0]].rotation = before;
+    ComputeChainGlobals(problem, pose, ws);
+  }
+}
+
+}  // namespace
+
+void AlignBend(const ChainProblem& problem, const BendReference& reference,
+               Workspace& ws, Pose& pose) {
+  constexpr double kNearlyStraight = 3e-4;
+  constexpr double kKeep = 1e-5;
+  const int n = static_cast<int>(problem.joints.size());
+  const double length = problem.chain_length;
+  if (reference.source == BendReference::Source::kNone || n < 3) return;
+  const bool orientation = problem.goal->target_orientation.has_value();
+  if (orientation) {
+    const Joint& tip = problem.skeleton->joint(problem.joints[n - 1]);
+    if (tip.type != JointType::kBall || tip.IsConstrained()) return;
+  }
+  const Vector3d line = ChainLine(ws, n, length);
+  if (line.squaredNorm() == 0.0) return;
+  const Vector3d want = UnitOrZero(Across(reference.direction, line), 1e-6);
+  if (want.squaredNorm() == 0.0) return;
+  Vector3d bend = BendAcross(ws, n, line);
+  const double bend_norm = bend.norm();
+  // Without a pole the solver's own bend stands unless it faces away from
+  // the start's side (a flip) or is too small to remember its side.
+  const bool pole = reference.source == BendReference::Source::kPole;
+  const bool wrong_side = bend.dot(want) < 0.0;
+  if (!orientation && bend_norm < kNearlyStraight * length &&
+      (pole || wrong_side || bend_norm < kKeep * length)) {
+    const Vector3d goal_bend = std::max(bend_norm, kKeep * length) * want;
+    if (ShiftBend(problem, line, goal_bend - bend, 0.1 * problem.tolerance,
+                  ws, pose)) {
+      bend = BendAcross(ws, n, line);
+    }
+  }
+  if (!(bend.norm() > kSwivelBend * length)) return;
+  if (!pole && bend.dot(want) >= 0.0) return;
+  Swivel(problem, line, std::atan2(line.dot(bend.cross(want)), bend.dot(want)),
+         ws, pose);
+}
+
+double BendAngle(const ChainProblem& problem, const BendReference& reference,
+                 const Workspace& ws) {
+  const int n = static_cast<int>(problem.joints.size());
+  if (reference.source == BendReference::Source::kNone || n < 3) return 0.0;
+  const Vector3d line = ChainLine(ws, n, problem.chain_length);
+  if (line.squaredNorm() == 0.0) return 0.0;
+  const Vector3d bend = BendAcross(ws, n, line);
+  const Vector3d want = Across(reference.direction, line);
+  if (!(bend.norm() > kSwivelBend * problem.chain_length) ||
+      !(want.norm() > 1e-9)) {
+    return 0.0;
+  }
+  return std::atan2(bend.cross(want).norm(), bend.dot(want));
+}
+
+}  // namespace reach
