@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "solvers/limits.h"
 
@@ -204,6 +205,16 @@ bool ShapeForReach(const ChainProblem& problem, const BendReference& reference,
       w = RotateVector(ws.chain_globals[k].rotation, joint.axis);
       if (std::abs(w.dot(line)) > 0.9) continue;
       if (w.dot(swing) < 0.0) w = -w;
+    } else {
+      // A bent ball joint turns in the plane of its two segments, where
+      // every distance between their spans' difference and sum is
+      // reachable (about another axis some are not).
+      const Vector3d& pk = ws.chain_globals[k].translation;
+      const Vector3d normal = (pk - base).cross(tip - pk);
+      if (normal.squaredNorm() >
+          1e-12 * (pk - base).squaredNorm() * (tip - pk).squaredNorm()) {
+        w = normal.normalized();
+      }
     }
     const double along = (ws.chain_globals[k].translation - base).dot(line);
     const double gap = std::abs(along - 0.5 * length);
@@ -363,29 +374,10 @@ void Swivel(const ChainProblem& problem, const Vector3d& line, double angle,
   };
   double turn = angle;
   if (root.IsConstrained()) {
-    // The part of the turn the root's limits allow: the first of 32 steps
-    // back from the whole turn that lands inside, then bisection towards
-    // the whole turn.
-    constexpr double kInside = 1e-9;
-    if (!WithinLimits(root, local_at(angle), kInside)) {
-      double inside = 0.0;
-      double outside = 1.0;
-      for (int i = 1; i <= 32; ++i) {
-        const double t = 1.0 - i / 32.0;
-        if (WithinLimits(root, local_at(t * angle), kInside)) {
-          inside = t;
-          break;
-        }
-        outside = t;
-      }
-      if (inside == 0.0) return;
-      for (int i = 0; i < 30; ++i) {
-        const double mid = 0.5 * (inside + outside);
-        (WithinLimits(root, local_at(mid * angle), kInside) ? inside
-                                                             : outside) = mid;
-      }
-      turn = inside * angle;
-    }
+    turn = NearestFeasibleTurn(root, problem.parent_global.rotation, start,
+                               line, angle, std::min(angle, 0.0),
+                               std::max(angle, 0.0));
+    if (!std::isfinite(turn) || !(std::abs(turn) > 1e-12)) return;
   }
   const Quaterniond before = pose.local[problem.joints[0]].rotation;
   const Vector3d tip = ws.chain_globals[n - 1].translation;
@@ -437,6 +429,43 @@ void AlignBend(const ChainProblem& problem, const BendReference& reference,
   if (!pole && bend.dot(want) >= 0.0) return;
   Swivel(problem, line, std::atan2(line.dot(bend.cross(want)), bend.dot(want)),
          ws, pose);
+}
+
+double NearestFeasibleTurn(const Joint& root, const Quaterniond& parent_rotation,
+                           const Quaterniond& root_global, const Vector3d& line,
+                           double preferred, double lo, double hi) {
+  constexpr double kInside = 1e-9;
+  constexpr int kGrid = 64;
+  const Quaterniond parent_inv = parent_rotation.conjugate();
+  auto inside = [&](double a) {
+    return WithinLimits(
+        root, (parent_inv * (AxisAngle(line, a) * root_global)).normalized(),
+        kInside);
+  };
+  if (inside(preferred)) return preferred;
+  // The grid's angles nearest `preferred` first.
+  double found = std::numeric_limits<double>::quiet_NaN();
+  double found_distance = kInf;
+  for (int i = 0; i <= kGrid; ++i) {
+    const double a = lo + (hi - lo) * i / kGrid;
+    const double distance = std::abs(a - preferred);
+    if (distance < found_distance && inside(a)) {
+      found = a;
+      found_distance = distance;
+    }
+  }
+  if (!std::isfinite(found)) return found;
+  // Bisection between the inside angle and the next grid step towards
+  // `preferred` (outside, or the grid would have found it).
+  const double step = (hi - lo) / kGrid;
+  double in = found;
+  double out = found + std::copysign(std::min(step, found_distance),
+                                     preferred - found);
+  for (int i = 0; i < 30; ++i) {
+    const double mid = 0.5 * (in + out);
+    (inside(mid) ? in : out) = mid;
+  }
+  return in;
 }
 
 double BendAngle(const ChainProblem& problem, const BendReference& reference,

@@ -90,6 +90,18 @@ bool ShapeForReach(const ChainProblem& problem, const BendReference& reference,
 void AlignBend(const ChainProblem& problem, const BendReference& reference,
                Workspace& ws, Pose& pose);
 
+// Of the turns about the unit `line` by an angle in [lo, hi] (lo <= 0 <=
+// hi or `preferred` in range), the one nearest `preferred` whose root
+// joint stays within its limits (to 1e-9 rad): the root's local rotation
+// for angle a is parent_rotation^-1 AxisAngle(line, a) root_global. A grid
+// of 64 angles, then bisection towards `preferred`; NaN when no angle of
+// the grid is inside.
+double NearestFeasibleTurn(const Joint& root,
+                           const Eigen::Quaterniond& parent_rotation,
+                           const Eigen::Quaterniond& root_global,
+                           const Eigen::Vector3d& line, double preferred,
+                           double lo, double hi);
+
 // The angle between the chain's bend (ws.chain_globals) and `reference`
 // across its root-tip line, radians in [0, pi]; 0 when either vanishes.
 double BendAngle(const ChainProblem& problem, const BendReference& reference,

@@ -112,6 +112,54 @@ absl::StatusOr<int> GoalChainLength(const Skeleton& skeleton, int i,
   return length;
 }
 
+// The joints of a validated goal's chain, root first: the named chain's,
+// or the path root_joint..tip_joint written into `path` (no allocation).
+absl::Span<const int> GoalChain(const Skeleton& skeleton, const Goal& goal,
+                                std::array<int, kMaxChainJoints>* path) {
+  if (goal.chain >= 0) return skeleton.chain(goal.chain).joints;
+  const int n = PathLength(skeleton, goal.root_joint, goal.tip_joint);
+  int j = goal.tip_joint;
+  for (int k = n - 1; k >= 0; --k, j = skeleton.joint(j).parent) {
+    (*path)[k] = j;
+  }
+  return absl::MakeConstSpan(path->data(), n);
+}
+
+// Options that only some solvers apply are refused for the others, never
+// dropped in silence: damping (JACOBIAN_DLS), max_step_rad (CCD, the
+// Jacobian family, gradient descent), max_restarts (the Jacobian family,
+// gradient descent), max_stretch (TWO_BONE). `kind` is the solver that
+// will run (AUTO resolved).
+absl::Status ValidateOptionsApply(int i, const Goal& goal, SolverKind kind) {
+  const SolveOptions& o = goal.options;
+  const bool jacobian = kind == SolverKind::kJacobianTranspose ||
+                        kind == SolverKind::kJacobianPinv ||
+                        kind == SolverKind::kJacobianDls ||
+                        kind == SolverKind::kGradientDescent;
+  auto refuse = [&](absl::string_view field, double value,
+                    absl::string_view solvers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        GoalField(i, field), " = ", value, " applies to ", solvers,
+        " only; this goal's solver is ", SolverName(kind),
+        goal.solver == SolverKind::kAuto ? " (chosen by AUTO)" : ""));
+  };
+  if (o.damping != 0.0 && kind != SolverKind::kJacobianDls) {
+    return refuse("options.damping", o.damping, "JACOBIAN_DLS");
+  }
+  if (o.max_step_rad != 0.0 && !jacobian && kind != SolverKind::kCcd) {
+    return refuse("options.max_step_rad", o.max_step_rad,
+                  "CCD, the Jacobian solvers and GRADIENT_DESCENT");
+  }
+  if (o.max_restarts != 0 && !jacobian) {
+    return refuse("options.max_restarts", o.max_restarts,
+                  "the Jacobian solvers and GRADIENT_DESCENT");
+  }
+  if (o.max_stretch > 1.0 && kind != SolverKind::kTwoBone) {
+    return refuse("options.max_stretch", o.max_stretch, "TWO_BONE");
+  }
+  return absl::OkStatus();
+}
+
 bool IsFreeBall(const Joint& joint) {
   return joint.type == JointType::kBall && !joint.IsConstrained();
 }
@@ -308,6 +356,10 @@ absl::Status ValidateGoals(const Skeleton& skeleton,
       return s;
     }
     if (auto s = ValidateOptions(i, goal.options, limits); !s.ok()) return s;
+    std::array<int, kMaxChainJoints> path;
+    const SolverKind kind =
+        ResolveSolver(skeleton, GoalChain(skeleton, goal, &path), goal);
+    if (auto s = ValidateOptionsApply(i, goal, kind); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -317,7 +369,7 @@ SolverKind ResolveSolver(const Skeleton& skeleton, absl::Span<const int> chain,
   if (goal.solver != SolverKind::kAuto) return goal.solver;
   if (goal.target_orientation) return SolverKind::kJacobianDls;
   const int n = static_cast<int>(chain.size());
-  if (n == 3 && IsFreeBall(skeleton.joint(chain[0]))) {
+  if (n == 3 && skeleton.joint(chain[0]).type == JointType::kBall) {
     const Joint& mid = skeleton.joint(chain[1]);
     if (IsFreeBall(mid) || mid.type == JointType::kHinge) {
       return SolverKind::kTwoBone;
@@ -340,6 +392,30 @@ double OrientationTolerance(const Goal& goal) {
   return goal.options.orientation_tolerance_rad > 0.0
              ? goal.options.orientation_tolerance_rad
              : 1e-4;
+}
+
+// Runs solver `kind` on `problem` (ws.chain_globals current for the
+// start): TWO_BONE as it is; every other solver with soft IK, shaping for
+// reach first and its bend aligned afterwards (bend_plane.h). May change
+// `goal`'s target (soft IK; problem.goal points to `goal`); returns the
+// iterations.
+int RunChainSolver(SolverKind kind, const ChainProblem& problem, Goal& goal,
+                   Workspace& ws, Pose& pose) {
+  if (kind == SolverKind::kTwoBone) {
+    return GetSolver(kind).Solve(problem, ws, pose);
+  }
+  goal.target = SoftTarget(goal.target, ws.chain_globals[0].translation,
+                           problem.chain_length, goal.options.soft);
+  const BendReference bend = ComputeBendReference(problem, ws, pose);
+  // Shaping counts as an iteration: it may leave the solver nothing to do.
+  const int shaped = ShapeForReach(problem, bend, ws, pose) ? 1 : 0;
+  const int iterations = GetSolver(kind).Solve(problem, ws, pose) + shaped;
+  if (bend.source != BendReference::Source::kNone) {
+    // The bend faces the pole, or stays on the start's side.
+    ComputeChainGlobals(problem, pose, ws);
+    AlignBend(problem, bend, ws, pose);
+  }
+  return iterations;
 }
 
 // Solves one goal (validated) from the pose's current state and stamps
@@ -388,28 +464,50 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
   // Far targets and poles only give directions: brought within 1e6 chain
   // lengths, so no solver's squares overflow (measured against the
   // original target all the same).
-  const Eigen::Vector3d& root = ws.chain_globals[0].translation;
+  const Eigen::Vector3d root = ws.chain_globals[0].translation;
   const double near = 1e6 * std::max(problem.chain_length, 1e-3);
   goal.target = BringNear(goal.target, root, near);
   if (goal.pole) goal.pole = BringNear(*goal.pole, root, near);
-  BendReference bend;
-  bool shaped = false;
-  if (kind != SolverKind::kTwoBone) {
-    goal.target = SoftTarget(goal.target, root, problem.chain_length,
-                             goal.options.soft);
-    bend = ComputeBendReference(problem, ws, *pose);
-    shaped = ShapeForReach(problem, bend, ws, *pose);
-  }
 
   GoalResult& result = *result_out;
   result = GoalResult();
   result.solver = kind;
-  // Shaping counts as an iteration: it may leave the solver nothing to do.
-  result.iterations = GetSolver(kind).Solve(problem, ws, *pose) + shaped;
-  if (bend.source != BendReference::Source::kNone) {
-    // The bend faces the pole, or stays on the start's side.
+  result.iterations = RunChainSolver(kind, problem, goal, ws, *pose);
+  if (kind == SolverKind::kTwoBone && goal_in.solver == SolverKind::kAuto &&
+      skeleton.joint(chain[0]).IsConstrained()) {
+    // AUTO sent a limb with a limited root to TWO_BONE, which turns the
+    // solved limb about the root-target line to fit the root's limits.
+    // When no turn fits (it misses by more than the target's distance
+    // beyond reach), JACOBIAN_DLS, which honours limits and the pole,
+    // solves it from the start pose too, and the nearer result stands.
     ComputeChainGlobals(problem, *pose, ws);
-    AlignBend(problem, bend, ws, *pose);
+    const double miss =
+        (ws.chain_globals[n - 1].translation - goal.target).norm();
+    const double beyond =
+        std::max(0.0, (goal.target - root).norm() - problem.chain_length);
+    if (!(goal.options.soft > 0.0) && miss > beyond + problem.tolerance) {
+      std::array<Eigen::Quaterniond, 3> two_bone;
+      for (int k = 0; k < 3; ++k) {
+        two_bone[k] = pose->local[chain[k]].rotation;
+        pose->local[chain[k]].rotation = ws.start_rotations[k];
+      }
+      ComputeChainGlobals(problem, *pose, ws);
+      problem.max_iterations =
+          goal.options.max_iterations > 0
+              ? goal.options.max_iterations
+              : DefaultMaxIterations(SolverKind::kJacobianDls);
+      const int iterations = RunChainSolver(SolverKind::kJacobianDls, problem,
+                                            goal, ws, *pose);
+      ComputeChainGlobals(problem, *pose, ws);
+      if ((ws.chain_globals[n - 1].translation - goal.target).norm() < miss) {
+        result.solver = SolverKind::kJacobianDls;
+        result.iterations += iterations;
+      } else {
+        for (int k = 0; k < 3; ++k) {
+          pose->local[chain[k]].rotation = two_bone[k];
+        }
+      }
+    }
   }
 
   if (goal.weight < 1.0) {

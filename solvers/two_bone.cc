@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "solvers/bend_plane.h"
 #include "solvers/limits.h"
 #include "solvers/two_bone_lanes.h"
 
@@ -459,8 +461,24 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
       g[0].rotation;
   root_local.coeffs() *= 1.0 / std::sqrt(root_local.squaredNorm());
   const Joint& root = skeleton.joint(ia);
-  if (root.IsConstrained()) {
-    root_local = ConstrainRotation(root, root_local).normalized();
+  if (root.IsConstrained() && !WithinLimits(root, root_local, 1e-9)) {
+    // Every turn of the solved limb about the root-target line reaches the
+    // target as well: take the one nearest the pole's (or the smallest
+    // turn's) that the root's limits allow. Only when none does is the
+    // root projected onto its limits, and the goal left unreached.
+    const Quaterniond root_global =
+        (problem.parent_global.rotation * root_local).normalized();
+    const double turn =
+        root.type == JointType::kBall && has_line
+            ? NearestFeasibleTurn(root, problem.parent_global.rotation,
+                                  root_global, line.normalized(), 0.0, -M_PI,
+                                  M_PI)
+            : std::numeric_limits<double>::quiet_NaN();
+    if (std::isfinite(turn)) {
+      root_local = problem.parent_global.rotation.conjugate() *
+                   (AxisAngle(line.normalized(), turn) * root_global);
+    }
+    root_local = ConstrainRotation(root, root_local.normalized()).normalized();
   }
   pose.local[ia].rotation = root_local;
   if (goal.target_orientation) {

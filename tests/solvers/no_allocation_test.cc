@@ -119,7 +119,10 @@ std::vector<Case> Cases() {
     goal.target = reachable.translation;
     Goal restarting = goal;
     restarting.target = Eigen::Vector3d(40, 10, -20);  // Out of reach.
-    restarting.options.max_restarts = 3;
+    // Restarts are the Jacobian solvers' and gradient descent's option.
+    if (kind != SolverKind::kFabrik && kind != SolverKind::kCcd) {
+      restarting.options.max_restarts = 3;
+    }
     cases.push_back({std::string(SolverName(kind)) + "_limited",
                      limited,
                      {goal, restarting}});

@@ -624,12 +624,23 @@ TEST(ResolveSolverTest, LongerFreeChainPicksFabrik) {
   EXPECT_EQ(Resolve(StraightChainDef(2), Goal()), SolverKind::kFabrik);
 }
 
-TEST(ResolveSolverTest, LimitedJointPicksJacobianDls) {
-  // A limited root or a non-hinge limited mid breaks the two-bone case.
-  SkeletonDef def = testing::TwoBoneLegDef();
+TEST(ResolveSolverTest, LimitedBallRootStaysTwoBone) {
+  // A limb whose hip has a cone and a twist range and whose knee is a
+  // limited hinge: TWO_BONE, which turns the limb into the hip's limits
+  // and keeps the pole (JACOBIAN_DLS only when no turn fits).
+  SkeletonDef def = testing::TwoBoneLegDef(/*hinge_knee=*/true);
   def.joints[0].max_swing_rad = 1.0;
-  EXPECT_EQ(Resolve(def, Goal()), SolverKind::kJacobianDls);
-  def = testing::TwoBoneLegDef();
+  def.joints[0].min_angle_rad = -0.5;
+  def.joints[0].max_angle_rad = 0.5;
+  def.joints[1].min_angle_rad = 0.0;
+  def.joints[1].max_angle_rad = 2.6;
+  EXPECT_EQ(Resolve(def, Goal()), SolverKind::kTwoBone);
+}
+
+TEST(ResolveSolverTest, LimitedJointPicksJacobianDls) {
+  // A limited ball mid, a fixed mid or a hinge root breaks the two-bone
+  // case.
+  SkeletonDef def = testing::TwoBoneLegDef();
   def.joints[1].min_angle_rad = -0.5;
   EXPECT_EQ(Resolve(def, Goal()), SolverKind::kJacobianDls);
   def = testing::TwoBoneLegDef();

@@ -1,0 +1,340 @@
+// Every chain solver at the edges users meet: poles (also through AUTO on
+// a leg with real limits), the straight-start symmetry band, targets and
+// poles far beyond double's comfort, soft IK, and options a solver cannot
+// apply. Checked by the independent forward kinematics of
+// tests/testing/sweep.h.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <string>
+
+#include "solvers/limits.h"
+#include "solvers/solve.h"
+#include "tests/testing/models.h"
+#include "tests/testing/sweep.h"
+
+namespace reach {
+namespace {
+
+using Eigen::Quaterniond;
+using Eigen::Vector3d;
+using ::reach::testing::IndependentFk;
+using ::reach::testing::Rng;
+
+constexpr SolverKind kEverySolver[] = {
+    SolverKind::kTwoBone,           SolverKind::kFabrik,
+    SolverKind::kCcd,               SolverKind::kJacobianTranspose,
+    SolverKind::kJacobianPinv,      SolverKind::kJacobianDls,
+    SolverKind::kGradientDescent};
+Skeleton MustCreate(SkeletonDef def) {
+  auto created = Skeleton::Create(std::move(def));
+  EXPECT_TRUE(created.ok()) << created.status();
+  return created.ok() ? *std::move(created) : Skeleton();
+}
+
+struct Outcome {
+  absl::Status status;
+  Pose pose;
+  GoalResult result;
+};
+Outcome SolveFrom(const Skeleton& skeleton, const Goal& goal,
+                  const Pose& start) {
+  Outcome out{absl::OkStatus(), start, GoalResult()};
+  Workspace ws;
+  out.status = Solve(skeleton, {goal}, ws, &out.pose, {&out.result, 1});
+  return out;
+}
+
+// The angle (degrees) between the knee's offset and the pole's across the
+// hip-target line: 0 when the knee lies in the pole's plane on its side.
+double KneePoleAngleDeg(const Vector3d& hip, const Vector3d& knee,
+                        const Vector3d& target, const Vector3d& pole) {
+  const Vector3d u = (target - hip).normalized();
+  Vector3d k = knee - hip;
+  Vector3d p = pole - hip;
+  k -= k.dot(u) * u;
+  p -= p.dot(u) * u;
+  return std::atan2(k.cross(p).norm(), k.dot(p)) * 180.0 / M_PI;
+}
+
+std::string Name(SolverKind kind) { return std::string(SolverName(kind)); }
+
+TEST(PoleTest, EverySolverPutsTheKneeOnThePolePlane) {
+  // The case: the knee starts forward, the pole is behind.
+  for (bool hinge : {false, true}) {
+    const Skeleton leg = MustCreate(testing::TwoBoneLegDef(hinge));
+    Pose forward = RestPose(leg);
+    forward.local[0].rotation = AxisAngle(Vector3d::UnitX(), -0.4);
+    forward.local[1].rotation = AxisAngle(Vector3d::UnitX(), 0.8);
+    Rng rng(11);
+    for (SolverKind solver : kEverySolver) {
+      // FABRIK cannot yet roll a hip to turn a hinge knee's plane.
+      if (hinge && solver == SolverKind::kFabrik) continue;
+      for (int t = 0; t < 40; ++t) {
+        // Reachable targets (the ankle of a random pose), poles behind and
+        // to the side, from the bent start and the straight rest pose.
+        const Pose random = testing::RandomPose(leg, rng, 1.2);
+        const Vector3d target = IndependentFk(leg, random).position[2];
+        const Vector3d hip = IndependentFk(leg, forward).position[0];
+        const double side = (t % 4 - 1.5) * 0.3;
+        const Vector3d pole = hip + Vector3d(side, -0.5, -0.6);
+        Goal goal;
+        goal.chain = 0;
+        goal.solver = solver;
+        goal.target = target;
+        goal.pole = pole;
+        // Linear convergence: room for the transpose, gradient descent and
+        // CCD on targets across the leg's range (the pole is under test).
+        goal.options.max_iterations = 2000;
+        const Outcome out =
+            SolveFrom(leg, goal, t % 2 == 0 ? forward : RestPose(leg));
+        ASSERT_TRUE(out.status.ok()) << out.status;
+        const auto fk = IndependentFk(leg, out.pose);
+        EXPECT_LE((fk.position[2] - target).norm(), out.result.tolerance)
+            << Name(solver) << " trial " << t;
+        EXPECT_LE(KneePoleAngleDeg(fk.position[0], fk.position[1], target,
+                                   pole),
+                  1.0)
+            << Name(solver) << (hinge ? " hinge" : " ball") << " trial " << t;
+      }
+    }
+  }
+}
+
+// A leg with real limits: the hip a ball with a 100-degree swing cone and
+// +-40 degrees of twist, the knee a hinge bending forward in [0, 150]
+// degrees.
+SkeletonDef RealisticLegDef() {
+  SkeletonDef def = testing::TwoBoneLegDef(/*hinge_knee=*/true);
+  def.joints[0].max_swing_rad = 100.0 * M_PI / 180.0;
+  def.joints[0].min_angle_rad = -40.0 * M_PI / 180.0;
+  def.joints[0].max_angle_rad = 40.0 * M_PI / 180.0;
+  def.joints[1].axis = -Vector3d::UnitX();  // Positive angles: knee forward.
+  def.joints[1].min_angle_rad = 0.0;
+  def.joints[1].max_angle_rad = 150.0 * M_PI / 180.0;
+  return def;
+}
+
+TEST(PoleTest, RealisticLimitedLegKeepsThePoleWhereTheLimitsAllowIt) {
+  const Skeleton leg = MustCreate(RealisticLegDef());
+  Rng rng(12);
+  for (SolverKind solver :
+       {SolverKind::kAuto, SolverKind::kFabrik, SolverKind::kCcd,
+        SolverKind::kJacobianPinv, SolverKind::kJacobianDls,
+        SolverKind::kGradientDescent, SolverKind::kJacobianTranspose}) {
+    int reached = 0;
+    int on_pole = 0;
+    constexpr int kTrials = 100;
+    for (int t = 0; t < kTrials; ++t) {
+      // A random pose within the limits is the witness: its knee lies in
+      // the plane of hip, target and the pole beyond it, so the limits
+      // allow the pole.
+      const Pose random = testing::RandomPose(leg, rng, 1.5);
+      const auto witness = IndependentFk(leg, random);
+      const Vector3d hip = witness.position[0];
+      const Vector3d target = witness.position[2];
+      if ((witness.position[1] - hip)
+              .cross(target - hip)
+              .norm() < 0.05) {
+        continue;  // Nearly straight: the pole plane is ill defined.
+      }
+      const Vector3d pole = hip + 2.0 * (witness.position[1] - hip);
+      Goal goal;
+      goal.chain = 0;
+      goal.solver = solver;
+      goal.target = target;
+      goal.pole = pole;
+      const Outcome out = SolveFrom(leg, goal, RestPose(leg));
+      ASSERT_TRUE(out.status.ok()) << out.status;
+      const auto fk = IndependentFk(leg, out.pose);
+      for (int j : {0, 1}) {
+        EXPECT_TRUE(WithinLimits(leg.joint(j), out.pose.local[j].rotation,
+                                 1e-6))
+            << Name(solver) << " trial " << t << " joint " << j;
+      }
+      if ((fk.position[2] - target).norm() > out.result.tolerance) continue;
+      ++reached;
+      on_pole += KneePoleAngleDeg(hip, fk.position[1], target, pole) <= 1.0;
+    }
+    SCOPED_TRACE(Name(solver));
+    if (solver == SolverKind::kAuto) {
+      // AUTO: the two-bone path, turned into the hip's limits.
+      EXPECT_EQ(reached, on_pole);
+      EXPECT_GE(reached, 85);
+    } else {
+      EXPECT_GE(on_pole, reached * 95 / 100) << reached << " reached";
+    }
+  }
+}
+
+// Chains that start straight: the leg (ball knee, hinge knee) and five
+// ball joints along +X.
+std::vector<Skeleton> StraightChains() {
+  std::vector<Skeleton> out;
+  out.push_back(MustCreate(testing::TwoBoneLegDef(false)));
+  out.push_back(MustCreate(testing::TwoBoneLegDef(true)));
+  out.push_back(MustCreate(testing::StraightChainDef(5, 0.2)));
+  return out;
+}
+
+TEST(SymmetryBandTest, TargetsNearAStraightChainsLineAreSolved) {
+  // Float32 noise puts a "straight below" target 1e-8 to 1e-5 rad off the
+  // line: every solver reaches it, as it does targets on the line.
+  for (const Skeleton& chain : StraightChains()) {
+    const std::vector<int>& joints = chain.chain(0).joints;
+    const auto rest = IndependentFk(chain, RestPose(chain));
+    const Vector3d root = rest.position[joints.front()];
+    const Vector3d line = rest.position[joints.back()] - root;
+    for (SolverKind solver : kEverySolver) {
+      if (solver == SolverKind::kTwoBone && joints.size() != 3) continue;
+      for (double offset :
+           {0.0, 1e-12, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4}) {
+        for (const Vector3d& about :
+             {Vector3d(1, 0, 0), Vector3d(0, 0, 1), Vector3d(1, 1, 1)}) {
+          const Vector3d axis = line.cross(about).squaredNorm() > 1e-12
+                                    ? line.cross(about).normalized()
+                                    : line.unitOrthogonal();
+          Goal goal;
+          goal.chain = 0;
+          goal.solver = solver;
+          goal.target =
+              root + 0.8 * RotateVector(AxisAngle(axis, offset), line);
+          const Outcome out = SolveFrom(chain, goal, RestPose(chain));
+          ASSERT_TRUE(out.status.ok()) << out.status;
+          const double error =
+              (IndependentFk(chain, out.pose).position[joints.back()] -
+               goal.target)
+                  .norm();
+          EXPECT_LE(error, out.result.tolerance)
+              << Name(solver) << " offset " << offset << " on "
+              << joints.size() << " joints";
+        }
+      }
+    }
+  }
+}
+
+TEST(OverflowTest, NoSolverReturnsANonFiniteOrNonUnitRotation) {
+  std::vector<Skeleton> chains = StraightChains();
+  chains.push_back(MustCreate(testing::PandaDef()));
+  const double kFar[] = {1e10, 1e100, 1e300, DBL_MAX};
+  for (const Skeleton& chain : chains) {
+    for (SolverKind solver : kEverySolver) {
+      if (solver == SolverKind::kTwoBone && chain.chain(0).joints.size() != 3)
+        continue;
+      for (double far : kFar) {
+        for (const Vector3d& direction :
+             {Vector3d(1, 0, 0), Vector3d(-1, 1, 0), Vector3d(1, -1, 1)}) {
+          Goal goal;
+          goal.chain = 0;
+          goal.solver = solver;
+          goal.target = far * direction;
+          goal.pole = Vector3d(far, -far, far);
+          if (solver == SolverKind::kJacobianDls) {
+            goal.target_orientation = Quaterniond::Identity();
+          }
+          // Warm-started: a second solve from the first one's answer.
+          Pose pose = RestPose(chain);
+          for (int frame = 0; frame < 2; ++frame) {
+            const Outcome out = SolveFrom(chain, goal, pose);
+            ASSERT_TRUE(out.status.ok())
+                << Name(solver) << " " << far << ": " << out.status;
+            for (const Transform& t : out.pose.local) {
+              ASSERT_TRUE(t.rotation.coeffs().allFinite()) << Name(solver);
+              EXPECT_NEAR(t.rotation.norm(), 1.0, 1e-9) << Name(solver);
+            }
+            EXPECT_FALSE(std::isnan(out.result.position_error));
+            EXPECT_FALSE(out.result.reached);
+            pose = out.pose;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SoftTest, EverySolverEasesIntoFullExtension) {
+  // soft 0.1: past 90% of the length the reach eases towards full
+  // extension and never gets there; every solver lands on the eased
+  // distance (TWO_BONE's formula) instead of the target.
+  const Skeleton leg = MustCreate(testing::TwoBoneLegDef(false));
+  const Vector3d hip = IndependentFk(leg, RestPose(leg)).position[0];
+  const double length = 0.45 + 0.42;
+  for (SolverKind solver : kEverySolver) {
+    for (double fraction : {0.95, 1.0, 1.3}) {
+      Goal goal;
+      goal.chain = 0;
+      goal.solver = solver;
+      goal.target = hip + fraction * length * Vector3d(0.6, -0.8, 0);
+      goal.options.soft = 0.1;
+      const Outcome out = SolveFrom(leg, goal, RestPose(leg));
+      ASSERT_TRUE(out.status.ok()) << out.status;
+      const double reach =
+          (IndependentFk(leg, out.pose).position[2] - hip).norm();
+      const double d = fraction * length;
+      const double eased =
+          0.9 * length + 0.1 * length * (1.0 - std::exp(-(d - 0.9 * length) /
+                                                       (0.1 * length)));
+      EXPECT_NEAR(reach, eased, 2 * out.result.tolerance)
+          << Name(solver) << " at " << fraction;
+      EXPECT_LT(reach, length) << Name(solver);
+      EXPECT_FALSE(out.result.reached);
+    }
+  }
+}
+
+TEST(OptionsTest, OptionsASolverCannotApplyAreRefusedNamingTheField) {
+  const Skeleton leg = MustCreate(testing::TwoBoneLegDef(false));
+  const Skeleton chain = MustCreate(testing::StraightChainDef(5, 0.2));
+  struct Case {
+    const Skeleton* skeleton;
+    SolverKind solver;
+    void (*set)(SolveOptions*);
+    const char* field;
+  };
+  const Case cases[] = {
+      {&chain, SolverKind::kFabrik,
+       [](SolveOptions* o) { o->max_stretch = 1.5; }, "options.max_stretch"},
+      {&chain, SolverKind::kAuto,
+       [](SolveOptions* o) { o->max_stretch = 1.5; }, "options.max_stretch"},
+      {&leg, SolverKind::kCcd, [](SolveOptions* o) { o->damping = 0.1; },
+       "options.damping"},
+      {&leg, SolverKind::kTwoBone,
+       [](SolveOptions* o) { o->max_step_rad = 0.1; }, "options.max_step_rad"},
+      {&leg, SolverKind::kFabrik,
+       [](SolveOptions* o) { o->max_restarts = 5; }, "options.max_restarts"},
+      {&leg, SolverKind::kCcd, [](SolveOptions* o) { o->max_restarts = 5; },
+       "options.max_restarts"},
+  };
+  for (const Case& c : cases) {
+    Goal goal;
+    goal.chain = 0;
+    goal.solver = c.solver;
+    goal.target = Vector3d(0.3, 0.5, 0.2);
+    c.set(&goal.options);
+    const Outcome out = SolveFrom(*c.skeleton, goal, RestPose(*c.skeleton));
+    EXPECT_EQ(out.status.code(), absl::StatusCode::kInvalidArgument)
+        << c.field;
+    EXPECT_NE(out.status.message().find(std::string("goals[0].") + c.field),
+              std::string::npos)
+        << out.status;
+  }
+  // The same options where they apply are accepted.
+  Goal goal;
+  goal.chain = 0;
+  goal.target = Vector3d(0.3, 0.5, 0.2);
+  goal.solver = SolverKind::kJacobianDls;
+  goal.options.damping = 0.1;
+  goal.options.max_step_rad = 0.3;
+  goal.options.max_restarts = 3;
+  goal.options.soft = 0.05;
+  EXPECT_TRUE(SolveFrom(leg, goal, RestPose(leg)).status.ok());
+  goal.solver = SolverKind::kTwoBone;
+  goal.options = SolveOptions();
+  goal.options.max_stretch = 1.5;
+  EXPECT_TRUE(SolveFrom(leg, goal, RestPose(leg)).status.ok());
+}
+
+}  // namespace
+}  // namespace reach
