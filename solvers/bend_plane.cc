@@ -225,6 +225,28 @@ bool ShapeForReach(const ChainProblem& problem, const BendReference& reference,
     }
   }
   if (m < 0) return false;
+  const int mj = problem.joints[m];
+  if (n > 3) {
+    // A longer chain only gets a nudge to leave the symmetric straight
+    // line (its solver then curls it its own way, not as one kink): a
+    // turn that grows with how far inside reach the target is. The tip
+    // swings to -side, so the inner joints end up on `side`.
+    const double kick =
+        std::clamp(2.0 * std::sqrt(1.0 - distance / length), 1e-3, 0.2);
+    const Quaterniond before = pose.local[mj].rotation;
+    pose.local[mj].rotation =
+        ConstrainRotation(problem.skeleton->joint(mj),
+                          ws.chain_globals[m - 1].rotation.conjugate() *
+                              (AxisAngle(axis, kick) *
+                               ws.chain_globals[m].rotation))
+            .normalized();
+    if (AngleBetween(before, pose.local[mj].rotation) < 0.25 * kick) {
+      pose.local[mj].rotation = before;
+      return false;
+    }
+    ComputeChainGlobals(problem, pose, ws);
+    return true;
+  }
   const Vector3d& pm = ws.chain_globals[m].translation;
   // |ab + R(axis, t) me|^2 = k + 2 (a cos t + b sin t): see MidGeometry in
   // two_bone.cc.
@@ -258,7 +280,6 @@ bool ShapeForReach(const ChainProblem& problem, const BendReference& reference,
       best_turn = turn;
     }
   }
-  const int mj = problem.joints[m];
   const Quaterniond mid_global = AxisAngle(axis, best_turn) *
                                  ws.chain_globals[m].rotation;
   pose.local[mj].rotation =

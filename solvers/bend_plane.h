@@ -55,15 +55,16 @@ Eigen::Vector3d CanonicalBendSide(const ChainProblem& problem,
 // zero or tiny by symmetry: targets within about 1e-5 rad of the line left
 // four solvers stuck straight), and near full extension (target beyond
 // 0.9 of the length) of a limb (three joints) gradient steps shrink with
-// the bend they need. There
-// the chain is first shaped like a two-bone limb: the inner joint nearest
-// the middle of the chain that can bend turns about an axis across the
-// line (its own axis for a hinge) so the root-tip distance matches the
-// target's (the law of cosines, generalised to an axis, as TWO_BONE
-// bends), to the reference's side, then the root turns by the smallest
-// rotation that points the tip at the target. Limits are applied to both
-// turns; the solver takes it from there. Returns whether it changed the
-// pose; ws.chain_globals are then current for it.
+// the bend they need. A limb is then shaped like TWO_BONE shapes it: its
+// mid joint turns about an axis across the line (its own axis for a
+// hinge, the plane of its bones for a bent ball) so the root-tip distance
+// matches the target's (the law of cosines, generalised to an axis), to
+// the reference's side, and the root turns by the smallest rotation that
+// points the tip at the target. A longer straight chain only gets a nudge:
+// the inner joint nearest its middle turns towards the reference's side
+// by 1e-3 to 0.2 rad (more the farther inside reach the target is), and
+// its solver curls it from there. Limits are applied to every turn.
+// Returns whether it changed the pose; ws.chain_globals are then current.
 bool ShapeForReach(const ChainProblem& problem, const BendReference& reference,
                    Workspace& ws, Pose& pose);
 
