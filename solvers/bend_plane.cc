@@ -20,6 +20,19 @@ constexpr double kKickBend = 1e-4;
 // Results bent less than this (fraction of the length) are not turned.
 constexpr double kSwivelBend = 1e-9;
 
+// AxisAngle(axis, angle) for the small turns of ShiftBend (|angle| <=
+// 0.01 rad) by Taylor series of the half angle's sine and cosine (exact
+// to rounding there: the next terms are below 1e-17), without the library
+// calls; AxisAngle itself past that.
+Quaterniond SmallAxisAngle(const Vector3d& axis, double angle) {
+  if (!(std::abs(angle) <= 0.01)) return AxisAngle(axis, angle);
+  const double h = 0.5 * angle;
+  const double h2 = h * h;
+  const double c = 1.0 - h2 * (0.5 - h2 * (1.0 / 24.0 - h2 / 720.0));
+  const double s = h * (1.0 - h2 * (1.0 / 6.0 - h2 / 120.0));
+  return Quaterniond(c, s * axis.x(), s * axis.y(), s * axis.z());
+}
+
 // The part of v across the unit direction u.
 Vector3d Across(const Vector3d& v, const Vector3d& u) {
   return v - v.dot(u) * u;
@@ -28,12 +41,10 @@ Vector3d Across(const Vector3d& v, const Vector3d& u) {
 // The chain's bend across the unit direction u: the inner joints' offsets
 // from the root, summed.
 Vector3d BendAcross(const Workspace& ws, int n, const Vector3d& u) {
-  const Vector3d& root = ws.chain_globals[0].translation;
-  Vector3d bend = Vector3d::Zero();
-  for (int k = 1; k + 1 < n; ++k) {
-    bend += Across(ws.chain_globals[k].translation - root, u);
-  }
-  return bend;
+  // Across() is linear: the sum's part across u.
+  Vector3d sum = Vector3d::Zero();
+  for (int k = 1; k + 1 < n; ++k) sum += ws.chain_globals[k].translation;
+  return Across(sum - (n - 2) * ws.chain_globals[0].translation, u);
 }
 
 // Unit v, or zero when v is shorter than `min_norm`.
@@ -140,6 +151,13 @@ BendReference ComputeBendReference(const ChainProblem& problem,
       ref.source = BendReference::Source::kPole;
       return ref;
     }
+  }
+  // Without a pole only a limb keeps a side (a knee or an elbow); a longer
+  // chain keeps the bend its solver gives it, and needs a side only to
+  // leave a straight start.
+  if (n > 3 && (ref.start_bend > kKickBend ||
+                !((goal.target - root).squaredNorm() < length * length))) {
+    return ref;
   }
   // Carried from the start's line to the target's by the smallest
   // rotation, as a two-bone solve carries it.
@@ -358,7 +376,7 @@ bool ShiftBend(const ChainProblem& problem, const Vector3d& line,
   const Joint& mid = problem.skeleton->joint(mid_joint);
   const Quaterniond root_before = pose.local[root_joint].rotation;
   const Quaterniond mid_before = pose.local[mid_joint].rotation;
-  const Quaterniond turn = AxisAngle(best_axis, a);
+  const Quaterniond turn = SmallAxisAngle(best_axis, a);
   pose.local[root_joint].rotation =
       ConstrainRotation(root, problem.parent_global.rotation.conjugate() *
                                   (turn * ws.chain_globals[0].rotation))
@@ -368,9 +386,16 @@ bool ShiftBend(const ChainProblem& problem, const Vector3d& line,
   const Quaterniond mid_parent = turn * ws.chain_globals[best - 1].rotation;
   pose.local[mid_joint].rotation =
       ConstrainRotation(mid, mid_parent.conjugate() *
-                                 (AxisAngle(best_axis, a + back) *
+                                 (SmallAxisAngle(best_axis, a + back) *
                                   ws.chain_globals[best].rotation))
           .normalized();
+  // Unconstrained, both turns are as computed and the tip moves by the
+  // second-order term only (shift^2 / l_a): nothing to check. Limits may
+  // have cut a turn short; then forward kinematics decides.
+  if (!root.IsConstrained() && !mid.IsConstrained() &&
+      shift_norm * shift_norm < 0.1 * max_tip_move * std::min(l_a, l_b)) {
+    return true;
+  }
   ComputeChainGlobals(problem, pose, ws);
   if ((ws.chain_globals[n - 1].translation - tip).norm() <= max_tip_move) {
     return true;
@@ -423,6 +448,9 @@ void AlignBend(const ChainProblem& problem, const BendReference& reference,
   const int n = static_cast<int>(problem.joints.size());
   const double length = problem.chain_length;
   if (reference.source == BendReference::Source::kNone || n < 3) return;
+  // Without a pole only limbs are kept on their side (ComputeBendReference).
+  const bool pole = reference.source == BendReference::Source::kPole;
+  if (!pole && n > 3) return;
   const bool orientation = problem.goal->target_orientation.has_value();
   if (orientation) {
     const Joint& tip = problem.skeleton->joint(problem.joints[n - 1]);
@@ -436,14 +464,14 @@ void AlignBend(const ChainProblem& problem, const BendReference& reference,
   const double bend_norm = bend.norm();
   // Without a pole the solver's own bend stands unless it faces away from
   // the start's side (a flip) or is too small to remember its side.
-  const bool pole = reference.source == BendReference::Source::kPole;
   const bool wrong_side = bend.dot(want) < 0.0;
   if (!orientation && bend_norm < kNearlyStraight * length &&
       (pole || wrong_side || bend_norm < kKeep * length)) {
     const Vector3d goal_bend = std::max(bend_norm, kKeep * length) * want;
+    // Shifted, the bend faces `want`: nothing left to turn.
     if (ShiftBend(problem, line, goal_bend - bend, 0.1 * problem.tolerance,
                   ws, pose)) {
-      bend = BendAcross(ws, n, line);
+      return;
     }
   }
   if (!(bend.norm() > kSwivelBend * length)) return;

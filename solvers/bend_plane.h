@@ -1,6 +1,10 @@
 // The side a chain bends to: poles for every solver, and no flips through
 // full extension on streams.
 //
+// Without a pole this concerns limbs (three joints: a knee or an elbow);
+// a longer chain keeps the bend its solver gives it, its side mattering
+// only to leave a straight start.
+//
 // A chain's bend is the sum of its inner joints' offsets from the root,
 // across the line from the root to the tip. Every solution of a position
 // goal can be turned about that line (the swivel) without moving the tip,
@@ -87,7 +91,7 @@ bool ShapeForReach(const ChainProblem& problem, const BendReference& reference,
 // tip joint is an unconstrained ball (it is turned back to the target
 // orientation). Each step is undone if it would move the tip by more than a
 // tenth of the tolerance. Expects ws.chain_globals current for `pose`;
-// leaves them current.
+// afterwards they are scratch.
 void AlignBend(const ChainProblem& problem, const BendReference& reference,
                Workspace& ws, Pose& pose);
 

@@ -79,8 +79,11 @@ struct ChainProblem {
 // problem.chain_length). Solve writes
 // the local rotations of the chain's joints in `pose` (and nothing else, except
 // two-bone stretch, which writes the mid and tip translations) and returns
-// the number of iterations it ran. Errors and the reached flag are measured
-// afterwards by the caller from forward kinematics.
+// the number of iterations it ran. Every solver but TWO_BONE leaves
+// ws.chain_globals holding the model-space transforms of the pose it
+// returns (to rounding: Solve's bend alignment reads them;
+// tests/solvers/solver_edges_test.cc checks it). Errors and the reached
+// flag are measured afterwards by the caller from forward kinematics.
 class ChainSolver {
  public:
   virtual ~ChainSolver() = default;

@@ -189,9 +189,7 @@ int DefaultMaxIterations(SolverKind kind) {
 // as at one 1e6 chain lengths away, and no solver's arithmetic overflows.
 Eigen::Vector3d BringNear(const Eigen::Vector3d& point,
                           const Eigen::Vector3d& origin, double radius) {
-  const Eigen::Vector3d offset = point - origin;
-  const double norm = offset.norm();
-  if (norm <= radius) return point;
+  if ((point - origin).squaredNorm() <= radius * radius) return point;
   // Scaled first: the difference or its square may overflow.
   const double s = 1.0 / std::max(point.cwiseAbs().maxCoeff(),
                                   origin.cwiseAbs().maxCoeff());
@@ -356,10 +354,14 @@ absl::Status ValidateGoals(const Skeleton& skeleton,
       return s;
     }
     if (auto s = ValidateOptions(i, goal.options, limits); !s.ok()) return s;
-    std::array<int, kMaxChainJoints> path;
-    const SolverKind kind =
-        ResolveSolver(skeleton, GoalChain(skeleton, goal, &path), goal);
-    if (auto s = ValidateOptionsApply(i, goal, kind); !s.ok()) return s;
+    const SolveOptions& o = goal.options;
+    if (o.damping != 0.0 || o.max_step_rad != 0.0 || o.max_restarts != 0 ||
+        o.max_stretch > 1.0) {
+      std::array<int, kMaxChainJoints> path;
+      const SolverKind kind =
+          ResolveSolver(skeleton, GoalChain(skeleton, goal, &path), goal);
+      if (auto s = ValidateOptionsApply(i, goal, kind); !s.ok()) return s;
+    }
   }
   return absl::OkStatus();
 }
@@ -411,8 +413,8 @@ int RunChainSolver(SolverKind kind, const ChainProblem& problem, Goal& goal,
   const int shaped = ShapeForReach(problem, bend, ws, pose) ? 1 : 0;
   const int iterations = GetSolver(kind).Solve(problem, ws, pose) + shaped;
   if (bend.source != BendReference::Source::kNone) {
-    // The bend faces the pole, or stays on the start's side.
-    ComputeChainGlobals(problem, pose, ws);
+    // The bend faces the pole, or stays on the start's side (the solver
+    // left ws.chain_globals current).
     AlignBend(problem, bend, ws, pose);
   }
   return iterations;
@@ -525,6 +527,15 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
   const uint32_t now = ++ws.clock;
   for (int j : chain) ws.moved_at[j] = now;
   ws.last_move = now;
+  // The chain's model-space transforms in the returned pose, as LazyGlobal
+  // computes them (the same products from the same parent transform, so
+  // bit for bit), stamped after the move: measuring the goal, or a later
+  // goal below this chain, needs no walk up its path.
+  ComputeChainGlobals(problem, *pose, ws);
+  for (int k = 0; k < n; ++k) {
+    ws.globals[chain[k]] = ws.chain_globals[k];
+    ws.computed_at[chain[k]] = ++ws.clock;
+  }
 }
 
 // The goals from `first` on that the branch-free two-bone kernel solves

@@ -194,11 +194,13 @@ two_bone_lanes::LimbRefs LimbRefsOf(const Quaterniond& parent_rotation,
                                     const Transform& root,
                                     const Transform& mid, const Transform& tip,
                                     const Quaterniond& mid_local,
+                                    const Vector3d& tip_local,
                                     const Vector3d& target,
                                     const Vector3d* pole) {
   return {root.translation.data(),
           mid.translation.data(),
           tip.translation.data(),
+          tip_local.data(),
           target.data(),
           pole ? pole->data() : root.translation.data(),
           parent_rotation.coeffs().data(),
@@ -209,19 +211,20 @@ two_bone_lanes::LimbRefs LimbRefsOf(const Quaterniond& parent_rotation,
 }
 
 // The axis a straight two-bone chain bends about when its mid joint is a
-// ball: Eigen's unitOrthogonal of the second bone in the mid joint's frame,
-// brought back to model space by the mid joint's model-space rotation
-// `mid_rotation`. It is fixed in that frame, so the bend side follows the
-// limb's own frames: a limb straightened and bent again bends to the side
-// it had, and the solve is continuous in target and pole from a straight
-// start. (The kernel, two_bone_lanes.h, computes the same.) When the
-// second bone has no length, any perpendicular of the chain's direction
-// (`start_end`, else `line`); zero when neither has one.
-Vector3d StraightBendAxis(const Quaterniond& mid_rotation, const Vector3d& me,
-                          const Vector3d& start_end, const Vector3d& line) {
-  const Vector3d me_local = RotateVector(mid_rotation.conjugate(), me);
-  if (me_local.squaredNorm() > kTinySq) {
-    return RotateVector(mid_rotation, me_local.unitOrthogonal());
+// ball: Eigen's unitOrthogonal of the second bone in the mid joint's frame
+// (the tip joint's local translation, `tip_local`), brought to model space
+// by the mid joint's model-space rotation `mid_rotation`. It is fixed in
+// that frame, so the bend side follows the limb's own frames: a limb
+// straightened and bent again bends to the side it had, and the solve is
+// continuous in target and pole from a straight start. (The kernel,
+// two_bone_lanes.h, computes the same.) When the second bone has no
+// length, any perpendicular of the chain's direction (`start_end`, else
+// `line`); zero when neither has one.
+Vector3d StraightBendAxis(const Quaterniond& mid_rotation,
+                          const Vector3d& tip_local, const Vector3d& start_end,
+                          const Vector3d& line) {
+  if (tip_local.squaredNorm() > kTinySq) {
+    return RotateVector(mid_rotation, tip_local.unitOrthogonal());
   }
   const Vector3d chain_dir = start_end.squaredNorm() > kTinySq ? start_end : line;
   if (chain_dir.squaredNorm() > kTinySq) return chain_dir.unitOrthogonal();
@@ -251,7 +254,7 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   if (branch_free_ && TwoBoneFastPathApplies(skeleton, problem.joints, goal)) {
     const two_bone_lanes::LimbRefs limb = LimbRefsOf(
         problem.parent_global.rotation, g[0], g[1], g[2],
-        pose.local[ib].rotation, goal.target,
+        pose.local[ib].rotation, pose.local[ic].translation, goal.target,
         goal.pole ? &*goal.pole : nullptr);
     if (SolveLimb(limb, &pose.local[problem.joints[0]].rotation,
                   &pose.local[ib].rotation)) {
@@ -364,7 +367,8 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
     // or the model-space direction: those make the bend, and so the roll
     // of the whole limb, jump when the pole or the chain crosses the
     // chain's line; the twist below turns the bend towards the pole.
-    bend_axis = StraightBendAxis(g[1].rotation, me, start_end, line);
+    bend_axis = StraightBendAxis(g[1].rotation, pose.local[ic].translation,
+                                 start_end, line);
   }
 
   // `tip_position` is where the tip joint ends up.
@@ -500,12 +504,14 @@ bool TwoBoneFastPathApplies(const Skeleton& skeleton,
 void FillTwoBoneLimb(const Quaterniond& parent_rotation,
                      const Transform& root, const Transform& mid,
                      const Transform& tip, const Quaterniond& mid_local,
-                     const Goal& goal, TwoBoneLimb* limb) {
+                     const Vector3d& tip_local, const Goal& goal,
+                     TwoBoneLimb* limb) {
   limb->parent_rotation = parent_rotation;
   limb->root = root;
   limb->mid = mid;
   limb->tip = tip;
   limb->mid_local = mid_local;
+  limb->tip_local = tip_local;
   limb->target = goal.target;
   limb->has_pole = goal.pole.has_value();
   limb->pole = limb->has_pole ? *goal.pole : Vector3d::Zero();
@@ -519,7 +525,8 @@ void FillTwoBoneLimb(const Skeleton& skeleton,
   FillTwoBoneLimb(
       parent >= 0 ? globals[parent].rotation : Quaterniond::Identity(),
       globals[chain[0]], globals[chain[1]], globals[chain[2]],
-      pose.local[chain[1]].rotation, goal, limb);
+      pose.local[chain[1]].rotation, pose.local[chain[2]].translation, goal,
+      limb);
 }
 
 namespace {
@@ -553,6 +560,7 @@ void Gather(const TwoBoneLimb* limbs, int n, int width, LimbBlock* block) {
     SetColumn(block->root, lane, limb.root.translation);
     SetColumn(block->mid, lane, limb.mid.translation);
     SetColumn(block->tip, lane, limb.tip.translation);
+    SetColumn(block->tip_local, lane, limb.tip_local);
     SetColumn(block->target, lane, limb.target);
     SetColumn(block->pole, lane,
               limb.has_pole ? limb.pole : limb.root.translation);
@@ -598,7 +606,7 @@ TwoBoneLimbResult SolveOneLimb(const TwoBoneLimb& limb) {
   TwoBoneLimbResult result;
   result.solved = SolveLimb(
       LimbRefsOf(limb.parent_rotation, limb.root, limb.mid, limb.tip,
-                 limb.mid_local, limb.target,
+                 limb.mid_local, limb.tip_local, limb.target,
                  limb.has_pole ? &limb.pole : nullptr),
       &result.root_local, &result.mid_local);
   return result;

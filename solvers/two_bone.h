@@ -37,12 +37,14 @@ bool TwoBoneFastPathApplies(const Skeleton& skeleton,
                             absl::Span<const int> chain, const Goal& goal);
 
 // Writes every field of `limb` for `goal` from its chain's model-space
-// transforms (root, mid, tip), its parent's model-space rotation and the
-// mid joint's local rotation. (In place: no temporary limb on the hot path.)
+// transforms (root, mid, tip), its parent's model-space rotation, the mid
+// joint's local rotation and the tip joint's local translation. (In place:
+// no temporary limb on the hot path.)
 void FillTwoBoneLimb(const Eigen::Quaterniond& parent_rotation,
                      const Transform& root, const Transform& mid,
                      const Transform& tip, const Eigen::Quaterniond& mid_local,
-                     const Goal& goal, TwoBoneLimb* limb);
+                     const Eigen::Vector3d& tip_local, const Goal& goal,
+                     TwoBoneLimb* limb);
 // The same from model-space transforms indexed by joint (`globals`: those
 // of the chain and of its parent current) and the pose's local transforms.
 void FillTwoBoneLimb(const Skeleton& skeleton,

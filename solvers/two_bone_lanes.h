@@ -36,6 +36,7 @@ struct LimbBlock {
   double root[3][kBlockLanes];
   double mid[3][kBlockLanes];
   double tip[3][kBlockLanes];
+  double tip_local[3][kBlockLanes];  // The tip joint's local translation.
   double target[3][kBlockLanes];
   double pole[3][kBlockLanes];  // The root's position when there is none.
   double parent[4][kBlockLanes];  // Quaternions as w, x, y, z rows.
@@ -56,6 +57,7 @@ struct LimbRefs {
   const double* root;
   const double* mid;
   const double* tip;
+  const double* tip_local;
   const double* target;
   const double* pole;  // The root's position when there is none.
   const double* parent;
@@ -193,21 +195,9 @@ template <class T>
 inline Quat<T> Conjugate(const Quat<T>& q) {
   return {q.w, -q.x, -q.y, -q.z};
 }
-// v turned by the unit quaternion q: v + 2w (u x v) + 2 u x (u x v), u =
-// q's vector part.
-template <class T>
-inline Vec<T> Rotate(const Quat<T>& q, const Vec<T>& v) {
-  const Vec<T> u{q.x, q.y, q.z};
-  const Vec<T> t = Cross(u, v);
-  const Vec<T> t2 = Cross(u, t);
-  const T two = T{} + 2.0;
-  return {Fma(two, Fma(q.w, t.x, t2.x), v.x), Fma(two, Fma(q.w, t.y, t2.y), v.y),
-          Fma(two, Fma(q.w, t.z, t2.z), v.z)};
-}
-
 template <class T>
 struct LimbIn {
-  Vec<T> root, mid, tip, target, pole;
+  Vec<T> root, mid, tip, tip_local, target, pole;
   Quat<T> parent, root_rotation, mid_rotation, mid_local;
   decltype(T{} < T{}) has_pole;
 };
@@ -269,8 +259,9 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   // 2. The mid joint's bend axis N (unnormalised, model space): the bones'
   // normal in a bent chain; in a straight one an axis fixed in the mid
   // joint's frame across the second bone (the general path's
-  // StraightBendAxis: Eigen's unitOrthogonal of the bone in that frame,
-  // turned back to model space), so the bend follows the limb's frames.
+  // StraightBendAxis: Eigen's unitOrthogonal of the tip's local
+  // translation, turned to model space), so the bend follows the limb's
+  // frames.
   const Vec<T> normal = Cross(ab, me);
   const T normal_sq = Dot(normal, normal);
   const Mask bent = (normal_sq > 1e-18 * r_sq) & (normal_sq > kTinySq);
@@ -281,7 +272,7 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   if (AnyTrue(Not(bent))) {
     const Vec<T> chain_dir = in.tip - in.root;
     const T chain_sq = Dot(chain_dir, chain_dir);
-    const Vec<T> local = Rotate(Conjugate(in.mid_rotation), me);
+    const Vec<T>& local = in.tip_local;
     const T ax = Select(local.x < 0.0, -local.x, local.x);
     const T ay = Select(local.y < 0.0, -local.y, local.y);
     const T az = Select(local.z < 0.0, -local.z, local.z);
@@ -290,13 +281,22 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
     const Vec<T> any_normal{Select(xy, -local.y, zero),
                             Select(xy, local.x, -local.z),
                             Select(xy, zero, local.y)};
-    const Vec<T> straight_axis = Rotate(in.mid_rotation, any_normal);
+    // any_normal turned by the mid joint's rotation M = (w, u):
+    // v + 2 (w (u x v) + u x (u x v)).
+    const Vec<T> u{in.mid_rotation.x, in.mid_rotation.y, in.mid_rotation.z};
+    const Vec<T> uv = Cross(u, any_normal);
+    const Vec<T> uuv = Cross(u, uv);
+    const T two = Splat<T>(2.0);
+    const T w = in.mid_rotation.w;
+    const Vec<T> straight_axis{Fma(two, Fma(w, uv.x, uuv.x), any_normal.x),
+                               Fma(two, Fma(w, uv.y, uuv.y), any_normal.y),
+                               Fma(two, Fma(w, uv.z, uuv.z), any_normal.z)};
     axis = {Select(bent, normal.x, straight_axis.x),
             Select(bent, normal.y, straight_axis.y),
             Select(bent, normal.z, straight_axis.z)};
     // A straight chain must be straight to rounding, with its tip off the
     // root and a second bone, so that N lies across both bones.
-    axis_ok |= (chain_sq > kTinySq) & (me_sq > kTinySq) &
+    axis_ok |= (chain_sq > kTinySq) & (Dot(local, local) > kTinySq) &
                (normal_sq <= 1e-28 * r_sq);
   }
   const T axis_len = Sqrt(Dot(axis, axis));
@@ -461,6 +461,7 @@ void SolveBlock(const LimbBlock& in, int lane, LimbBlockResult* out) {
   limb.root = LoadVec<T>(in.root, lane);
   limb.mid = LoadVec<T>(in.mid, lane);
   limb.tip = LoadVec<T>(in.tip, lane);
+  limb.tip_local = LoadVec<T>(in.tip_local, lane);
   limb.target = LoadVec<T>(in.target, lane);
   limb.pole = LoadVec<T>(in.pole, lane);
   limb.parent = LoadQuat<T>(in.parent, lane);
@@ -490,6 +491,7 @@ inline bool SolveOne(const LimbRefs& in, double* root_local,
   limb.root = vec(in.root);
   limb.mid = vec(in.mid);
   limb.tip = vec(in.tip);
+  limb.tip_local = vec(in.tip_local);
   limb.target = vec(in.target);
   limb.pole = vec(in.pole);
   limb.parent = quat(in.parent);

@@ -11,11 +11,14 @@ namespace reach {
 
 // One limb for SolveTwoBoneLimbs: the chain's model-space transforms in
 // the start pose (scale unused: the positions carry it), its parent's
-// model-space rotation, the mid joint's local rotation, and the goal.
+// model-space rotation, the mid joint's local rotation, the tip joint's
+// local translation (the second bone in the mid joint's frame: a straight
+// limb bends about an axis fixed in that frame), and the goal.
 struct TwoBoneLimb {
   Eigen::Quaterniond parent_rotation = Eigen::Quaterniond::Identity();
   Transform root, mid, tip;
   Eigen::Quaterniond mid_local = Eigen::Quaterniond::Identity();
+  Eigen::Vector3d tip_local = Eigen::Vector3d::Zero();
   Eigen::Vector3d target = Eigen::Vector3d::Zero();
   bool has_pole = false;
   Eigen::Vector3d pole = Eigen::Vector3d::Zero();

@@ -284,6 +284,68 @@ TEST(SoftTest, EverySolverEasesIntoFullExtension) {
   }
 }
 
+TEST(ContractTest, IterativeSolversLeaveTheChainGlobalsOfTheirResult) {
+  // Solve's bend alignment reads ws.chain_globals after a solver: they
+  // must be the returned pose's forward kinematics.
+  std::vector<Skeleton> chains = StraightChains();
+  chains.push_back(MustCreate(testing::PandaDef()));
+  Rng rng(21);
+  for (const Skeleton& skeleton : chains) {
+    const std::vector<int>& joints = skeleton.chain(0).joints;
+    const int n = static_cast<int>(joints.size());
+    for (SolverKind solver : kEverySolver) {
+      if (solver == SolverKind::kTwoBone) continue;
+      for (int t = 0; t < 10; ++t) {
+        const Pose random = testing::RandomPose(skeleton, rng, 1.0);
+        const auto goal_fk = IndependentFk(skeleton, random);
+        Goal goal;
+        goal.chain = 0;
+        goal.solver = solver;
+        goal.target = goal_fk.position[joints.back()] *
+                      (t % 3 == 0 ? 3.0 : 1.0);  // Some out of reach.
+        if (t % 2 == 1) {
+          goal.target_orientation = goal_fk.rotation[joints.back()];
+        }
+        Pose pose = testing::RandomPose(skeleton, rng, 0.5);
+        Workspace ws;
+        ws.Reserve(skeleton.num_joints());
+        ChainProblem problem;
+        problem.skeleton = &skeleton;
+        problem.joints = joints;
+        problem.goal = &goal;
+        const int parent = skeleton.joint(joints[0]).parent;
+        const auto start_fk = IndependentFk(skeleton, pose);
+        if (parent >= 0) {
+          problem.parent_global.rotation = start_fk.rotation[parent];
+          problem.parent_global.translation = start_fk.position[parent];
+        }
+        ComputeChainGlobals(problem, pose, ws);
+        for (int k = 0; k + 1 < n; ++k) {
+          ws.lengths[k] = (ws.chain_globals[k + 1].translation -
+                           ws.chain_globals[k].translation)
+                              .norm();
+          problem.chain_length += ws.lengths[k];
+        }
+        problem.tolerance = 1e-5 * problem.chain_length;
+        problem.orientation_tolerance_rad = 1e-4;
+        problem.max_iterations = 64;
+        GetSolver(solver).Solve(problem, ws, pose);
+        const auto fk = IndependentFk(skeleton, pose);
+        for (int k = 0; k < n; ++k) {
+          EXPECT_LT((ws.chain_globals[k].translation - fk.position[joints[k]])
+                        .norm(),
+                    1e-9 * problem.chain_length)
+              << Name(solver) << " joint " << k << " trial " << t;
+          EXPECT_LT(AngleBetween(ws.chain_globals[k].rotation,
+                                 fk.rotation[joints[k]]),
+                    1e-9)
+              << Name(solver) << " joint " << k << " trial " << t;
+        }
+      }
+    }
+  }
+}
+
 TEST(OptionsTest, OptionsASolverCannotApplyAreRefusedNamingTheField) {
   const Skeleton leg = MustCreate(testing::TwoBoneLegDef(false));
   const Skeleton chain = MustCreate(testing::StraightChainDef(5, 0.2));
