@@ -16,6 +16,9 @@ constexpr double kMinDamping = 1e-6;
 constexpr double kMaxDamping = 1e3;
 constexpr int kMaxHalvings = 16;
 constexpr int kPinvHalvings = 4;
+// Steps computed per iteration at most: the first, then again after
+// blocking the directions it pushed against limits.
+constexpr int kBlockPasses = 3;
 // Buss's error clamping: a step aims at most this far (position in chain
 // lengths, rotation in radians), which keeps the linearisation honest.
 constexpr double kMaxTaskStep = 0.5;
@@ -95,16 +98,25 @@ int Run(const ChainProblem& problem, JacobianMethod method,
     kin.template Jacobian<Rows>(&j);
     const TaskRows<Rows> e = ClampedError<Rows>(kin.error());
     delta.resize(kin.dof());
-    switch (method) {
-      case JacobianMethod::kTranspose:
-        TransposeStep<Rows>(j, e, &delta);
+    // The step, then again without the directions that push joints on a
+    // limit further out (ChainKinematics::BlockOutwardDirections), until
+    // none does or kBlockPasses steps were computed.
+    for (int pass = 0; pass < kBlockPasses; ++pass) {
+      switch (method) {
+        case JacobianMethod::kTranspose:
+          TransposeStep<Rows>(j, e, &delta);
+          break;
+        case JacobianMethod::kPseudoInverse:
+          PseudoInverseStep<Rows>(j, e, &delta);
+          break;
+        case JacobianMethod::kDampedLeastSquares:
+          DampedStep<Rows>(j, e, lambda, &delta);
+          break;
+      }
+      if (pass + 1 == kBlockPasses ||
+          !kin.template BlockOutwardDirections<Rows>(delta, &j)) {
         break;
-      case JacobianMethod::kPseudoInverse:
-        PseudoInverseStep<Rows>(j, e, &delta);
-        break;
-      case JacobianMethod::kDampedLeastSquares:
-        DampedStep<Rows>(j, e, lambda, &delta);
-        break;
+      }
     }
     kin.CapStep(max_step, &delta);
     kin.Save();

@@ -16,8 +16,13 @@
 // Targets: position (3 rows), or position and orientation (6 rows) when the
 // goal has a target orientation. Hinge angles are clamped to their range and
 // ball rotations projected onto their limits after every step, so results
-// always respect the limits. Each step's largest joint rotation is capped at
-// options.max_step_rad (default 0.5 rad).
+// always respect the limits. A joint on a limit that a step would push
+// further out loses that direction from its Jacobian columns, and the step
+// is computed again (the clamping loop of Baerlocher & Boulic 2004, for
+// hinge ranges, swing cones and twist ranges; ChainKinematics::
+// BlockOutwardDirections), so the other joints take up the motion instead
+// of the projection discarding it. Each step's largest joint rotation is
+// capped at options.max_step_rad (default 0.5 rad).
 #ifndef REACH_SOLVERS_JACOBIAN_H_
 #define REACH_SOLVERS_JACOBIAN_H_
 
