@@ -45,6 +45,44 @@ void TransposeStep(const JacobianMatrix<Rows>& j, const TaskRows<Rows>& e,
   *delta *= denom > 1e-300 ? e.dot(jjte) / denom : 0.0;
 }
 
+// JACOBIAN_TRANSPOSE's directions: the gradient J^T e made conjugate to
+// the previous accepted direction (nonlinear conjugate gradients with the
+// Polak-Ribiere+ choice, Nocedal & Wright 2006, section 5.2), so it does
+// not zigzag down narrow valleys as steepest descent does; `valid` false
+// restarts from the plain gradient.
+struct ConjugateState {
+  DofVector gradient;   // J^T e at the last accepted step.
+  DofVector direction;  // The direction of the last accepted step.
+  bool valid = false;
+};
+
+// delta = alpha d along d = J^T e + beta d_prev, with Buss's step length:
+// alpha = <e, J d> / |J d|^2 minimises |e - alpha J d| (exact on the
+// linearised problem). Writes the gradient and direction to *next.
+template <int Rows>
+void ConjugateTransposeStep(const JacobianMatrix<Rows>& j,
+                            const TaskRows<Rows>& e,
+                            const ConjugateState& previous,
+                            ConjugateState* next, DofVector* delta) {
+  next->gradient.resize(j.cols());
+  next->gradient.noalias() = j.transpose() * e;
+  next->direction = next->gradient;
+  if (previous.valid && previous.gradient.size() == j.cols()) {
+    const double old_sq = previous.gradient.squaredNorm();
+    const double change =
+        next->gradient.dot(next->gradient - previous.gradient);
+    const double beta = old_sq > 1e-300 ? std::max(0.0, change / old_sq) : 0.0;
+    next->direction += beta * previous.direction;
+    // Not a descent direction: restart from the gradient.
+    if (next->direction.dot(next->gradient) <= 0.0) {
+      next->direction = next->gradient;
+    }
+  }
+  const TaskRows<Rows> jd = j * next->direction;
+  const double denom = jd.squaredNorm();
+  *delta = next->direction * (denom > 1e-300 ? e.dot(jd) / denom : 0.0);
+}
+
 template <int Rows>
 void PseudoInverseStep(const JacobianMatrix<Rows>& j, const TaskRows<Rows>& e,
                        DofVector* delta) {
@@ -91,6 +129,7 @@ int Run(const ChainProblem& problem, JacobianMethod method,
 
   JacobianMatrix<Rows> j;
   DofVector delta;
+  ConjugateState conjugate, next_conjugate;  // JACOBIAN_TRANSPOSE only.
   int iterations = 0;
   while (iterations < problem.max_iterations && !kin.Converged() &&
          guard.KeepGoing(std::sqrt(error_sq))) {
@@ -104,7 +143,8 @@ int Run(const ChainProblem& problem, JacobianMethod method,
     for (int pass = 0; pass < kBlockPasses; ++pass) {
       switch (method) {
         case JacobianMethod::kTranspose:
-          TransposeStep<Rows>(j, e, &delta);
+          ConjugateTransposeStep<Rows>(j, e, conjugate, &next_conjugate,
+                                       &delta);
           break;
         case JacobianMethod::kPseudoInverse:
           PseudoInverseStep<Rows>(j, e, &delta);
@@ -139,6 +179,15 @@ int Run(const ChainProblem& problem, JacobianMethod method,
     // of reach) the pseudo-inverse step is huge along the vanishing singular
     // direction; after kPinvHalvings failed halvings it falls back to the
     // transpose direction, the gradient, which always descends.
+    if (method == JacobianMethod::kTranspose) {
+      // Conjugate directions continue only from a step taken as computed;
+      // one that needs halving restarts them from the gradient.
+      conjugate.valid = new_error_sq < error_sq;
+      if (conjugate.valid) {
+        conjugate.gradient = next_conjugate.gradient;
+        conjugate.direction = next_conjugate.direction;
+      }
+    }
     for (int halvings = 0; new_error_sq >= error_sq && halvings < kMaxHalvings;
          ++halvings) {
       kin.Restore();

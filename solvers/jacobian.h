@@ -1,9 +1,14 @@
 // The Jacobian family (Buss 2004, "Introduction to Inverse Kinematics with
 // Jacobian Transpose, Pseudoinverse and Damped Least Squares methods"):
 //
-// - JACOBIAN_TRANSPOSE: dq = alpha J^T e, with Buss's step
-//   alpha = <e, J J^T e> / |J J^T e|^2, halved while it does not lower the
-//   error.
+// - JACOBIAN_TRANSPOSE: dq = alpha d along d = J^T e made conjugate to the
+//   previous step's direction (nonlinear conjugate gradients,
+//   Polak-Ribiere+: d = J^T e + beta d_prev, beta >= 0; back to J^T e
+//   after a step that needed halving), with Buss's step length
+//   alpha = <e, J d> / |J d|^2, halved while it does not lower the error.
+//   Only transposes, no matrix solves, as in Buss's method, but without
+//   steepest descent's zigzag down narrow valleys: about a third of the
+//   iterations on the limited chains of bench/quality_bench.cc.
 // - JACOBIAN_PINV: dq = J^+ e, the Moore-Penrose pseudo-inverse from the
 //   singular value decomposition of J, singular values below 1e-6 of the
 //   largest dropped. A step that does not lower the error is halved; after
