@@ -9,10 +9,11 @@
 namespace reach {
 
 ChainKinematics::ChainKinematics(const ChainProblem& problem, Workspace& ws,
-                                 Pose& pose)
+                                 Pose& pose, bool position_only)
     : problem_(problem), ws_(ws), pose_(pose) {
   const int n = static_cast<int>(problem.joints.size());
-  const bool orientation = problem.goal->target_orientation.has_value();
+  const bool orientation =
+      !position_only && problem.goal->target_orientation.has_value();
   task_rows_ = orientation ? 6 : 3;
   moving_joints_ = orientation ? n : n - 1;
   inv_length_ = problem.chain_length > 1e-12 ? 1.0 / problem.chain_length : 1.0;

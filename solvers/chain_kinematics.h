@@ -30,7 +30,10 @@ class ChainKinematics {
  public:
   // Lays out the DOFs (hinge 1, ball 3, fixed 0) of the joints that move the
   // tip: all but the tip for a position goal, all for a 6-D goal.
-  ChainKinematics(const ChainProblem& problem, Workspace& ws, Pose& pose);
+  // `position_only` treats a 6-D goal as a position goal (the finishing
+  // pass of FABRIK and CCD, which set the tip's orientation afterwards).
+  ChainKinematics(const ChainProblem& problem, Workspace& ws, Pose& pose,
+                  bool position_only = false);
 
   int dof() const { return dof_; }
   // 6 with a target orientation, else 3.

@@ -11,6 +11,10 @@ namespace reach {
 namespace {
 
 constexpr double kDefaultDamping = 0.05;
+// RefineTipPosition starts close to its solution, where the chain is
+// nearly straight or against its limits: little damping, so the first
+// steps already move along the weak directions.
+constexpr double kRefineDamping = 1e-3;
 constexpr double kDefaultMaxStep = 0.5;  // radians
 constexpr double kMinDamping = 1e-6;
 constexpr double kMaxDamping = 1e3;
@@ -113,15 +117,16 @@ void DampedStep(const JacobianMatrix<Rows>& j, const TaskRows<Rows>& e,
   delta->noalias() = j.transpose() * w;
 }
 
+// Runs up to `max_iterations` steps of `method` from the chain's current
+// configuration; DLS starts from damping `lambda`.
 template <int Rows>
 int Run(const ChainProblem& problem, JacobianMethod method,
-        ChainKinematics& kin) {
+        ChainKinematics& kin, int max_iterations, double lambda) {
   double error_sq = kin.Evaluate();
   if (kin.dof() == 0) return 0;
   const SolveOptions& options = problem.goal->options;
   const double max_step =
       options.max_step_rad > 0.0 ? options.max_step_rad : kDefaultMaxStep;
-  double lambda = options.damping > 0.0 ? options.damping : kDefaultDamping;
   const double length = std::max(problem.chain_length, 1e-12);
   StallGuard guard(
       std::min(problem.tolerance / length, problem.orientation_tolerance_rad),
@@ -131,7 +136,7 @@ int Run(const ChainProblem& problem, JacobianMethod method,
   DofVector delta;
   ConjugateState conjugate, next_conjugate;  // JACOBIAN_TRANSPOSE only.
   int iterations = 0;
-  while (iterations < problem.max_iterations && !kin.Converged() &&
+  while (iterations < max_iterations && !kin.Converged() &&
          guard.KeepGoing(std::sqrt(error_sq))) {
     ++iterations;
     kin.template Jacobian<Rows>(&j);
@@ -217,10 +222,22 @@ int Run(const ChainProblem& problem, JacobianMethod method,
 int JacobianSolver::Solve(const ChainProblem& problem, Workspace& ws,
                           Pose& pose) const {
   ChainKinematics kin(problem, ws, pose);
+  const double lambda = problem.goal->options.damping > 0.0
+                            ? problem.goal->options.damping
+                            : kDefaultDamping;
   return RunWithRestarts(problem, kin, [&] {
-    return kin.task_rows() == 6 ? Run<6>(problem, method_, kin)
-                                : Run<3>(problem, method_, kin);
+    return kin.task_rows() == 6
+               ? Run<6>(problem, method_, kin, problem.max_iterations, lambda)
+               : Run<3>(problem, method_, kin, problem.max_iterations, lambda);
   });
+}
+
+int RefineTipPosition(const ChainProblem& problem, Workspace& ws, Pose& pose,
+                      int max_iterations) {
+  if (max_iterations <= 0) return 0;
+  ChainKinematics kin(problem, ws, pose, /*position_only=*/true);
+  return Run<3>(problem, JacobianMethod::kDampedLeastSquares, kin,
+                max_iterations, kRefineDamping);
 }
 
 }  // namespace reach

@@ -47,6 +47,16 @@ class JacobianSolver final : public ChainSolver {
   JacobianMethod method_;
 };
 
+// The finishing pass of FABRIK and CCD: up to `max_iterations` damped
+// least squares steps (as JACOBIAN_DLS, from a small damping) on the tip's
+// position, from the pose as it stands and within the joint limits. Where
+// those methods converge linearly with a rate near 1 (a chain near full
+// extension, joints against their limits), these steps converge in a
+// few. Expects ws.chain_globals current for `pose`, leaves them current;
+// returns the iterations run (0 when max_iterations <= 0).
+int RefineTipPosition(const ChainProblem& problem, Workspace& ws, Pose& pose,
+                      int max_iterations);
+
 }  // namespace reach
 
 #endif  // REACH_SOLVERS_JACOBIAN_H_
