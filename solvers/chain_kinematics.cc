@@ -9,10 +9,11 @@
 namespace reach {
 
 ChainKinematics::ChainKinematics(const ChainProblem& problem, Workspace& ws,
-                                 Pose& pose)
+                                 Pose& pose, bool position_only)
     : problem_(problem), ws_(ws), pose_(pose) {
   const int n = static_cast<int>(problem.joints.size());
-  const bool orientation = problem.goal->target_orientation.has_value();
+  const bool orientation =
+      !position_only && problem.goal->target_orientation.has_value();
   task_rows_ = orientation ? 6 : 3;
   moving_joints_ = orientation ? n : n - 1;
   inv_length_ = problem.chain_length > 1e-12 ? 1.0 / problem.chain_length : 1.0;
@@ -102,6 +103,110 @@ void ChainKinematics::Jacobian(JacobianMatrix<Rows>* jacobian) const {
 template void ChainKinematics::Jacobian<3>(JacobianMatrix<3>*) const;
 template void ChainKinematics::Jacobian<6>(JacobianMatrix<6>*) const;
 
+namespace {
+
+// A joint within this of a bound (radians) is on it.
+constexpr double kOnBound = 1e-6;
+
+// Removes unit direction `m` (model space) from a ball joint's three
+// columns: J_k <- J_k (I - m m^T).
+template <int Rows>
+void ProjectOut(const Eigen::Vector3d& m, int col,
+                JacobianMatrix<Rows>* jacobian) {
+  const Eigen::Matrix<double, Rows, 1> jm =
+      jacobian->template middleCols<3>(col) * m;
+  jacobian->template middleCols<3>(col).noalias() -= jm * m.transpose();
+}
+
+}  // namespace
+
+template <int Rows>
+bool ChainKinematics::BlockOutwardDirections(const DofVector& delta,
+                                             JacobianMatrix<Rows>* jacobian) {
+  bool changed = false;
+  for (int k = 0; k < moving_joints_; ++k) {
+    if (!maybe_on_bound_[k]) continue;
+    const int j = problem_.joints[k];
+    const Joint& joint = problem_.skeleton->joint(j);
+    const int s = dof_start_[k];
+    if (joint.type == JointType::kHinge) {
+      const double angle = ws_.dof_values[s];
+      const bool at_max = angle >= joint.max_angle_rad - kOnBound;
+      const bool at_min = angle <= joint.min_angle_rad + kOnBound;
+      maybe_on_bound_[k] = at_max || at_min;
+      if ((delta[s] > 0.0 && at_max) || (delta[s] < 0.0 && at_min)) {
+        jacobian->col(s).setZero();
+        changed = true;
+      }
+      continue;
+    }
+    if (joint.type != JointType::kBall) continue;
+    bool on_bound = false;
+    // A model-space step w turns the joint's local rotation by
+    // v = G^-1 w on the right (see Apply), where G is its model-space
+    // rotation; its change along a direction n of v-space is (G n) . w.
+    const Eigen::Quaterniond& g = ws_.chain_globals[k].rotation;
+    const Eigen::Vector3d w = delta.template segment<3>(s);
+    const Eigen::Quaterniond d =
+        joint.rest.rotation.conjugate() * pose_.local[j].rotation;
+    const Eigen::Vector3d& a = joint.axis;
+    Eigen::Vector3d blocked[2];
+    int count = 0;
+    if (std::isfinite(joint.max_swing_rad)) {
+      // Swing angle phi: cos(phi) = a . (D a). With D -> D exp(v),
+      // d(cos phi) = v . (a x D^T a), so phi grows along (D^T a) x a.
+      const Eigen::Vector3d da = RotateVector(d, a);
+      const double phi = std::atan2(a.cross(da).norm(), a.dot(da));
+      if (phi >= joint.max_swing_rad - kOnBound) {
+        on_bound = true;
+        const Eigen::Vector3d n =
+            RotateVector(g, RotateVector(d.conjugate(), a).cross(a));
+        if (n.dot(w) > 0.0 && n.squaredNorm() > 1e-24) {
+          blocked[count++] = n.normalized();
+        }
+      }
+    }
+    if (std::isfinite(joint.min_angle_rad) ||
+        std::isfinite(joint.max_angle_rad)) {
+      // Twist tau = 2 atan2(A, W), A = D.vec . a, W = D.w (SwingTwist).
+      // With D -> D (1, v/2): dA = v . (W a + a x D.vec) / 2 and
+      // dW = -v . D.vec / 2, so tau grows along
+      // W (W a + a x D.vec) + A D.vec.
+      const double big_a = d.vec().dot(a), big_w = d.w();
+      const double tau =
+          std::remainder(2.0 * std::atan2(big_a, big_w), 2.0 * M_PI);
+      const bool at_max = tau >= joint.max_angle_rad - kOnBound;
+      const bool at_min = tau <= joint.min_angle_rad + kOnBound;
+      if (at_max || at_min) {
+        on_bound = true;
+        Eigen::Vector3d n = RotateVector(
+            g, big_w * (big_w * a + a.cross(d.vec())) + big_a * d.vec());
+        if (at_min) n = -n;
+        if (n.dot(w) > 0.0 && n.squaredNorm() > 1e-24) {
+          n.normalize();
+          if (count == 1) {
+            // Square to the swing's normal, so both stay removed.
+            n -= n.dot(blocked[0]) * blocked[0];
+            const double norm = n.norm();
+            if (norm > 1e-9) blocked[count++] = n / norm;
+          } else {
+            blocked[count++] = n;
+          }
+        }
+      }
+    }
+    maybe_on_bound_[k] = on_bound;
+    for (int i = 0; i < count; ++i) ProjectOut<Rows>(blocked[i], s, jacobian);
+    changed = changed || count > 0;
+  }
+  return changed;
+}
+
+template bool ChainKinematics::BlockOutwardDirections<3>(const DofVector&,
+                                                         JacobianMatrix<3>*);
+template bool ChainKinematics::BlockOutwardDirections<6>(const DofVector&,
+                                                         JacobianMatrix<6>*);
+
 void ChainKinematics::Apply(const DofVector& delta) {
   for (int k = 0; k < moving_joints_; ++k) {
     const int j = problem_.joints[k];
@@ -110,8 +215,9 @@ void ChainKinematics::Apply(const DofVector& delta) {
     switch (joint.type) {
       case JointType::kHinge: {
         double& angle = ws_.dof_values[s];
-        angle = ClampAngle(angle + delta[s], joint.min_angle_rad,
-                           joint.max_angle_rad);
+        const double moved = angle + delta[s];
+        angle = ClampAngle(moved, joint.min_angle_rad, joint.max_angle_rad);
+        if (angle != moved) maybe_on_bound_[k] = true;
         WriteHinge(k, angle);
         break;
       }
@@ -122,8 +228,11 @@ void ChainKinematics::Apply(const DofVector& delta) {
         const Eigen::Vector3d local_w =
             RotateVector(ws_.chain_globals[k].rotation.conjugate(), w);
         Eigen::Quaterniond& local = pose_.local[j].rotation;
-        local = ConstrainRotation(joint, local * FromRotationVector(local_w))
-                    .normalized();
+        const Eigen::Quaterniond moved = local * FromRotationVector(local_w);
+        const Eigen::Quaterniond allowed = ConstrainRotation(joint, moved);
+        // ConstrainRotation returns its input itself when it is inside.
+        if (allowed.coeffs() != moved.coeffs()) maybe_on_bound_[k] = true;
+        local = allowed.normalized();
         break;
       }
       case JointType::kFixed:
@@ -173,6 +282,7 @@ uint64_t RestartSeed(const Goal& goal) {
 }
 
 void ChainKinematics::Randomize(uint64_t* state) {
+  maybe_on_bound_.fill(false);
   for (int k = 0; k < moving_joints_; ++k) {
     const int j = problem_.joints[k];
     const Joint& joint = problem_.skeleton->joint(j);

@@ -30,7 +30,10 @@ class ChainKinematics {
  public:
   // Lays out the DOFs (hinge 1, ball 3, fixed 0) of the joints that move the
   // tip: all but the tip for a position goal, all for a 6-D goal.
-  ChainKinematics(const ChainProblem& problem, Workspace& ws, Pose& pose);
+  // `position_only` treats a 6-D goal as a position goal (the finishing
+  // pass of FABRIK and CCD, which set the tip's orientation afterwards).
+  ChainKinematics(const ChainProblem& problem, Workspace& ws, Pose& pose,
+                  bool position_only = false);
 
   int dof() const { return dof_; }
   // 6 with a target orientation, else 3.
@@ -48,6 +51,23 @@ class ChainKinematics {
   // respect to the DOFs, at the last Evaluate().
   template <int Rows>
   void Jacobian(JacobianMatrix<Rows>* jacobian) const;
+
+  // The clamping loop of Baerlocher & Boulic (2004, "An inverse kinematics
+  // architecture enforcing an arbitrary number of strict priority
+  // levels"), for cones and twist ranges as well as hinge ranges: for every
+  // joint that sits on a bound and that `delta` would push further out,
+  // removes the outward direction from the joint's columns of `jacobian`
+  // (a hinge's column is zeroed; a ball joint's three columns are
+  // projected square to the outward normal of its swing cone and/or twist
+  // bound, in model space). The step recomputed from the result moves
+  // along the bound instead of into it, where Apply's projection would
+  // have thrown that part of the step away. Returns whether it changed
+  // anything. Only joints that Apply has projected since they were last
+  // seen inside their limits are looked at, so chains that stay clear of
+  // their limits pay nothing.
+  template <int Rows>
+  bool BlockOutwardDirections(const DofVector& delta,
+                              JacobianMatrix<Rows>* jacobian);
 
   // Adds `delta` to the DOFs: hinge angles are clamped to their range, ball
   // rotations (delta is a model-space rotation vector) projected onto their
@@ -83,6 +103,8 @@ class ChainKinematics {
   int task_rows_ = 3;
   double inv_length_ = 1.0;
   std::array<int, kMaxChainJoints> dof_start_{};
+  // Joints Apply projected onto a limit and not seen inside since.
+  std::array<bool, kMaxChainJoints> maybe_on_bound_{};
   TaskVector error_ = TaskVector::Zero();
   double position_error_ = 0.0;
   double orientation_error_ = 0.0;

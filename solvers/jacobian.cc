@@ -11,11 +11,18 @@ namespace reach {
 namespace {
 
 constexpr double kDefaultDamping = 0.05;
+// RefineTipPosition starts close to its solution, where the chain is
+// nearly straight or against its limits: little damping, so the first
+// steps already move along the weak directions.
+constexpr double kRefineDamping = 1e-3;
 constexpr double kDefaultMaxStep = 0.5;  // radians
 constexpr double kMinDamping = 1e-6;
 constexpr double kMaxDamping = 1e3;
 constexpr int kMaxHalvings = 16;
 constexpr int kPinvHalvings = 4;
+// Steps computed per iteration at most: the first, then again after
+// blocking the directions it pushed against limits.
+constexpr int kBlockPasses = 3;
 // Buss's error clamping: a step aims at most this far (position in chain
 // lengths, rotation in radians), which keeps the linearisation honest.
 constexpr double kMaxTaskStep = 0.5;
@@ -40,6 +47,44 @@ void TransposeStep(const JacobianMatrix<Rows>& j, const TaskRows<Rows>& e,
   const TaskRows<Rows> jjte = j * *delta;
   const double denom = jjte.squaredNorm();
   *delta *= denom > 1e-300 ? e.dot(jjte) / denom : 0.0;
+}
+
+// JACOBIAN_TRANSPOSE's directions: the gradient J^T e made conjugate to
+// the previous accepted direction (nonlinear conjugate gradients with the
+// Polak-Ribiere+ choice, Nocedal & Wright 2006, section 5.2), so it does
+// not zigzag down narrow valleys as steepest descent does; `valid` false
+// restarts from the plain gradient.
+struct ConjugateState {
+  DofVector gradient;   // J^T e at the last accepted step.
+  DofVector direction;  // The direction of the last accepted step.
+  bool valid = false;
+};
+
+// delta = alpha d along d = J^T e + beta d_prev, with Buss's step length:
+// alpha = <e, J d> / |J d|^2 minimises |e - alpha J d| (exact on the
+// linearised problem). Writes the gradient and direction to *next.
+template <int Rows>
+void ConjugateTransposeStep(const JacobianMatrix<Rows>& j,
+                            const TaskRows<Rows>& e,
+                            const ConjugateState& previous,
+                            ConjugateState* next, DofVector* delta) {
+  next->gradient.resize(j.cols());
+  next->gradient.noalias() = j.transpose() * e;
+  next->direction = next->gradient;
+  if (previous.valid && previous.gradient.size() == j.cols()) {
+    const double old_sq = previous.gradient.squaredNorm();
+    const double change =
+        next->gradient.dot(next->gradient - previous.gradient);
+    const double beta = old_sq > 1e-300 ? std::max(0.0, change / old_sq) : 0.0;
+    next->direction += beta * previous.direction;
+    // Not a descent direction: restart from the gradient.
+    if (next->direction.dot(next->gradient) <= 0.0) {
+      next->direction = next->gradient;
+    }
+  }
+  const TaskRows<Rows> jd = j * next->direction;
+  const double denom = jd.squaredNorm();
+  *delta = next->direction * (denom > 1e-300 ? e.dot(jd) / denom : 0.0);
 }
 
 template <int Rows>
@@ -72,15 +117,16 @@ void DampedStep(const JacobianMatrix<Rows>& j, const TaskRows<Rows>& e,
   delta->noalias() = j.transpose() * w;
 }
 
+// Runs up to `max_iterations` steps of `method` from the chain's current
+// configuration; DLS starts from damping `lambda`.
 template <int Rows>
 int Run(const ChainProblem& problem, JacobianMethod method,
-        ChainKinematics& kin) {
+        ChainKinematics& kin, int max_iterations, double lambda) {
   double error_sq = kin.Evaluate();
   if (kin.dof() == 0) return 0;
   const SolveOptions& options = problem.goal->options;
   const double max_step =
       options.max_step_rad > 0.0 ? options.max_step_rad : kDefaultMaxStep;
-  double lambda = options.damping > 0.0 ? options.damping : kDefaultDamping;
   const double length = std::max(problem.chain_length, 1e-12);
   StallGuard guard(
       std::min(problem.tolerance / length, problem.orientation_tolerance_rad),
@@ -88,23 +134,34 @@ int Run(const ChainProblem& problem, JacobianMethod method,
 
   JacobianMatrix<Rows> j;
   DofVector delta;
+  ConjugateState conjugate, next_conjugate;  // JACOBIAN_TRANSPOSE only.
   int iterations = 0;
-  while (iterations < problem.max_iterations && !kin.Converged() &&
+  while (iterations < max_iterations && !kin.Converged() &&
          guard.KeepGoing(std::sqrt(error_sq))) {
     ++iterations;
     kin.template Jacobian<Rows>(&j);
     const TaskRows<Rows> e = ClampedError<Rows>(kin.error());
     delta.resize(kin.dof());
-    switch (method) {
-      case JacobianMethod::kTranspose:
-        TransposeStep<Rows>(j, e, &delta);
+    // The step, then again without the directions that push joints on a
+    // limit further out (ChainKinematics::BlockOutwardDirections), until
+    // none does or kBlockPasses steps were computed.
+    for (int pass = 0; pass < kBlockPasses; ++pass) {
+      switch (method) {
+        case JacobianMethod::kTranspose:
+          ConjugateTransposeStep<Rows>(j, e, conjugate, &next_conjugate,
+                                       &delta);
+          break;
+        case JacobianMethod::kPseudoInverse:
+          PseudoInverseStep<Rows>(j, e, &delta);
+          break;
+        case JacobianMethod::kDampedLeastSquares:
+          DampedStep<Rows>(j, e, lambda, &delta);
+          break;
+      }
+      if (pass + 1 == kBlockPasses ||
+          !kin.template BlockOutwardDirections<Rows>(delta, &j)) {
         break;
-      case JacobianMethod::kPseudoInverse:
-        PseudoInverseStep<Rows>(j, e, &delta);
-        break;
-      case JacobianMethod::kDampedLeastSquares:
-        DampedStep<Rows>(j, e, lambda, &delta);
-        break;
+      }
     }
     kin.CapStep(max_step, &delta);
     kin.Save();
@@ -127,6 +184,15 @@ int Run(const ChainProblem& problem, JacobianMethod method,
     // of reach) the pseudo-inverse step is huge along the vanishing singular
     // direction; after kPinvHalvings failed halvings it falls back to the
     // transpose direction, the gradient, which always descends.
+    if (method == JacobianMethod::kTranspose) {
+      // Conjugate directions continue only from a step taken as computed;
+      // one that needs halving restarts them from the gradient.
+      conjugate.valid = new_error_sq < error_sq;
+      if (conjugate.valid) {
+        conjugate.gradient = next_conjugate.gradient;
+        conjugate.direction = next_conjugate.direction;
+      }
+    }
     for (int halvings = 0; new_error_sq >= error_sq && halvings < kMaxHalvings;
          ++halvings) {
       kin.Restore();
@@ -156,10 +222,22 @@ int Run(const ChainProblem& problem, JacobianMethod method,
 int JacobianSolver::Solve(const ChainProblem& problem, Workspace& ws,
                           Pose& pose) const {
   ChainKinematics kin(problem, ws, pose);
+  const double lambda = problem.goal->options.damping > 0.0
+                            ? problem.goal->options.damping
+                            : kDefaultDamping;
   return RunWithRestarts(problem, kin, [&] {
-    return kin.task_rows() == 6 ? Run<6>(problem, method_, kin)
-                                : Run<3>(problem, method_, kin);
+    return kin.task_rows() == 6
+               ? Run<6>(problem, method_, kin, problem.max_iterations, lambda)
+               : Run<3>(problem, method_, kin, problem.max_iterations, lambda);
   });
+}
+
+int RefineTipPosition(const ChainProblem& problem, Workspace& ws, Pose& pose,
+                      int max_iterations) {
+  if (max_iterations <= 0) return 0;
+  ChainKinematics kin(problem, ws, pose, /*position_only=*/true);
+  return Run<3>(problem, JacobianMethod::kDampedLeastSquares, kin,
+                max_iterations, kRefineDamping);
 }
 
 }  // namespace reach

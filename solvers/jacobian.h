@@ -1,9 +1,14 @@
 // The Jacobian family (Buss 2004, "Introduction to Inverse Kinematics with
 // Jacobian Transpose, Pseudoinverse and Damped Least Squares methods"):
 //
-// - JACOBIAN_TRANSPOSE: dq = alpha J^T e, with Buss's step
-//   alpha = <e, J J^T e> / |J J^T e|^2, halved while it does not lower the
-//   error.
+// - JACOBIAN_TRANSPOSE: dq = alpha d along d = J^T e made conjugate to the
+//   previous step's direction (nonlinear conjugate gradients,
+//   Polak-Ribiere+: d = J^T e + beta d_prev, beta >= 0; back to J^T e
+//   after a step that needed halving), with Buss's step length
+//   alpha = <e, J d> / |J d|^2, halved while it does not lower the error.
+//   Only transposes, no matrix solves, as in Buss's method, but without
+//   steepest descent's zigzag down narrow valleys: about a third of the
+//   iterations on the limited chains of bench/quality_bench.cc.
 // - JACOBIAN_PINV: dq = J^+ e, the Moore-Penrose pseudo-inverse from the
 //   singular value decomposition of J, singular values below 1e-6 of the
 //   largest dropped. A step that does not lower the error is halved; after
@@ -16,8 +21,13 @@
 // Targets: position (3 rows), or position and orientation (6 rows) when the
 // goal has a target orientation. Hinge angles are clamped to their range and
 // ball rotations projected onto their limits after every step, so results
-// always respect the limits. Each step's largest joint rotation is capped at
-// options.max_step_rad (default 0.5 rad).
+// always respect the limits. A joint on a limit that a step would push
+// further out loses that direction from its Jacobian columns, and the step
+// is computed again (the clamping loop of Baerlocher & Boulic 2004, for
+// hinge ranges, swing cones and twist ranges; ChainKinematics::
+// BlockOutwardDirections), so the other joints take up the motion instead
+// of the projection discarding it. Each step's largest joint rotation is
+// capped at options.max_step_rad (default 0.5 rad).
 #ifndef REACH_SOLVERS_JACOBIAN_H_
 #define REACH_SOLVERS_JACOBIAN_H_
 
@@ -36,6 +46,16 @@ class JacobianSolver final : public ChainSolver {
  private:
   JacobianMethod method_;
 };
+
+// The finishing pass of FABRIK and CCD: up to `max_iterations` damped
+// least squares steps (as JACOBIAN_DLS, from a small damping) on the tip's
+// position, from the pose as it stands and within the joint limits. Where
+// those methods converge linearly with a rate near 1 (a chain near full
+// extension, joints against their limits), these steps converge in a
+// few. Expects ws.chain_globals current for `pose`, leaves them current;
+// returns the iterations run (0 when max_iterations <= 0).
+int RefineTipPosition(const ChainProblem& problem, Workspace& ws, Pose& pose,
+                      int max_iterations);
 
 }  // namespace reach
 

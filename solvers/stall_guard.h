@@ -33,6 +33,31 @@ class StallGuard {
   int stalled_ = 0;
 };
 
+// Says when a linearly converging solver (FABRIK, CCD) has slowed down so
+// much that its finishing pass (BendToReach, RefineTipPosition) will do
+// better: when the error fell by less than the factor `ratio` over the
+// last kWindow iterations (ratio 0.66: less than about 10% per iteration).
+class SlowProgress {
+ public:
+  static constexpr int kWindow = 4;
+  explicit SlowProgress(double ratio) : ratio_(ratio) {}
+
+  // Records the error before an iteration; true when progress is slow.
+  bool Slow(double error) {
+    const bool slow = count_ >= kWindow && error > ratio_ * history_[next_];
+    history_[next_] = error;
+    next_ = next_ + 1 == kWindow ? 0 : next_ + 1;
+    ++count_;
+    return slow;
+  }
+
+ private:
+  double ratio_;
+  double history_[kWindow] = {};
+  int next_ = 0;
+  int count_ = 0;
+};
+
 }  // namespace reach
 
 #endif  // REACH_SOLVERS_STALL_GUARD_H_

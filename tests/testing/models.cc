@@ -93,6 +93,66 @@ Pose RandomPose(const Skeleton& skeleton, Rng& rng, double max_angle) {
   return pose;
 }
 
+SkeletonDef LimitedChainDef(Rng& rng, const LimitedChainOptions& options) {
+  std::uniform_real_distribution<double> bone(options.min_bone,
+                                              options.max_bone);
+  std::uniform_real_distribution<double> swing(options.min_swing_rad,
+                                               options.max_swing_rad);
+  std::uniform_real_distribution<double> twist(options.min_twist_rad,
+                                               options.max_twist_rad);
+  std::normal_distribution<double> n(0.0, 1.0);
+  SkeletonDef def;
+  for (int k = 0; k < options.joints; ++k) {
+    JointDef& j = def.joints.emplace_back();
+    j.name = absl::StrCat("j", k);
+    j.parent = k - 1;
+    if (k > 0) {
+      // Uniform on the sphere: a normalised Gaussian vector.
+      Eigen::Vector3d dir(n(rng), n(rng), n(rng));
+      dir.normalize();
+      j.rest.translation = bone(rng) * dir;
+      def.joints[k - 1].axis = dir;  // The parent's twist axis: its bone.
+    }
+    j.max_swing_rad = swing(rng);
+    const double t = twist(rng);
+    j.min_angle_rad = -t;
+    j.max_angle_rad = t;
+  }
+  def.joints.back().axis = options.joints > 1
+                               ? def.joints[options.joints - 2].axis
+                               : Eigen::Vector3d::UnitX();
+  def.chains.push_back({"chain", "j0", absl::StrCat("j", options.joints - 1)});
+  return def;
+}
+
+Pose RandomLimitedPose(const Skeleton& skeleton, Rng& rng) {
+  Pose pose = RestPose(skeleton);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const std::vector<int>& joints = skeleton.chain(0).joints;
+  for (size_t k = 0; k + 1 < joints.size(); ++k) {
+    const Joint& joint = skeleton.joint(joints[k]);
+    const double cone =
+        std::isfinite(joint.max_swing_rad) ? joint.max_swing_rad : M_PI;
+    const double lo =
+        std::isfinite(joint.min_angle_rad) ? joint.min_angle_rad : -M_PI;
+    const double hi =
+        std::isfinite(joint.max_angle_rad) ? joint.max_angle_rad : M_PI;
+    // A unit axis square to the twist axis, at a uniform azimuth.
+    const Eigen::Vector3d a = joint.axis.unitOrthogonal();
+    const Eigen::Vector3d b = joint.axis.cross(a);
+    const double azimuth = 2 * M_PI * u(rng);
+    const Eigen::Vector3d swing_axis =
+        std::cos(azimuth) * a + std::sin(azimuth) * b;
+    const Eigen::Quaterniond swing(
+        Eigen::AngleAxisd(cone * u(rng), swing_axis));
+    const Eigen::Quaterniond twist(
+        Eigen::AngleAxisd(lo + (hi - lo) * u(rng), joint.axis));
+    pose.local[joints[k]].rotation =
+        (joint.rest.rotation * swing * twist).normalized();
+  }
+  return pose;
+}
+
 absl::StatusOr<Solved> SolveOne(const Skeleton& skeleton, const Goal& goal,
                                 Pose start) {
   Workspace ws;

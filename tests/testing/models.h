@@ -38,6 +38,36 @@ SkeletonDef RandomChainDef(Rng& rng, const RandomChainOptions& options);
 // limits (hinge).
 Pose RandomPose(const Skeleton& skeleton, Rng& rng, double max_angle);
 
+// Random chains of limited ball joints: the families of
+// bench/quality_bench.cc and tests/solvers/limited_chain_test.cc.
+struct LimitedChainOptions {
+  int joints = 8;  // Chain joints including the tip; >= 2.
+  double min_bone = 0.2;
+  double max_bone = 1.0;
+  // Each joint's swing cone half-angle is drawn uniformly from
+  // [min_swing_rad, max_swing_rad], and its twist range is [-t, t] with t
+  // drawn uniformly from [min_twist_rad, max_twist_rad].
+  double min_swing_rad = 20 * M_PI / 180;
+  double max_swing_rad = 90 * M_PI / 180;
+  double min_twist_rad = 10 * M_PI / 180;
+  double max_twist_rad = 60 * M_PI / 180;
+};
+
+// A skeleton "j0 -> ... -> j{n-1}" of ball joints (j0 at the origin) with
+// identity rest rotations and bones of random length in [min_bone,
+// max_bone] along directions uniform on the sphere (each in its parent's
+// frame). Every joint's twist axis is set explicitly to its own bone's
+// direction (the tip's to its parent's); limits as drawn above. One chain
+// "chain" from j0 to the tip.
+SkeletonDef LimitedChainDef(Rng& rng, const LimitedChainOptions& options);
+
+// A pose of a LimitedChainDef skeleton (any skeleton of ball joints) with
+// every joint of chain 0 but the tip inside its limits: local = rest *
+// swing * twist, the swing about a random axis square to the twist axis by
+// an angle uniform in [0, cone], the twist uniform in the twist range.
+// Unlimited swing or twist is drawn from [0, pi] / [-pi, pi].
+Pose RandomLimitedPose(const Skeleton& skeleton, Rng& rng);
+
 // One goal solved from `start` with a fresh workspace.
 struct Solved {
   Pose pose;
