@@ -468,10 +468,13 @@ void AlignBend(const ChainProblem& problem, const BendReference& reference,
   if (!orientation && bend_norm < kNearlyStraight * length &&
       (pole || wrong_side || bend_norm < kKeep * length)) {
     const Vector3d goal_bend = std::max(bend_norm, kKeep * length) * want;
-    // Shifted, the bend faces `want`: nothing left to turn.
     if (ShiftBend(problem, line, goal_bend - bend, 0.1 * problem.tolerance,
                   ws, pose)) {
-      return;
+      // On the reference's side now; a pole may still want a turn (a hinge
+      // shifts the bend only across its own axis).
+      if (!pole) return;
+      ComputeChainGlobals(problem, pose, ws);
+      bend = BendAcross(ws, n, line);
     }
   }
   if (!(bend.norm() > kSwivelBend * length)) return;

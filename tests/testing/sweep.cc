@@ -113,7 +113,10 @@ SweepStats RunSweep(const Skeleton& skeleton, const Pose& start,
     if (bend.norm() > 1e-6 * length) {
       if (!reference) reference = bend.normalized();
       if (bend.dot(*reference) < 0.0) ++stats.wrong_side_frames;
-      if (spec.pole_offset) {
+      // The pole's angle only where the knee is visibly off the line: a
+      // bend of 1e-5 of the length (what a limb keeps past full
+      // extension) turns by degrees with a micro-radian of aim.
+      if (spec.pole_offset && bend.norm() > 1e-4 * length) {
         const double angle =
             std::atan2(bend.cross(*reference).norm(), bend.dot(*reference));
         stats.max_pole_angle_deg =

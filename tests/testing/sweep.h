@@ -53,7 +53,8 @@ struct SweepStats {
   // counted either way.
   int wrong_side_frames = 0;
   // Largest angle between a bent frame's bend and the pole's direction
-  // across the line, degrees (0 without a pole).
+  // across the line, degrees, over frames bent by more than 1e-4 of the
+  // length (0 without a pole).
   double max_pole_angle_deg = 0.0;
   // Largest change of any chain joint's local rotation between consecutive
   // frames, radians.
