@@ -69,8 +69,6 @@ TEST(PoleTest, EverySolverPutsTheKneeOnThePolePlane) {
     forward.local[1].rotation = AxisAngle(Vector3d::UnitX(), 0.8);
     Rng rng(11);
     for (SolverKind solver : kEverySolver) {
-      // FABRIK cannot yet roll a hip to turn a hinge knee's plane.
-      if (hinge && solver == SolverKind::kFabrik) continue;
       for (int t = 0; t < 40; ++t) {
         // Reachable targets (the ankle of a random pose), poles behind and
         // to the side, from the bent start and the straight rest pose.
