@@ -4,7 +4,7 @@
 // shared printer), run by scripts/bench-quality; not run by CI.
 //
 //   quality_bench [--targets N] [--seed S] [--repeats R]
-//                 [--tables limited,extension]
+//                 [--tables limited,extension,sweep,pole,symmetry]
 //
 // Tables:
 // - limited: random chains of ball joints with swing cones and twist ranges
@@ -18,6 +18,13 @@
 //   joints, random bone lengths), warm-started at full extension along a
 //   random direction; targets at 0.999-1.0 x the chain's length along a
 //   direction at an angle to the chain's line drawn from each bucket.
+// - sweep: a leg (ball knee, hinge knee) warm-started through full
+//   extension and back in 24 directions, with and without a pole: flips,
+//   wrong-side frames, the largest per-frame joint step against
+//   TWO_BONE's on the same sweep, unreached reachable frames.
+// - pole: how close each solver puts the knee to the pole's plane, on the
+//   issue's case (knee forward, pole behind) and a leg with real limits.
+// - symmetry: straight starts with targets 0 to 1e-4 rad off the line.
 //
 // Every solve goes through reach::Solve with the goal's default options
 // (tolerance 1e-5 x the chain's length, the solver's default iteration
@@ -37,7 +44,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "solvers/solve.h"
+#include "solvers/limits.h"
 #include "tests/testing/models.h"
+#include "tests/testing/sweep.h"
 
 namespace reach {
 namespace {
@@ -305,12 +314,237 @@ void ExtensionTable(const Config& config) {
   table.Print();
 }
 
+
+constexpr SolverKind kEverySolver[] = {
+    SolverKind::kTwoBone,           SolverKind::kFabrik,
+    SolverKind::kCcd,               SolverKind::kJacobianTranspose,
+    SolverKind::kJacobianPinv,      SolverKind::kJacobianDls,
+    SolverKind::kGradientDescent};
+
+// Warm-started sweeps through full extension and back (the stream test of
+// tests/solvers/stream_quality_test.cc, with its independent forward
+// kinematics): a leg, the foot's target from 0.5 to 1.2 of the leg's
+// length and back over 1000 frames, each frame from the previous answer,
+// in 24 directions; with and without a pole.
+void SweepTable(const Config&) {
+  Table table(
+      "Warm-started sweeps through full extension (24 directions x 1000 "
+      "frames)",
+      {"solver", "knee", "pole", "sweeps with a flip", "wrong-side frames",
+       "largest step / TWO_BONE's", "unreached reachable frames",
+       "worst pole angle (deg)", "us per frame"});
+  const std::vector<Eigen::Vector3d> directions =
+      testing::SphereDirections(24);
+  for (SolverKind solver : kEverySolver) {
+    for (bool hinge : {false, true}) {
+      const Skeleton leg = MustCreate(testing::TwoBoneLegDef(hinge));
+      const Pose rest = RestPose(leg);
+      for (bool pole : {false, true}) {
+        int flipped = 0, wrong = 0, unreached = 0;
+        double ratio = 0.0, angle = 0.0, seconds = 0.0;
+        for (int d = 0; d < static_cast<int>(directions.size()); ++d) {
+          testing::SweepSpec spec;
+          spec.solver = solver;
+          spec.direction = directions[d];
+          if (pole) {
+            const Eigen::Vector3d e1 = directions[d].unitOrthogonal();
+            const Eigen::Vector3d e2 = directions[d].cross(e1);
+            spec.pole_offset =
+                0.5 * (std::cos(d * 1.3) * e1 + std::sin(d * 1.3) * e2) +
+                0.3 * directions[d];
+          }
+          const auto begin = std::chrono::steady_clock::now();
+          const testing::SweepStats stats = testing::RunSweep(leg, rest, spec);
+          seconds += std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - begin)
+                         .count();
+          spec.solver = SolverKind::kTwoBone;
+          const testing::SweepStats minimum =
+              testing::RunSweep(leg, rest, spec);
+          flipped += stats.wrong_side_frames > 0;
+          wrong += stats.wrong_side_frames;
+          unreached += stats.unreached_reachable;
+          ratio = std::max(ratio, stats.max_step_rad / minimum.max_step_rad);
+          angle = std::max(angle, stats.max_pole_angle_deg);
+        }
+        table.AddRow({std::string(SolverName(solver)),
+                      hinge ? "hinge" : "ball", pole ? "yes" : "no",
+                      absl::StrCat(flipped, "/24"), absl::StrCat(wrong),
+                      Fixed(ratio, 2), absl::StrCat(unreached),
+                      pole ? Fixed(angle, 2) : "-",
+                      Fixed(1e6 * seconds / (24.0 * 1000.0), 2)});
+      }
+    }
+  }
+  table.Print();
+}
+
+// The angle (degrees) between the knee's offset and the pole's, across
+// the hip-target line.
+double KneePoleAngleDeg(const Eigen::Vector3d& hip, const Eigen::Vector3d& knee,
+                        const Eigen::Vector3d& target,
+                        const Eigen::Vector3d& pole) {
+  const Eigen::Vector3d u = (target - hip).normalized();
+  Eigen::Vector3d k = knee - hip;
+  Eigen::Vector3d p = pole - hip;
+  k -= k.dot(u) * u;
+  p -= p.dot(u) * u;
+  return std::atan2(k.cross(p).norm(), k.dot(p)) * 180.0 / M_PI;
+}
+
+// Poles: the case (the knee starts forward, the pole is behind,
+// reachable targets) on legs with a ball and a hinge knee; and a leg with
+// real limits (hip cone 100 deg, twist +-40 deg, knee [0, 150] deg) whose
+// targets and poles come from random poses within the limits (so the
+// limits allow the pole), under AUTO and each solver.
+void PoleTable(const Config& config) {
+  Table table("Poles (knee in the plane of hip, target and pole)",
+              {"leg", "solver", "reached", "within 1 deg (of reached)",
+               "mean angle (deg)", "worst angle (deg)"});
+  auto row = [&](const char* leg_name, const Skeleton& leg, SolverKind solver,
+                 bool limited) {
+    Rng rng(config.seed);
+    Pose forward = RestPose(leg);
+    if (!limited) {
+      forward.local[0].rotation = AxisAngle(Eigen::Vector3d::UnitX(), -0.4);
+      forward.local[1].rotation = AxisAngle(Eigen::Vector3d::UnitX(), 0.8);
+    }
+    int reached = 0, within = 0, count = 0;
+    double sum = 0.0, worst = 0.0;
+    Workspace ws;
+    for (int t = 0; t < config.targets; ++t) {
+      const Pose random = testing::RandomPose(leg, rng, limited ? 1.5 : 1.2);
+      const auto fk = testing::IndependentFk(leg, random);
+      const Eigen::Vector3d hip = fk.position[0];
+      Goal goal;
+      goal.chain = 0;
+      goal.solver = solver;
+      goal.target = fk.position[2];
+      if (limited) {
+        if ((fk.position[1] - hip).cross(goal.target - hip).norm() < 0.05) {
+          continue;  // Nearly straight: no pole plane.
+        }
+        goal.pole = hip + 2.0 * (fk.position[1] - hip);
+      } else {
+        goal.pole = hip + Eigen::Vector3d((t % 4 - 1.5) * 0.3, -0.5, -0.6);
+      }
+      ++count;
+      Pose pose = limited ? RestPose(leg) : forward;
+      GoalResult result;
+      if (!Solve(leg, absl::MakeConstSpan(&goal, 1), ws, &pose,
+                 absl::MakeSpan(&result, 1))
+               .ok()) {
+        std::exit(1);
+      }
+      const auto solved = testing::IndependentFk(leg, pose);
+      if ((solved.position[2] - goal.target).norm() > result.tolerance) {
+        continue;
+      }
+      ++reached;
+      const double angle = KneePoleAngleDeg(hip, solved.position[1],
+                                            goal.target, *goal.pole);
+      within += angle <= 1.0;
+      sum += angle;
+      worst = std::max(worst, angle);
+    }
+    table.AddRow({leg_name, std::string(SolverName(solver)),
+                  Percent(count ? reached / double(count) : 0.0),
+                  Percent(reached ? within / double(reached) : 0.0),
+                  Fixed(reached ? sum / reached : 0.0, 3), Fixed(worst, 3)});
+  };
+  for (bool hinge : {false, true}) {
+    const Skeleton leg = MustCreate(testing::TwoBoneLegDef(hinge));
+    for (SolverKind solver : kEverySolver) {
+      row(hinge ? "hinge knee" : "ball knee", leg, solver, false);
+    }
+  }
+  SkeletonDef def = testing::TwoBoneLegDef(/*hinge_knee=*/true);
+  def.joints[0].max_swing_rad = 100.0 * M_PI / 180.0;
+  def.joints[0].min_angle_rad = -40.0 * M_PI / 180.0;
+  def.joints[0].max_angle_rad = 40.0 * M_PI / 180.0;
+  def.joints[1].axis = -Eigen::Vector3d::UnitX();
+  def.joints[1].min_angle_rad = 0.0;
+  def.joints[1].max_angle_rad = 150.0 * M_PI / 180.0;
+  const Skeleton limited = MustCreate(def);
+  for (SolverKind solver :
+       {SolverKind::kAuto, SolverKind::kFabrik, SolverKind::kCcd,
+        SolverKind::kJacobianTranspose, SolverKind::kJacobianPinv,
+        SolverKind::kJacobianDls, SolverKind::kGradientDescent}) {
+    row("limited leg", limited, solver, true);
+  }
+  table.Print();
+}
+
+// The straight-start symmetry band: a straight chain (the leg with a ball
+// and a hinge knee, five ball joints) from its rest pose, the target at 0.8
+// of its length, off the chain's line by an angle from 0 to 1e-4 rad, about
+// three axes. The share of targets each solver reaches.
+void SymmetryTable(const Config&) {
+  const double kOffsets[] = {0.0, 1e-12, 1e-10, 1e-8, 1e-7,
+                             1e-6, 1e-5, 1e-4};
+  std::vector<std::string> columns = {"solver"};
+  for (double offset : kOffsets) {
+    columns.push_back(absl::StrFormat("%g rad", offset));
+  }
+  Table table("Straight starts: targets near the chain's line (share reached)",
+              columns);
+  std::vector<Skeleton> chains;
+  chains.push_back(MustCreate(testing::TwoBoneLegDef(false)));
+  chains.push_back(MustCreate(testing::TwoBoneLegDef(true)));
+  chains.push_back(MustCreate(testing::StraightChainDef(5, 0.2)));
+  Workspace ws;
+  for (SolverKind solver : kEverySolver) {
+    std::vector<std::string> cells = {std::string(SolverName(solver))};
+    for (double offset : kOffsets) {
+      int reached = 0, count = 0;
+      for (const Skeleton& chain : chains) {
+        const std::vector<int>& joints = chain.chain(0).joints;
+        if (solver == SolverKind::kTwoBone && joints.size() != 3) continue;
+        const auto rest = testing::IndependentFk(chain, RestPose(chain));
+        const Eigen::Vector3d root = rest.position[joints.front()];
+        const Eigen::Vector3d line = rest.position[joints.back()] - root;
+        for (const Eigen::Vector3d& about :
+             {Eigen::Vector3d(1, 0, 0), Eigen::Vector3d(0, 0, 1),
+              Eigen::Vector3d(1, 1, 1)}) {
+          const Eigen::Vector3d axis = line.cross(about).squaredNorm() > 1e-12
+                                           ? line.cross(about).normalized()
+                                           : line.unitOrthogonal();
+          Goal goal;
+          goal.chain = 0;
+          goal.solver = solver;
+          goal.target =
+              root + 0.8 * RotateVector(AxisAngle(axis, offset), line);
+          Pose pose = RestPose(chain);
+          GoalResult result;
+          if (!Solve(chain, absl::MakeConstSpan(&goal, 1), ws, &pose,
+                     absl::MakeSpan(&result, 1))
+                   .ok()) {
+            std::exit(1);
+          }
+          const double error =
+              (testing::IndependentFk(chain, pose).position[joints.back()] -
+               goal.target)
+                  .norm();
+          reached += error <= result.tolerance;
+          ++count;
+        }
+      }
+      cells.push_back(Percent(count ? reached / double(count) : 0.0));
+    }
+    table.AddRow(cells);
+  }
+  table.Print();
+}
+
 struct NamedTable {
   const char* name;
   void (*run)(const Config&);
 };
 const NamedTable kTables[] = {{"limited", LimitedChainTable},
-                              {"extension", ExtensionTable}};
+                              {"extension", ExtensionTable},
+                              {"sweep", SweepTable},
+                              {"pole", PoleTable},
+                              {"symmetry", SymmetryTable}};
 
 int Main(int argc, char** argv) {
   Config config;
@@ -327,7 +561,7 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--targets N] [--seed S] [--repeats R] "
-                   "[--tables limited,extension]\n",
+                   "[--tables limited,extension,sweep,pole,symmetry]\n",
                    argv[0]);
       return 2;
     }
