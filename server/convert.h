@@ -60,9 +60,22 @@ inline bool TranslationChanged(const Transform& start,
                      3 * sizeof(double)) != 0;
 }
 
-// Writes into `response` every joint of `solved` that differs from `start`
-// (rotation, and translation only when it changed) and one result per goal.
-void ToProto(const Pose& start, const Pose& solved,
+// How a response reports a joint's solved local rotation: for a hinge, its
+// angle within its limits (HingeAngleWithinLimits: min <= angle <= max
+// exactly) and the rotation regenerated from that angle (HingeRotation), so
+// the two agree; any other joint's rotation as solved.
+struct ReportedRotation {
+  Eigen::Quaterniond rotation;
+  bool hinge = false;
+  double angle_rad = 0.0;  // Hinges only: radians from rest about the axis.
+};
+ReportedRotation ReportRotation(const Joint& joint,
+                                const Eigen::Quaterniond& solved);
+
+// Writes into `response` every joint of `solved` (a pose of `skeleton`) that
+// differs from `start` (rotation, and translation only when it changed), the
+// angles of the rotated hinges (ReportRotation) and one result per goal.
+void ToProto(const Skeleton& skeleton, const Pose& start, const Pose& solved,
              absl::Span<const GoalResult> results, v1::SolveResponse* response);
 
 // Model-space transforms of every joint.

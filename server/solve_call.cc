@@ -71,7 +71,7 @@ absl::Status SolveOne(const RegisteredSkeleton& registered,
     return status;
   }
   const Skeleton& skeleton = registered.skeleton;
-  ToProto(scratch.start, scratch.pose, scratch.results, response);
+  ToProto(skeleton, scratch.start, scratch.pose, scratch.results, response);
   if (request.return_globals()) {
     ComputeGlobals(skeleton, scratch.pose, absl::MakeSpan(scratch.ws.globals));
     ToProto(absl::MakeConstSpan(scratch.ws.globals)
@@ -110,8 +110,9 @@ void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
         status = SolvePose(*skeleton, item, /*warm_start=*/nullptr, limits,
                            scratch);
         if (status.ok()) {
-          AppendSolvedItem(item.sequence(), scratch.start, scratch.pose,
-                           scratch.results, &scratch.changed_joints, out);
+          AppendSolvedItem(skeleton->skeleton, item.sequence(), scratch.start,
+                           scratch.pose, scratch.results,
+                           &scratch.changed_joints, out);
           continue;
         }
       } else {

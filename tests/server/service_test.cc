@@ -1,4 +1,5 @@
 // Every unary RPC against the real server on a loopback port.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -254,6 +255,96 @@ TEST_F(ServiceTest, SolveListsOnlyTheJointsItTurned) {
   EXPECT_THAT(response.rotated_joints(),
               ::testing::ElementsAre(index("l_shoulder"), index("l_elbow")));
   EXPECT_TRUE(response.translated_joints().empty());
+}
+
+// Checks a response's hinge angles against the skeleton: one per rotated
+// hinge, strictly inside the range, and the wire rotation is the angle's
+// (read back here: rest^-1 q = (cos(a/2), sin(a/2) axis)). Returns how many
+// sat exactly at a bound.
+int ExpectHingeAnglesWithinLimits(const Skeleton& skeleton,
+                                  const v1::SolveResponse& response) {
+  std::vector<uint32_t> rotated_hinges;
+  for (uint32_t j : response.rotated_joints()) {
+    if (skeleton.joint(j).type == JointType::kHinge) rotated_hinges.push_back(j);
+  }
+  EXPECT_THAT(response.hinge_joints(),
+              ::testing::ElementsAreArray(rotated_hinges));
+  EXPECT_EQ(response.hinge_angles_rad_size(), response.hinge_joints_size());
+  int at_bound = 0;
+  for (int h = 0; h < response.hinge_joints_size() &&
+                  h < response.hinge_angles_rad_size();
+       ++h) {
+    const uint32_t j = response.hinge_joints(h);
+    const Joint& joint = skeleton.joint(j);
+    const double angle = response.hinge_angles_rad(h);
+    EXPECT_TRUE(joint.min_angle_rad <= angle && angle <= joint.max_angle_rad)
+        << joint.name << ": " << angle;
+    at_bound += angle == joint.min_angle_rad || angle == joint.max_angle_rad;
+    const int r = static_cast<int>(
+        std::find(response.rotated_joints().begin(),
+                  response.rotated_joints().end(), j) -
+        response.rotated_joints().begin());
+    const double* q = response.rotations().data() + 4 * r;
+    const Eigen::Quaterniond rel =
+        joint.rest.rotation.conjugate() * Eigen::Quaterniond(q[0], q[1], q[2], q[3]);
+    const double along = rel.vec().dot(joint.axis);
+    EXPECT_NEAR(2.0 * std::atan2(along, rel.w()), angle, 1e-14) << joint.name;
+    EXPECT_LT((rel.vec() - along * joint.axis).norm(), 1e-15) << joint.name;
+  }
+  return at_bound;
+}
+
+// Every call that solves returns the angles of the hinges it moved, inside
+// their limits exactly: Solve, SolveBatch (whose items are written straight
+// from the solve) and SolveStream.
+TEST_F(ServiceTest, ResponsesCarryHingeAnglesWithinLimits) {
+  const SkeletonDef def = testing::PandaDef();
+  const Skeleton panda = *Skeleton::Create(def);
+  const std::string id = MustRegister(*server_.stub, ToWire(def, "panda"));
+  testing::Rng rng(21);
+  std::vector<v1::SolveRequest> requests;
+  for (int i = 0; i < 40; ++i) {
+    // Reachable targets, and far ones that stretch the arm into its limits.
+    const Eigen::Vector3d target =
+        i % 2 ? testing::GlobalOf(panda, testing::RandomPose(panda, rng, M_PI),
+                                  panda.chain(0).joints.back())
+                    .translation
+              : Eigen::Vector3d(0.4 * std::cos(i), 0.4 * std::sin(i), 2.0);
+    v1::SolveRequest& request = requests.emplace_back();
+    request.set_skeleton_id(id);
+    request.set_sequence(i);
+    *request.add_goals() = MakeGoal("arm", target, v1::SOLVER_JACOBIAN_DLS);
+  }
+  int angles = 0, at_bound = 0;
+  v1::SolveBatchRequest batch;
+  for (const v1::SolveRequest& request : requests) {
+    v1::SolveResponse response;
+    ASSERT_TRUE(server_.stub->Solve(Context().get(), request, &response).ok());
+    at_bound += ExpectHingeAnglesWithinLimits(panda, response);
+    angles += response.hinge_angles_rad_size();
+    *batch.add_items() = request;
+  }
+  EXPECT_GT(angles, 200);
+  EXPECT_GT(at_bound, 0);  // The far targets clamp joints at their limits.
+
+  v1::SolveBatchResponse batched;
+  ASSERT_TRUE(server_.stub->SolveBatch(Context().get(), batch, &batched).ok());
+  ASSERT_EQ(batched.items_size(), 40);
+  for (const v1::SolveResponse& item : batched.items()) {
+    ASSERT_FALSE(item.has_error()) << item.error().message();
+    EXPECT_GT(item.hinge_joints_size(), 0);
+    ExpectHingeAnglesWithinLimits(panda, item);
+  }
+
+  auto context = Context();
+  auto stream = server_.stub->SolveStream(context.get());
+  ASSERT_TRUE(stream->Write(requests[0]));
+  v1::SolveResponse streamed;
+  ASSERT_TRUE(stream->Read(&streamed));
+  EXPECT_GT(streamed.hinge_joints_size(), 0);
+  ExpectHingeAnglesWithinLimits(panda, streamed);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 // One broken field at a time: the code and the field named.
