@@ -28,7 +28,7 @@ int CcdSolver::Solve(const ChainProblem& problem, Workspace& ws,
   const double max_step = problem.goal->options.max_step_rad;
   Transform* g = ws.chain_globals.data();
   int iterations = 0;
-  StallGuard guard(problem.tolerance);
+  StallGuard guard(problem.deadline, problem.tolerance);
   while (iterations < problem.max_iterations &&
          guard.KeepGoing((g[n - 1].translation - target).norm())) {
     ++iterations;

@@ -89,7 +89,7 @@ int SolvePoints(const ChainProblem& problem, Workspace& ws) {
   if (goal.pole) ApplyPole(*goal.pole, n, p);
 
   int iterations = 0;
-  StallGuard guard(problem.tolerance);
+  StallGuard guard(problem.deadline, problem.tolerance);
   while (iterations < problem.max_iterations &&
          guard.KeepGoing((p[n - 1] - target).norm())) {
     ++iterations;
@@ -191,7 +191,7 @@ int SolveConstrained(const ChainProblem& problem, Workspace& ws, Pose& pose) {
   const double* len = ws.lengths.data();
   const Vector3d& target = goal.target;
   int iterations = 0;
-  StallGuard guard(problem.tolerance);
+  StallGuard guard(problem.deadline, problem.tolerance);
   while (iterations < problem.max_iterations &&
          guard.KeepGoing((p[n - 1] - target).norm())) {
     ++iterations;

@@ -83,6 +83,7 @@ int Run(const ChainProblem& problem, JacobianMethod method,
   double lambda = options.damping > 0.0 ? options.damping : kDefaultDamping;
   const double length = std::max(problem.chain_length, 1e-12);
   StallGuard guard(
+      problem.deadline,
       std::min(problem.tolerance / length, problem.orientation_tolerance_rad),
       /*patience=*/8);
 
