@@ -200,6 +200,7 @@ absl::Status FromProto(
     goal.options.max_restarts = options.max_restarts();
     goal.options.soft = options.soft();
     goal.options.max_stretch = options.max_stretch();
+    goal.options.time_budget_ms = options.time_budget_ms();
   }
   return absl::OkStatus();
 }
@@ -286,6 +287,20 @@ void ToProto(const Skeleton& skeleton, const Pose& start, const Pose& solved,
     out->set_tolerance(r.tolerance);
     out->set_orientation_tolerance_rad(r.orientation_tolerance_rad);
   }
+}
+
+Deadline FromGrpcDeadline(std::chrono::system_clock::time_point deadline) {
+  Deadline out;
+  const auto left = deadline - std::chrono::system_clock::now();
+  // gRPC's "no deadline" is time_point::max(); a deadline a year or more
+  // away is treated alike (and cannot overflow the steady clock).
+  if (deadline == std::chrono::system_clock::time_point::max() ||
+      left > std::chrono::hours(24 * 365)) {
+    return out;
+  }
+  out.at = Deadline::Clock::now() +
+           std::chrono::duration_cast<Deadline::Clock::duration>(left);
+  return out;
 }
 
 void ToProto(absl::Span<const Transform> globals, v1::SolveResponse* response) {

@@ -5,6 +5,7 @@
 #ifndef REACH_SERVER_CONVERT_H_
 #define REACH_SERVER_CONVERT_H_
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "absl/types/span.h"
 #include "grpcpp/support/status.h"
 #include "reach/v1/ik_service.pb.h"
+#include "solvers/deadline.h"
 #include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
@@ -77,6 +79,12 @@ ReportedRotation ReportRotation(const Joint& joint,
 // angles of the rotated hinges (ReportRotation) and one result per goal.
 void ToProto(const Skeleton& skeleton, const Pose& start, const Pose& solved,
              absl::Span<const GoalResult> results, v1::SolveResponse* response);
+
+// A call's deadline (grpc::ServerContext::deadline(), on the system clock)
+// as a solve's Deadline on the steady clock: the time left, from now. No
+// deadline (time_point::max(), gRPC's infinite future) or one a year or more
+// away: none. No cancellation flag.
+Deadline FromGrpcDeadline(std::chrono::system_clock::time_point deadline);
 
 // Model-space transforms of every joint.
 void ToProto(absl::Span<const Transform> globals, v1::SolveResponse* response);

@@ -411,6 +411,16 @@ TEST_F(ServiceTest, SolveValidationNamesTheField) {
          r->mutable_goals(0)->mutable_options()->set_max_iterations(1 << 30);
        },
        grpc::StatusCode::INVALID_ARGUMENT, "goals[0].options.max_iterations"},
+      {"negative time budget",
+       [](v1::SolveRequest* r) {
+         r->mutable_goals(0)->mutable_options()->set_time_budget_ms(-1);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].options.time_budget_ms"},
+      {"time budget over a minute",
+       [](v1::SolveRequest* r) {
+         r->mutable_goals(0)->mutable_options()->set_time_budget_ms(60001);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].options.time_budget_ms"},
       {"start pose too short",
        [](v1::SolveRequest* r) {
          r->mutable_start_pose()->add_rotations()->set_w(1);
@@ -433,6 +443,79 @@ TEST_F(ServiceTest, SolveValidationNamesTheField) {
         server_.stub->Solve(Context().get(), request, &response);
     EXPECT_EQ(status.error_code(), c.code) << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr(c.field));
+  }
+}
+
+// A goal's time budget reaches the solver: the Panda from its all-zero
+// pose (straight up, a singularity where DLS stalls) gets to this target
+// only by restarting, which a budget turns on without max_restarts.
+TEST_F(ServiceTest, TimeBudgetRestartsUntilReached) {
+  const std::string id =
+      MustRegister(*server_.stub, ToWire(testing::PandaDef(), "panda"));
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  *request.add_goals() = MakeGoal("arm", Eigen::Vector3d(0.4, 0.2, 0.5),
+                                  v1::SOLVER_JACOBIAN_DLS);
+  v1::SolveResponse once;
+  ASSERT_TRUE(server_.stub->Solve(Context().get(), request, &once).ok());
+  ASSERT_FALSE(once.results(0).reached());
+  request.mutable_goals(0)->mutable_options()->set_time_budget_ms(60000);
+  v1::SolveResponse budgeted;
+  ASSERT_TRUE(server_.stub->Solve(Context().get(), request, &budgeted).ok());
+  EXPECT_TRUE(budgeted.results(0).reached());
+  EXPECT_GT(budgeted.results(0).iterations(), once.results(0).iterations());
+}
+
+// The call's deadline bounds the solve: a goal that would restart for a
+// minute (unreachable, with a 60 s budget) stops when its call's 300 ms
+// deadline passes, so the server's only solver thread is free for the next
+// call, which would otherwise wait out the minute past its own deadline.
+// The short call itself ends DEADLINE_EXCEEDED, or, when the server's
+// answer (the best pose, not reached) beats the client's clock, OK.
+TEST(ServiceDeadlineTest, CallDeadlineBoundsTheSolve) {
+  ServerOptions options = TestServerOptions();
+  options.solver_threads = 1;
+  TestServer server(options);
+  const std::string id =
+      MustRegister(*server.stub, ToWire(testing::PandaDef(), "panda"));
+  for (const char* rpc : {"Solve", "SolveBatch", "SolveStream"}) {
+    SCOPED_TRACE(rpc);
+    v1::SolveRequest endless;
+    endless.set_skeleton_id(id);
+    *endless.add_goals() =
+        MakeGoal("arm", Eigen::Vector3d(5, 5, 5), v1::SOLVER_JACOBIAN_DLS);
+    endless.mutable_goals(0)->mutable_options()->set_time_budget_ms(60000);
+    auto short_call = Context(0.3);
+    grpc::Status status;
+    v1::SolveResponse answer;
+    if (std::string(rpc) == "Solve") {
+      status = server.stub->Solve(short_call.get(), endless, &answer);
+    } else if (std::string(rpc) == "SolveBatch") {
+      v1::SolveBatchRequest batch;
+      *batch.add_items() = endless;
+      v1::SolveBatchResponse response;
+      status = server.stub->SolveBatch(short_call.get(), batch, &response);
+      if (status.ok() && response.items_size() == 1) answer = response.items(0);
+    } else {
+      // The stream stays open until its deadline ends it.
+      auto stream = server.stub->SolveStream(short_call.get());
+      stream->Write(endless);
+      stream->Read(&answer);
+      status = stream->Finish();
+    }
+    if (status.ok()) {
+      ASSERT_EQ(answer.results_size(), 1);
+      EXPECT_FALSE(answer.results(0).reached());
+    } else {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    }
+
+    v1::SolveRequest quick;
+    quick.set_skeleton_id(id);
+    *quick.add_goals() =
+        MakeGoal("arm", Eigen::Vector3d(0.3, 0.1, 0.6), v1::SOLVER_JACOBIAN_DLS);
+    v1::SolveResponse response;
+    EXPECT_TRUE(server.stub->Solve(Context(20).get(), quick, &response).ok());
   }
 }
 
