@@ -18,6 +18,7 @@ struct SolveFlags {
   std::string solver = "auto";
   int max_iterations = 0;
   int max_restarts = 0;
+  double time_budget_ms = 0;
   double tolerance = 0;
   bool angles = false;
   bool json = false;
@@ -59,6 +60,7 @@ int RunSolve(const Globals& globals, const SolveFlags& flags) {
   }
   goal->mutable_options()->set_max_iterations(flags.max_iterations);
   goal->mutable_options()->set_max_restarts(flags.max_restarts);
+  goal->mutable_options()->set_time_budget_ms(flags.time_budget_ms);
   goal->mutable_options()->set_tolerance(flags.tolerance);
   request.set_return_globals(!flags.json);
 
@@ -144,6 +146,12 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
                     "within the limits when the first one stalls (e.g. a "
                     "straight arm at a singularity)")
       ->check(CLI::Range(0, 1000));
+  solve->add_option("--time-budget-ms", flags->time_budget_ms,
+                    "Wall-clock budget of the solve, ms (0: none; at most "
+                    "60000): iterative solvers stop when it runs out, and the "
+                    "Jacobian family and gradient descent restart until "
+                    "reached or out of time (--max-restarts is then ignored)")
+      ->check(CLI::Range(0.0, 60000.0));
   solve->add_option("--tolerance", flags->tolerance,
                     "Position tolerance, model units (0: the default)")
       ->check(CLI::NonNegativeNumber);

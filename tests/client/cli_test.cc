@@ -203,6 +203,11 @@ TEST_F(CliTest, SolveJsonLandsOnTheTarget) {
   EXPECT_THAT(angles.out, HasSubstr("panda_joint4"));
   EXPECT_THAT(angles.out, HasSubstr(" rad ("));
   EXPECT_THAT(angles.out, HasSubstr("limits [-3.0718, -0.0698]"));
+  // A time budget instead of a restart count gets there too.
+  CliRun budgeted = Reach("solve --time-budget-ms 20000" + arm);
+  EXPECT_EQ(budgeted.exit_code, 0) << budgeted.err;
+  EXPECT_THAT(budgeted.out, HasSubstr("chain panda_hand_joint: reached"));
+  EXPECT_EQ(Reach("solve --time-budget-ms -1" + arm).exit_code, 2);
   CliRun json = Reach("solve --json --angles --max-restarts 8" + arm);
   ASSERT_EQ(json.exit_code, 0) << json.err;
   v1::SolveResponse with_angles;
