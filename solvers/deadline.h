@@ -35,9 +35,12 @@ struct Deadline {
     return has_time_limit() && Clock::now() >= at;
   }
 
-  // A deadline `ms` milliseconds from now (ms >= 0).
+  // A deadline `ms` milliseconds from now; none when ms is NaN or more
+  // than a year (the clock's range is not tested).
   static Deadline In(double ms) {
     Deadline d;
+    constexpr double kYearMs = 365.0 * 24 * 3600 * 1e3;
+    if (!(ms <= kYearMs)) return d;
     d.at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                               std::chrono::duration<double, std::milli>(ms));
     return d;

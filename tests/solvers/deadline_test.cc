@@ -135,6 +135,9 @@ TEST(DeadlineTest, WithBudgetTakesTheEarlierAndKeepsTheFlag) {
   Deadline past;
   past.at = Clock::now() - std::chrono::seconds(1);
   EXPECT_TRUE(past.Expired());
+  EXPECT_TRUE(Deadline::In(-5.0).Expired());
+  EXPECT_FALSE(Deadline::In(1e300).IsSet());  // Beyond a year: none.
+  EXPECT_FALSE(Deadline::In(std::nan("")).IsSet());
   std::atomic<bool> raised{true};
   Deadline cancelled;
   cancelled.cancelled = &raised;
