@@ -63,7 +63,7 @@ SkeletonDef LimitedHingeChain(int joints) {
     j.parent = i - 1;
     if (i > 0) j.rest.translation = Eigen::Vector3d(0, 0, 0.05);
     j.type = JointType::kHinge;
-    j.axis = i % 3 == 0 ? Eigen::Vector3d::UnitZ()
+    j.axis = i % 3 == 0   ? Eigen::Vector3d::UnitZ()
              : i % 3 == 1 ? Eigen::Vector3d::UnitX()
                           : Eigen::Vector3d::UnitY();
     j.min_angle_rad = -1.0;
@@ -77,7 +77,8 @@ SkeletonDef LimitedHingeChain(int joints) {
 double ThreadCpuMs() {
   timespec t;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+  return 1e3 * static_cast<double>(t.tv_sec) +
+         1e-6 * static_cast<double>(t.tv_nsec);
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -96,9 +97,10 @@ void Run(const Scenario& s, const Config& config) {
   const Transform base = testing::GlobalOf(s.skeleton, rest_pose, chain[0]);
   double length = 0.0;  // The chain's length: the targets lie beyond it.
   for (size_t k = 1; k < chain.size(); ++k) {
-    length += (testing::GlobalOf(s.skeleton, rest_pose, chain[k]).translation -
-               testing::GlobalOf(s.skeleton, rest_pose, chain[k - 1]).translation)
-                  .norm();
+    length +=
+        (testing::GlobalOf(s.skeleton, rest_pose, chain[k]).translation -
+         testing::GlobalOf(s.skeleton, rest_pose, chain[k - 1]).translation)
+            .norm();
   }
   Workspace ws;
   const Pose rest = RestPose(s.skeleton);
@@ -213,9 +215,10 @@ int Main(int argc, char** argv) {
       {"panda_gd", *panda, SolverKind::kGradientDescent, false},
       {"chain64_dls", *chain, SolverKind::kJacobianDls, true},
   };
-  std::printf("%d solves per budget; overshoot = time in reach::Solve minus "
-              "the budget\n",
-              config.samples);
+  std::printf(
+      "%d solves per budget; overshoot = time in reach::Solve minus "
+      "the budget\n",
+      config.samples);
   for (const Scenario& s : scenarios) Run(s, config);
   return 0;
 }

@@ -195,10 +195,9 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
       Finish(call, kDeadlineBeforeSolve);
       return;
     }
-    const absl::Status status =
-        SolveOne(*skeleton, *request, /*warm_start=*/nullptr,
-                 options_.solve_limits, FromGrpcDeadline(context->deadline()),
-                 scratch, response);
+    const absl::Status status = SolveOne(
+        *skeleton, *request, /*warm_start=*/nullptr, options_.solve_limits,
+        FromGrpcDeadline(context->deadline()), scratch, response);
     metrics_->Record(scratch.tally);
     if (!status.ok()) response->Clear();
     Finish(call, ToGrpcStatus(status));

@@ -66,8 +66,8 @@ absl::Status SolveOne(const RegisteredSkeleton& registered,
                       const SolveLimits& limits, const Deadline& deadline,
                       SolveScratch& scratch, v1::SolveResponse* response) {
   response->set_sequence(request.sequence());
-  if (absl::Status status = SolvePose(registered, request, warm_start, limits,
-                                      deadline, scratch);
+  if (absl::Status status =
+          SolvePose(registered, request, warm_start, limits, deadline, scratch);
       !status.ok()) {
     return status;
   }

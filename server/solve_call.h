@@ -65,11 +65,11 @@ absl::Status SolveOne(const RegisteredSkeleton& skeleton,
 // SolveBatch's work on one worker: parses items [begin, end) of a split
 // SolveBatchRequest, solves each against its skeleton in `registry` (the
 // batch's skeleton_id when the item names none), and appends each
-// SolveResponse, framed as a SolveBatchResponse item, to `out`. A bad item (unparseable, unknown
-// skeleton, invalid goal) gets its own error. The scratch's request and
-// response messages are reused item after item. The chunk's solve metrics
-// are recorded into `metrics` once, at the end. `deadline` (the call's)
-// bounds every item's solve.
+// SolveResponse, framed as a SolveBatchResponse item, to `out`. A bad item
+// (unparseable, unknown skeleton, invalid goal) gets its own error. The
+// scratch's request and response messages are reused item after item. The
+// chunk's solve metrics are recorded into `metrics` once, at the end.
+// `deadline` (the call's) bounds every item's solve.
 void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
                      const Registry& registry, const SolveLimits& limits,
                      const Deadline& deadline, Metrics* metrics,

@@ -447,10 +447,9 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in,
 // bit for bit: same inputs, and the kernel's result does not depend on
 // its lane. Returns how many goals it solved: 0 when fewer than two
 // qualify.
-size_t SolveTwoBoneGroup(const Skeleton& skeleton,
-                         absl::Span<const Goal> goals, size_t first,
-                         const Deadline& deadline, Workspace& ws, Pose* pose,
-                         absl::Span<GoalResult> results) {
+size_t SolveTwoBoneGroup(const Skeleton& skeleton, absl::Span<const Goal> goals,
+                         size_t first, const Deadline& deadline, Workspace& ws,
+                         Pose* pose, absl::Span<GoalResult> results) {
   constexpr size_t kMaxGroup = kMaxTwoBoneGroup;
   std::array<std::array<int, 3>, kMaxGroup>& chains = ws.group_chains;
   size_t count = 0;

@@ -146,11 +146,12 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
                     "within the limits when the first one stalls (e.g. a "
                     "straight arm at a singularity)")
       ->check(CLI::Range(0, 1000));
-  solve->add_option("--time-budget-ms", flags->time_budget_ms,
-                    "Wall-clock budget of the solve, ms (0: none; at most "
-                    "60000): iterative solvers stop when it runs out, and the "
-                    "Jacobian family and gradient descent restart until "
-                    "reached or out of time (--max-restarts is then ignored)")
+  solve
+      ->add_option("--time-budget-ms", flags->time_budget_ms,
+                   "Wall-clock budget of the solve, ms (0: none; at most "
+                   "60000): iterative solvers stop when it runs out, and the "
+                   "Jacobian family and gradient descent restart until "
+                   "reached or out of time (--max-restarts is then ignored)")
       ->check(CLI::Range(0.0, 60000.0));
   solve->add_option("--tolerance", flags->tolerance,
                     "Position tolerance, model units (0: the default)")

@@ -1,4 +1,6 @@
 // Every unary RPC against the real server on a loopback port.
+#include "tests/testing/service.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -12,7 +14,6 @@
 #include "gtest/gtest.h"
 #include "server/convert.h"
 #include "tests/testing/models.h"
-#include "tests/testing/service.h"
 
 namespace reach {
 namespace {
@@ -265,14 +266,15 @@ int ExpectHingeAnglesWithinLimits(const Skeleton& skeleton,
                                   const v1::SolveResponse& response) {
   std::vector<uint32_t> rotated_hinges;
   for (uint32_t j : response.rotated_joints()) {
-    if (skeleton.joint(j).type == JointType::kHinge) rotated_hinges.push_back(j);
+    if (skeleton.joint(j).type == JointType::kHinge)
+      rotated_hinges.push_back(j);
   }
   EXPECT_THAT(response.hinge_joints(),
               ::testing::ElementsAreArray(rotated_hinges));
   EXPECT_EQ(response.hinge_angles_rad_size(), response.hinge_joints_size());
   int at_bound = 0;
-  for (int h = 0; h < response.hinge_joints_size() &&
-                  h < response.hinge_angles_rad_size();
+  for (int h = 0;
+       h < response.hinge_joints_size() && h < response.hinge_angles_rad_size();
        ++h) {
     const uint32_t j = response.hinge_joints(h);
     const Joint& joint = skeleton.joint(j);
@@ -280,13 +282,13 @@ int ExpectHingeAnglesWithinLimits(const Skeleton& skeleton,
     EXPECT_TRUE(joint.min_angle_rad <= angle && angle <= joint.max_angle_rad)
         << joint.name << ": " << angle;
     at_bound += angle == joint.min_angle_rad || angle == joint.max_angle_rad;
-    const int r = static_cast<int>(
-        std::find(response.rotated_joints().begin(),
-                  response.rotated_joints().end(), j) -
-        response.rotated_joints().begin());
+    const int r =
+        static_cast<int>(std::find(response.rotated_joints().begin(),
+                                   response.rotated_joints().end(), j) -
+                         response.rotated_joints().begin());
     const double* q = response.rotations().data() + 4 * r;
-    const Eigen::Quaterniond rel =
-        joint.rest.rotation.conjugate() * Eigen::Quaterniond(q[0], q[1], q[2], q[3]);
+    const Eigen::Quaterniond rel = joint.rest.rotation.conjugate() *
+                                   Eigen::Quaterniond(q[0], q[1], q[2], q[3]);
     const double along = rel.vec().dot(joint.axis);
     EXPECT_NEAR(2.0 * std::atan2(along, rel.w()), angle, 1e-14) << joint.name;
     EXPECT_LT((rel.vec() - along * joint.axis).norm(), 1e-15) << joint.name;
@@ -454,8 +456,8 @@ TEST_F(ServiceTest, TimeBudgetRestartsUntilReached) {
       MustRegister(*server_.stub, ToWire(testing::PandaDef(), "panda"));
   v1::SolveRequest request;
   request.set_skeleton_id(id);
-  *request.add_goals() = MakeGoal("arm", Eigen::Vector3d(0.4, 0.2, 0.5),
-                                  v1::SOLVER_JACOBIAN_DLS);
+  *request.add_goals() =
+      MakeGoal("arm", Eigen::Vector3d(0.4, 0.2, 0.5), v1::SOLVER_JACOBIAN_DLS);
   v1::SolveResponse once;
   ASSERT_TRUE(server_.stub->Solve(Context().get(), request, &once).ok());
   ASSERT_FALSE(once.results(0).reached());
@@ -512,8 +514,8 @@ TEST(ServiceDeadlineTest, CallDeadlineBoundsTheSolve) {
 
     v1::SolveRequest quick;
     quick.set_skeleton_id(id);
-    *quick.add_goals() =
-        MakeGoal("arm", Eigen::Vector3d(0.3, 0.1, 0.6), v1::SOLVER_JACOBIAN_DLS);
+    *quick.add_goals() = MakeGoal("arm", Eigen::Vector3d(0.3, 0.1, 0.6),
+                                  v1::SOLVER_JACOBIAN_DLS);
     v1::SolveResponse response;
     EXPECT_TRUE(server.stub->Solve(Context(20).get(), quick, &response).ok());
   }

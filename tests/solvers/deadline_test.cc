@@ -27,10 +27,12 @@ using ::reach::testing::Rng;
 using ::testing::HasSubstr;
 using Clock = Deadline::Clock;
 
-const SolverKind kIterative[] = {
-    SolverKind::kFabrik,       SolverKind::kCcd,
-    SolverKind::kJacobianTranspose, SolverKind::kJacobianPinv,
-    SolverKind::kJacobianDls,  SolverKind::kGradientDescent};
+const SolverKind kIterative[] = {SolverKind::kFabrik,
+                                 SolverKind::kCcd,
+                                 SolverKind::kJacobianTranspose,
+                                 SolverKind::kJacobianPinv,
+                                 SolverKind::kJacobianDls,
+                                 SolverKind::kGradientDescent};
 
 // A random chain of `joints` whose inner joints are hinges about X limited
 // to [-0.2, 2.4] (RestartTest's chain: DLS alone reaches about half of its
@@ -88,12 +90,12 @@ TEST(TimeBudgetTest, ValidationNamesTheField) {
   Goal goal;
   goal.chain = 0;
   // Where the tip already is: reached at once, so no budget is spent.
-  goal.target = GlobalOf(skeleton, RestPose(skeleton),
-                         skeleton.chain(0).joints.back())
-                    .translation;
-  for (double bad : {-1.0, -1e-9, 60000.5, 1e9,
-                     std::numeric_limits<double>::quiet_NaN(),
-                     std::numeric_limits<double>::infinity()}) {
+  goal.target =
+      GlobalOf(skeleton, RestPose(skeleton), skeleton.chain(0).joints.back())
+          .translation;
+  for (double bad :
+       {-1.0, -1e-9, 60000.5, 1e9, std::numeric_limits<double>::quiet_NaN(),
+        std::numeric_limits<double>::infinity()}) {
     goal.options.time_budget_ms = bad;
     const Outcome out = SolveWith(skeleton, goal, RestPose(skeleton));
     EXPECT_EQ(out.status.code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -154,7 +156,8 @@ TEST(StallGuardTest, LooksAtTheDeadlineEveryEighthIteration) {
   deadline.cancelled = &flag;
   StallGuard guard(deadline, /*tolerance=*/1e-6);
   double error = 1.0;
-  for (int call = 0; call < 3; ++call) EXPECT_TRUE(guard.KeepGoing(error *= 0.5));
+  for (int call = 0; call < 3; ++call)
+    EXPECT_TRUE(guard.KeepGoing(error *= 0.5));
   flag = true;  // Raised before call 3: seen at call 8.
   for (int call = 3; call < 8; ++call) {
     EXPECT_TRUE(guard.KeepGoing(error *= 0.5)) << call;
@@ -236,11 +239,11 @@ TEST(DeadlineTest, UnexpiredDeadlineLeavesTheSolveUnchanged) {
       Goal goal;
       goal.chain = 0;
       goal.solver = kind;
-      goal.target = t == 4 ? Vector3d(30, -10, 5)
-                           : GlobalOf(skeleton,
-                                      testing::RandomPose(skeleton, rng, 1.0),
-                                      tip)
-                                 .translation;
+      goal.target =
+          t == 4
+              ? Vector3d(30, -10, 5)
+              : GlobalOf(skeleton, testing::RandomPose(skeleton, rng, 1.0), tip)
+                    .translation;
       goal.options.max_restarts = t % 3;
       const Outcome plain = SolveWith(skeleton, goal, RestPose(skeleton));
       const Outcome timed = SolveWith(skeleton, goal, RestPose(skeleton), far);
@@ -273,7 +276,8 @@ TEST(TimeBudgetTest, RestartsContinuePastMaxRestartsUntilReached) {
           GlobalOf(skeleton, testing::RandomPose(skeleton, rng, 1.0), tip)
               .translation;
       goal.options.max_restarts = 1;
-      const Outcome counted_once = SolveWith(skeleton, goal, RestPose(skeleton));
+      const Outcome counted_once =
+          SolveWith(skeleton, goal, RestPose(skeleton));
       if (counted_once.result.reached) continue;
       goal.options.max_restarts = 1000;
       const Outcome counted = SolveWith(skeleton, goal, RestPose(skeleton));
@@ -305,9 +309,9 @@ TEST(TimeBudgetTest, RestartsContinuePastMaxRestartsUntilReached) {
 TEST(TimeBudgetTest, BudgetEndsTheRestartsOfAnUnreachableGoal) {
   Rng rng(4);
   const Skeleton skeleton = LimitedChain(rng, 6);
-  for (SolverKind kind : {SolverKind::kJacobianDls, SolverKind::kJacobianPinv,
-                          SolverKind::kJacobianTranspose,
-                          SolverKind::kGradientDescent}) {
+  for (SolverKind kind :
+       {SolverKind::kJacobianDls, SolverKind::kJacobianPinv,
+        SolverKind::kJacobianTranspose, SolverKind::kGradientDescent}) {
     SCOPED_TRACE(SolverName(kind));
     Goal goal;
     goal.chain = 0;
@@ -321,8 +325,8 @@ TEST(TimeBudgetTest, BudgetEndsTheRestartsOfAnUnreachableGoal) {
     EXPECT_TRUE(std::isfinite(out.result.position_error));
     for (int j : skeleton.chain(0).joints) {
       EXPECT_TRUE(out.pose.local[j].rotation.coeffs().allFinite());
-      EXPECT_TRUE(WithinLimits(skeleton.joint(j), out.pose.local[j].rotation,
-                               1e-9));
+      EXPECT_TRUE(
+          WithinLimits(skeleton.joint(j), out.pose.local[j].rotation, 1e-9));
     }
   }
 }

@@ -106,8 +106,7 @@ void Report(const char* name, const Tally& t) {
       "outside the limits for %d (%.2f%%); worst |HingeRotation(angle) - q| "
       "%.2g\n",
       name, t.solves, t.angles, t.at_bound, t.raw_outside,
-      t.angles > 0 ? 100.0 * t.raw_outside / t.angles : 0.0,
-      t.worst_agreement);
+      t.angles > 0 ? 100.0 * t.raw_outside / t.angles : 0.0, t.worst_agreement);
 }
 
 // The Panda (7 hinges with the manufacturer's limits) under every solver
@@ -156,10 +155,10 @@ TEST(SolvedHingeAngleTest, PandaAnglesAreInsideTheLimitsAndAgreeWithRotations) {
       Pose pose = start;
       GoalResult result;
       ASSERT_TRUE(Solve(*skeleton, {goal}, ws, &pose, {&result, 1}).ok());
-      CheckHinges(*skeleton, chain, start, pose,
-                  std::string(SolverName(kind)) + " target " +
-                      std::to_string(t),
-                  &tally);
+      CheckHinges(
+          *skeleton, chain, start, pose,
+          std::string(SolverName(kind)) + " target " + std::to_string(t),
+          &tally);
     }
   }
   Report("Panda", tally);
@@ -172,10 +171,10 @@ TEST(SolvedHingeAngleTest, PandaAnglesAreInsideTheLimitsAndAgreeWithRotations) {
 // infinite bound, and none, about random axes under random rest rotations.
 TEST(SolvedHingeAngleTest, RangesTouchingPiAndTwoPiReadBackInside) {
   const double ranges[][2] = {
-      {-kPi, kPi},     {0.0, kPi},     {-kPi, 0.0},     {-kTwoPi, kTwoPi},
-      {0.0, kTwoPi},   {-kTwoPi, 0.0}, {kPi, kTwoPi},   {-kTwoPi, -kPi},
-      {-0.5, 0.5},     {0.3, 0.3},     {1.0, kInf},     {-kInf, -1.0},
-      {-kInf, kInf},   {-kPi, 3.0},    {-3.0, kPi},     {2.0, 2.0 + kPi}};
+      {-kPi, kPi},   {0.0, kPi},     {-kPi, 0.0},   {-kTwoPi, kTwoPi},
+      {0.0, kTwoPi}, {-kTwoPi, 0.0}, {kPi, kTwoPi}, {-kTwoPi, -kPi},
+      {-0.5, 0.5},   {0.3, 0.3},     {1.0, kInf},   {-kInf, -1.0},
+      {-kInf, kInf}, {-kPi, 3.0},    {-3.0, kPi},   {2.0, 2.0 + kPi}};
   constexpr int kRanges = sizeof(ranges) / sizeof(ranges[0]);
   Rng rng(16);
   std::uniform_int_distribution<int> pick(0, kRanges - 1);
@@ -191,7 +190,8 @@ TEST(SolvedHingeAngleTest, RangesTouchingPiAndTwoPiReadBackInside) {
       j.axis = Vector3d(std::normal_distribution<double>()(rng),
                         std::normal_distribution<double>()(rng),
                         std::normal_distribution<double>()(rng));
-      const auto& r = ranges[(t + k) % 3 == 0 ? pick(rng) : (t * 7 + k) % kRanges];
+      const auto& r =
+          ranges[(t + k) % 3 == 0 ? pick(rng) : (t * 7 + k) % kRanges];
       j.min_angle_rad = r[0];
       j.max_angle_rad = r[1];
     }
@@ -215,10 +215,10 @@ TEST(SolvedHingeAngleTest, RangesTouchingPiAndTwoPiReadBackInside) {
         Pose pose = start;
         GoalResult result;
         ASSERT_TRUE(Solve(*skeleton, {goal}, ws, &pose, {&result, 1}).ok());
-        CheckHinges(*skeleton, chain, start, pose,
-                    std::string(SolverName(kind)) + " chain " +
-                        std::to_string(t),
-                    &tally);
+        CheckHinges(
+            *skeleton, chain, start, pose,
+            std::string(SolverName(kind)) + " chain " + std::to_string(t),
+            &tally);
       }
     }
   }

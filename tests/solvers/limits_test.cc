@@ -327,15 +327,18 @@ TEST(HingeAngleTest, IgnoresSwing) {
 std::vector<Joint> HingesOfEveryRange(Rng& rng) {
   std::vector<Joint> joints;
   const double ranges[][2] = {
-      {-kPi, kPi},     {0.0, kPi},         {-kPi, 0.0},   {-kTwoPi, kTwoPi},
-      {0.0, kTwoPi},   {-kTwoPi, 0.0},     {kPi, kTwoPi}, {-kTwoPi, -kPi},
-      {-2.8973, 2.8973}, {-3.0718, -0.0698}, {-0.0175, 3.7525}, {0.3, 0.3},
-      {-0.5, 1.0},     {1.0, kInf},        {-kInf, -1.0}, {-kInf, kInf}};
+      {-kPi, kPi},        {0.0, kPi},        {-kPi, 0.0},
+      {-kTwoPi, kTwoPi},  {0.0, kTwoPi},     {-kTwoPi, 0.0},
+      {kPi, kTwoPi},      {-kTwoPi, -kPi},   {-2.8973, 2.8973},
+      {-3.0718, -0.0698}, {-0.0175, 3.7525}, {0.3, 0.3},
+      {-0.5, 1.0},        {1.0, kInf},       {-kInf, -1.0},
+      {-kInf, kInf}};
   for (int k = 0; k < 6; ++k) {
     const Quaterniond rest =
         k == 0 ? Quaterniond::Identity() : RandomRotation(rng);
     const Vector3d axis = k == 0 ? Vector3d::UnitZ() : RandomUnit(rng);
-    for (const auto& r : ranges) joints.push_back(MakeHinge(rest, axis, r[0], r[1]));
+    for (const auto& r : ranges)
+      joints.push_back(MakeHinge(rest, axis, r[0], r[1]));
   }
   return joints;
 }
@@ -360,8 +363,9 @@ TEST(HingeAngleWithinLimitsTest, RotationWrittenAtABoundReadsBackInside) {
     }
     for (double a : angles) {
       const double written = ConstrainHingeAngle(joint, a);
-      for (const Quaterniond& q : {HingeRotation(joint, written),
-                                   HingeRotation(joint, written).normalized()}) {
+      for (const Quaterniond& q :
+           {HingeRotation(joint, written),
+            HingeRotation(joint, written).normalized()}) {
         ++samples;
         const double raw = HingeAngle(joint, q);
         raw_outside += !(raw >= lo && raw <= hi);
