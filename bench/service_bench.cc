@@ -93,7 +93,7 @@ void PrintBatchPhases(const v1::SolveBatchRequest& batch,
     }
     response_wire.clear();
     SolveBatchItems(view, 0, static_cast<int>(view.items.size()), **registry,
-                    SolveLimits{}, &metrics, scratch,
+                    SolveLimits{}, Deadline{}, &metrics, scratch,
                     &response_wire);
   });
   const double parse_response = MeanMicros(reps, [&] {

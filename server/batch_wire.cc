@@ -8,6 +8,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "server/convert.h"
+#include "solvers/limits.h"
 
 namespace reach {
 namespace {
@@ -25,6 +26,8 @@ constexpr int kRotatedJointsField = 7;
 constexpr int kRotationsField = 8;
 constexpr int kTranslatedJointsField = 9;
 constexpr int kTranslationsField = 10;
+constexpr int kHingeJointsField = 11;
+constexpr int kHingeAnglesField = 12;
 constexpr int kReachedField = 1;
 constexpr int kPositionErrorField = 2;
 constexpr int kOrientationErrorField = 3;
@@ -84,12 +87,13 @@ uint8_t* WriteGoalResult(const GoalResult& r, size_t size, uint8_t* p) {
 }
 
 // The packed index field `joints_field` of `joints`, then the packed doubles
-// `values_field` of `per_joint` numbers from each of their transforms.
+// `values_field` of `per_joint` numbers for each of them (values(j, p)
+// writes joint j's).
 template <typename Values>
 uint8_t* WriteChangedJoints(absl::Span<const uint32_t> joints,
                             size_t joints_bytes, int joints_field,
-                            int values_field, int per_joint, const Pose& solved,
-                            Values values, uint8_t* p) {
+                            int values_field, int per_joint, Values values,
+                            uint8_t* p) {
   if (joints.empty()) return p;
   p = WireFormatLite::WriteTagToArray(
       joints_field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, p);
@@ -100,7 +104,7 @@ uint8_t* WriteChangedJoints(absl::Span<const uint32_t> joints,
       values_field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, p);
   p = CodedOutputStream::WriteVarint32ToArray(
       static_cast<uint32_t>(joints.size() * per_joint * sizeof(double)), p);
-  for (uint32_t j : joints) p = values(solved.local[j], p);
+  for (uint32_t j : joints) p = values(j, p);
   return p;
 }
 
@@ -176,10 +180,12 @@ void AppendBatchItem(const google::protobuf::MessageLite& response,
   response.SerializeWithCachedSizesToArray(dst);
 }
 
-void AppendSolvedItem(uint64_t sequence, const Pose& start, const Pose& solved,
+void AppendSolvedItem(const Skeleton& skeleton, uint64_t sequence,
+                      const Pose& start, const Pose& solved,
                       absl::Span<const GoalResult> results,
                       std::vector<uint32_t>* changed, std::string* out) {
-  // The changed joints, in one pass: rotated ones, then translated ones.
+  // The changed joints: rotated ones, then translated ones, then the
+  // rotated hinges.
   changed->clear();
   const int n = static_cast<int>(solved.local.size());
   for (int i = 0; i < n; ++i) {
@@ -193,12 +199,23 @@ void AppendSolvedItem(uint64_t sequence, const Pose& start, const Pose& solved,
       changed->push_back(static_cast<uint32_t>(i));
     }
   }
+  const size_t num_changed = changed->size();
+  for (size_t k = 0; k < num_rotated; ++k) {
+    const uint32_t j = (*changed)[k];
+    if (skeleton.joint(static_cast<int>(j)).type == JointType::kHinge) {
+      changed->push_back(j);
+    }
+  }
   const absl::Span<const uint32_t> rotated =
       absl::MakeConstSpan(*changed).subspan(0, num_rotated);
   const absl::Span<const uint32_t> translated =
-      absl::MakeConstSpan(*changed).subspan(num_rotated);
+      absl::MakeConstSpan(*changed).subspan(num_rotated,
+                                            num_changed - num_rotated);
+  const absl::Span<const uint32_t> hinges =
+      absl::MakeConstSpan(*changed).subspan(num_changed);
   const size_t rotated_bytes = IndicesSize(rotated);
   const size_t translated_bytes = IndicesSize(translated);
+  const size_t hinges_bytes = IndicesSize(hinges);
 
   // Sizes first (the item and each result are length-prefixed); the fields
   // go in the order protobuf writes them: by field number.
@@ -210,7 +227,8 @@ void AppendSolvedItem(uint64_t sequence, const Pose& start, const Pose& solved,
     size += LengthDelimitedSize(GoalResultSize(r));
   }
   size += ChangedJointsSize(rotated, rotated_bytes, 4) +
-          ChangedJointsSize(translated, translated_bytes, 3);
+          ChangedJointsSize(translated, translated_bytes, 3) +
+          ChangedJointsSize(hinges, hinges_bytes, 1);
 
   const size_t at = out->size();
   out->resize(at + LengthDelimitedSize(size));
@@ -224,25 +242,39 @@ void AppendSolvedItem(uint64_t sequence, const Pose& start, const Pose& solved,
   for (const GoalResult& r : results) {
     p = WriteGoalResult(r, GoalResultSize(r), p);
   }
+  // Hinges are reported as ToProto reports them (ReportRotation): the
+  // rotation regenerated from the angle within limits.
   p = WriteChangedJoints(
-      rotated, rotated_bytes, kRotatedJointsField, kRotationsField, 4, solved,
-      [](const Transform& t, uint8_t* q) {
-        const Eigen::Quaterniond& r = t.rotation;
+      rotated, rotated_bytes, kRotatedJointsField, kRotationsField, 4,
+      [&](uint32_t j, uint8_t* q) {
+        const Eigen::Quaterniond r =
+            ReportRotation(skeleton.joint(static_cast<int>(j)),
+                           solved.local[j].rotation)
+                .rotation;
         for (double v : {r.w(), r.x(), r.y(), r.z()}) {
           q = WireFormatLite::WriteDoubleNoTagToArray(v, q);
         }
         return q;
       },
       p);
-  WriteChangedJoints(
+  p = WriteChangedJoints(
       translated, translated_bytes, kTranslatedJointsField, kTranslationsField,
-      3, solved,
-      [](const Transform& t, uint8_t* q) {
-        for (double v : {t.translation.x(), t.translation.y(),
-                         t.translation.z()}) {
+      3,
+      [&](uint32_t j, uint8_t* q) {
+        const Eigen::Vector3d& t = solved.local[j].translation;
+        for (double v : {t.x(), t.y(), t.z()}) {
           q = WireFormatLite::WriteDoubleNoTagToArray(v, q);
         }
         return q;
+      },
+      p);
+  WriteChangedJoints(
+      hinges, hinges_bytes, kHingeJointsField, kHingeAnglesField, 1,
+      [&](uint32_t j, uint8_t* q) {
+        return WireFormatLite::WriteDoubleNoTagToArray(
+            HingeAngleWithinLimits(skeleton.joint(static_cast<int>(j)),
+                                   solved.local[j].rotation),
+            q);
       },
       p);
 }

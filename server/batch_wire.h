@@ -16,6 +16,7 @@
 #include "google/protobuf/message_lite.h"
 #include "solvers/goal.h"
 #include "solvers/pose.h"
+#include "solvers/skeleton.h"
 
 namespace reach {
 
@@ -40,11 +41,12 @@ void AppendBatchItem(const google::protobuf::MessageLite& response,
                      std::string* out);
 
 // Appends, as an `items` entry of a SolveBatchResponse, the SolveResponse
-// that ToProto(start, solved, results) with `sequence` would serialize to,
-// byte for byte, written straight from the solve: no message is built,
-// sized and serialized field by field. `changed` is scratch (it keeps its
-// capacity from call to call).
-void AppendSolvedItem(uint64_t sequence, const Pose& start, const Pose& solved,
+// that ToProto(skeleton, start, solved, results) with `sequence` would
+// serialize to, byte for byte, written straight from the solve: no message
+// is built, sized and serialized field by field. `changed` is scratch (it
+// keeps its capacity from call to call).
+void AppendSolvedItem(const Skeleton& skeleton, uint64_t sequence,
+                      const Pose& start, const Pose& solved,
                       absl::Span<const GoalResult> results,
                       std::vector<uint32_t>* changed, std::string* out);
 

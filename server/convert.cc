@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "solvers/limits.h"
 
 namespace reach {
 namespace {
@@ -199,6 +200,7 @@ absl::Status FromProto(
     goal.options.max_restarts = options.max_restarts();
     goal.options.soft = options.soft();
     goal.options.max_stretch = options.max_stretch();
+    goal.options.time_budget_ms = options.time_budget_ms();
   }
   return absl::OkStatus();
 }
@@ -236,7 +238,20 @@ absl::Status FromProto(const Skeleton& skeleton, const v1::Pose& pose,
   return absl::OkStatus();
 }
 
-void ToProto(const Pose& start, const Pose& solved,
+ReportedRotation ReportRotation(const Joint& joint,
+                                const Eigen::Quaterniond& solved) {
+  ReportedRotation out;
+  if (joint.type != JointType::kHinge) {
+    out.rotation = solved;
+    return out;
+  }
+  out.hinge = true;
+  out.angle_rad = HingeAngleWithinLimits(joint, solved);
+  out.rotation = HingeRotation(joint, out.angle_rad);
+  return out;
+}
+
+void ToProto(const Skeleton& skeleton, const Pose& start, const Pose& solved,
              absl::Span<const GoalResult> results,
              v1::SolveResponse* response) {
   const int n = static_cast<int>(solved.local.size());
@@ -245,9 +260,15 @@ void ToProto(const Pose& start, const Pose& solved,
     const Transform& after = solved.local[i];
     if (RotationChanged(before, after)) {
       response->add_rotated_joints(static_cast<uint32_t>(i));
-      const Eigen::Quaterniond& q = after.rotation;
+      const ReportedRotation reported =
+          ReportRotation(skeleton.joint(i), after.rotation);
+      const Eigen::Quaterniond& q = reported.rotation;
       for (double v : {q.w(), q.x(), q.y(), q.z()}) {
         response->add_rotations(v);
+      }
+      if (reported.hinge) {
+        response->add_hinge_joints(static_cast<uint32_t>(i));
+        response->add_hinge_angles_rad(reported.angle_rad);
       }
     }
     if (TranslationChanged(before, after)) {
@@ -266,6 +287,20 @@ void ToProto(const Pose& start, const Pose& solved,
     out->set_tolerance(r.tolerance);
     out->set_orientation_tolerance_rad(r.orientation_tolerance_rad);
   }
+}
+
+Deadline FromGrpcDeadline(std::chrono::system_clock::time_point deadline) {
+  Deadline out;
+  const auto left = deadline - std::chrono::system_clock::now();
+  // gRPC's "no deadline" is time_point::max(); a deadline a year or more
+  // away is treated alike (and cannot overflow the steady clock).
+  if (deadline == std::chrono::system_clock::time_point::max() ||
+      left > std::chrono::hours(24 * 365)) {
+    return out;
+  }
+  out.at = Deadline::Clock::now() +
+           std::chrono::duration_cast<Deadline::Clock::duration>(left);
+  return out;
 }
 
 void ToProto(absl::Span<const Transform> globals, v1::SolveResponse* response) {

@@ -5,6 +5,7 @@
 #ifndef REACH_SERVER_CONVERT_H_
 #define REACH_SERVER_CONVERT_H_
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "absl/types/span.h"
 #include "grpcpp/support/status.h"
 #include "reach/v1/ik_service.pb.h"
+#include "solvers/deadline.h"
 #include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
@@ -60,10 +62,29 @@ inline bool TranslationChanged(const Transform& start,
                      3 * sizeof(double)) != 0;
 }
 
-// Writes into `response` every joint of `solved` that differs from `start`
-// (rotation, and translation only when it changed) and one result per goal.
-void ToProto(const Pose& start, const Pose& solved,
+// How a response reports a joint's solved local rotation: for a hinge, its
+// angle within its limits (HingeAngleWithinLimits: min <= angle <= max
+// exactly) and the rotation regenerated from that angle (HingeRotation), so
+// the two agree; any other joint's rotation as solved.
+struct ReportedRotation {
+  Eigen::Quaterniond rotation;
+  bool hinge = false;
+  double angle_rad = 0.0;  // Hinges only: radians from rest about the axis.
+};
+ReportedRotation ReportRotation(const Joint& joint,
+                                const Eigen::Quaterniond& solved);
+
+// Writes into `response` every joint of `solved` (a pose of `skeleton`) that
+// differs from `start` (rotation, and translation only when it changed), the
+// angles of the rotated hinges (ReportRotation) and one result per goal.
+void ToProto(const Skeleton& skeleton, const Pose& start, const Pose& solved,
              absl::Span<const GoalResult> results, v1::SolveResponse* response);
+
+// A call's deadline (grpc::ServerContext::deadline(), on the system clock)
+// as a solve's Deadline on the steady clock: the time left, from now. No
+// deadline (time_point::max(), gRPC's infinite future) or one a year or more
+// away: none. No cancellation flag.
+Deadline FromGrpcDeadline(std::chrono::system_clock::time_point deadline);
 
 // Model-space transforms of every joint.
 void ToProto(absl::Span<const Transform> globals, v1::SolveResponse* response);

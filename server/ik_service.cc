@@ -195,9 +195,9 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
       Finish(call, kDeadlineBeforeSolve);
       return;
     }
-    const absl::Status status =
-        SolveOne(*skeleton, *request, /*warm_start=*/nullptr,
-                 options_.solve_limits, scratch, response);
+    const absl::Status status = SolveOne(
+        *skeleton, *request, /*warm_start=*/nullptr, options_.solve_limits,
+        FromGrpcDeadline(context->deadline()), scratch, response);
     metrics_->Record(scratch.tally);
     if (!status.ok()) response->Clear();
     Finish(call, ToGrpcStatus(status));
@@ -257,8 +257,9 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
         batch->expired = true;
       } else {
         SolveBatchItems(batch->view, begin, end, *registry_,
-                        options_.solve_limits, metrics_, scratch,
-                        &batch->outputs[c]);
+                        options_.solve_limits,
+                        FromGrpcDeadline(batch->context->deadline()), metrics_,
+                        scratch, &batch->outputs[c]);
       }
       if (batch->remaining.fetch_sub(1) == 1) {
         if (batch->expired) {

@@ -11,7 +11,8 @@ namespace reach {
 
 absl::Status SolvePose(const RegisteredSkeleton& registered,
                        const v1::SolveRequest& request, const Pose* warm_start,
-                       const SolveLimits& limits, SolveScratch& scratch) {
+                       const SolveLimits& limits, const Deadline& deadline,
+                       SolveScratch& scratch) {
   const Skeleton& skeleton = registered.skeleton;
   if (request.goals_size() == 0) {
     return absl::InvalidArgumentError("goals: at least one goal is required");
@@ -46,7 +47,7 @@ absl::Status SolvePose(const RegisteredSkeleton& registered,
 
   const absl::Time begin = absl::Now();
   status = Solve(skeleton, scratch.goals, scratch.ws, &scratch.pose,
-                 absl::MakeSpan(scratch.results), limits);
+                 absl::MakeSpan(scratch.results), limits, deadline);
   const absl::Duration elapsed = absl::Now() - begin;
   if (!status.ok()) return status;
 
@@ -62,16 +63,16 @@ absl::Status SolvePose(const RegisteredSkeleton& registered,
 
 absl::Status SolveOne(const RegisteredSkeleton& registered,
                       const v1::SolveRequest& request, const Pose* warm_start,
-                      const SolveLimits& limits, SolveScratch& scratch,
-                      v1::SolveResponse* response) {
+                      const SolveLimits& limits, const Deadline& deadline,
+                      SolveScratch& scratch, v1::SolveResponse* response) {
   response->set_sequence(request.sequence());
   if (absl::Status status =
-          SolvePose(registered, request, warm_start, limits, scratch);
+          SolvePose(registered, request, warm_start, limits, deadline, scratch);
       !status.ok()) {
     return status;
   }
   const Skeleton& skeleton = registered.skeleton;
-  ToProto(scratch.start, scratch.pose, scratch.results, response);
+  ToProto(skeleton, scratch.start, scratch.pose, scratch.results, response);
   if (request.return_globals()) {
     ComputeGlobals(skeleton, scratch.pose, absl::MakeSpan(scratch.ws.globals));
     ToProto(absl::MakeConstSpan(scratch.ws.globals)
@@ -82,8 +83,8 @@ absl::Status SolveOne(const RegisteredSkeleton& registered,
 }
 
 void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
-                     const Registry& registry,
-                     const SolveLimits& limits, Metrics* metrics,
+                     const Registry& registry, const SolveLimits& limits,
+                     const Deadline& deadline, Metrics* metrics,
                      SolveScratch& scratch, std::string* out) {
   v1::SolveRequest& item = scratch.request;
   v1::SolveResponse& result = scratch.response;
@@ -108,16 +109,17 @@ void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
       } else if (!item.return_globals()) {
         // The common case: the response written straight from the solve.
         status = SolvePose(*skeleton, item, /*warm_start=*/nullptr, limits,
-                           scratch);
+                           deadline, scratch);
         if (status.ok()) {
-          AppendSolvedItem(item.sequence(), scratch.start, scratch.pose,
-                           scratch.results, &scratch.changed_joints, out);
+          AppendSolvedItem(skeleton->skeleton, item.sequence(), scratch.start,
+                           scratch.pose, scratch.results,
+                           &scratch.changed_joints, out);
           continue;
         }
       } else {
         result.Clear();
         status = SolveOne(*skeleton, item, /*warm_start=*/nullptr, limits,
-                          scratch, &result);
+                          deadline, scratch, &result);
       }
     }
     if (!status.ok()) {

@@ -14,6 +14,7 @@
 #include "server/batch_wire.h"
 #include "server/solve_tally.h"
 #include "solvers/chain_solver.h"
+#include "solvers/deadline.h"
 #include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/solve.h"
@@ -44,9 +45,12 @@ struct SolveScratch {
 // SolveOne's solve without its response: on success the start pose,
 // solution and results are in scratch.start, scratch.pose and
 // scratch.results, and the solve's metrics are added to scratch.tally.
+// `deadline` (the call's, FromGrpcDeadline) bounds the solve: every goal
+// stops when it passes, keeping its best pose (reach::Solve).
 absl::Status SolvePose(const RegisteredSkeleton& skeleton,
                        const v1::SolveRequest& request, const Pose* warm_start,
-                       const SolveLimits& limits, SolveScratch& scratch);
+                       const SolveLimits& limits, const Deadline& deadline,
+                       SolveScratch& scratch);
 
 // Solves `request` against `skeleton` into `response` (which gets the
 // request's sequence). The start pose is request.start_pose when set, else
@@ -55,19 +59,20 @@ absl::Status SolvePose(const RegisteredSkeleton& skeleton,
 // added to scratch.tally.
 absl::Status SolveOne(const RegisteredSkeleton& skeleton,
                       const v1::SolveRequest& request, const Pose* warm_start,
-                      const SolveLimits& limits, SolveScratch& scratch,
-                      v1::SolveResponse* response);
+                      const SolveLimits& limits, const Deadline& deadline,
+                      SolveScratch& scratch, v1::SolveResponse* response);
 
 // SolveBatch's work on one worker: parses items [begin, end) of a split
 // SolveBatchRequest, solves each against its skeleton in `registry` (the
 // batch's skeleton_id when the item names none), and appends each
-// SolveResponse, framed as a SolveBatchResponse item, to `out`. A bad item (unparseable, unknown
-// skeleton, invalid goal) gets its own error. The scratch's request and
-// response messages are reused item after item. The chunk's solve metrics
-// are recorded into `metrics` once, at the end.
+// SolveResponse, framed as a SolveBatchResponse item, to `out`. A bad item
+// (unparseable, unknown skeleton, invalid goal) gets its own error. The
+// scratch's request and response messages are reused item after item. The
+// chunk's solve metrics are recorded into `metrics` once, at the end.
+// `deadline` (the call's) bounds every item's solve.
 void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
-                     const Registry& registry,
-                     const SolveLimits& limits, Metrics* metrics,
+                     const Registry& registry, const SolveLimits& limits,
+                     const Deadline& deadline, Metrics* metrics,
                      SolveScratch& scratch, std::string* out);
 
 }  // namespace reach

@@ -155,7 +155,7 @@ void SolveStreamReactor::SolveFrame(SolveScratch& scratch) {
   }
   solve_status_ =
       SolveOne(*skeleton, solving_, &warm_, service_->options().solve_limits,
-               scratch, &solved_);
+               FromGrpcDeadline(context_->deadline()), scratch, &solved_);
   service_->metrics().Record(scratch.tally);
   // The solution is the next frame's warm start; the scratch pose is
   // rewritten by the next solve, so a swap saves the copy.

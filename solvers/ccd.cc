@@ -48,7 +48,7 @@ int CcdSolver::Solve(const ChainProblem& problem, Workspace& ws,
       (target - g[0].translation).norm() < problem.chain_length;
   const bool finish = bend || within_reach;
   int iterations = 0;
-  StallGuard guard(problem.tolerance);
+  StallGuard guard(problem.deadline, problem.tolerance);
   SlowProgress slow(kSlowRatio);
   while (iterations < problem.max_iterations) {
     const double error = (g[n - 1].translation - target).norm();

@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 #include <array>
 #include <cstdint>
+#include <limits>
 
 #include "solvers/chain_solver.h"
 
@@ -111,21 +112,31 @@ class ChainKinematics {
 };
 
 // Runs `attempt` (a callable returning the iterations it ran and leaving
-// `kin` evaluated at its result), then, while the goal is unreached, up to
-// options.max_restarts more attempts from random configurations within the
-// limits. Keeps the best result; returns the iterations of all attempts.
+// `kin` evaluated at its result), then, while the goal is unreached, more
+// attempts from random configurations within the limits: up to
+// options.max_restarts of them, or, when the goal has a time_budget_ms (and
+// so problem.deadline a time limit), as many as fit before the deadline.
+// Every restart first checks problem.deadline (time or cancellation); the
+// attempts' own StallGuards stop them inside. Keeps the best result; returns
+// the iterations of all attempts (saturating at INT_MAX).
 template <class Attempt>
 int RunWithRestarts(const ChainProblem& problem, ChainKinematics& kin,
                     Attempt attempt) {
   int iterations = attempt();
-  const int restarts = problem.goal->options.max_restarts;
+  const bool timed = problem.goal->options.time_budget_ms > 0.0 &&
+                     problem.deadline.has_time_limit();
+  const int restarts = timed ? std::numeric_limits<int>::max()
+                             : problem.goal->options.max_restarts;
   if (restarts == 0 || kin.dof() == 0 || kin.Converged()) return iterations;
   double best = kin.error().squaredNorm();
   kin.SaveBest();
   uint64_t state = RestartSeed(*problem.goal);
-  for (int r = 0; r < restarts; ++r) {
+  for (int r = 0; r < restarts && !problem.deadline.Expired(); ++r) {
     kin.Randomize(&state);
-    iterations += attempt();
+    const int more = attempt();
+    iterations = more > std::numeric_limits<int>::max() - iterations
+                     ? std::numeric_limits<int>::max()
+                     : iterations + more;
     if (kin.Converged()) return iterations;
     const double error = kin.error().squaredNorm();
     if (error < best) {

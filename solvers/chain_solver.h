@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "solvers/deadline.h"
 #include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
@@ -69,6 +70,11 @@ struct ChainProblem {
   double orientation_tolerance_rad = 0.0;  // > 0.
   int max_iterations = 0;                  // >= 1.
   double chain_length = 0.0;  // Sum of bone lengths in model space, >= 0.
+  // When to stop: the earlier of the goal's time_budget_ms (from when its
+  // solve started) and the deadline passed to Solve, with Solve's
+  // cancellation flag. Default: none. Solvers pass it to their StallGuard;
+  // RunWithRestarts checks it before every restart.
+  Deadline deadline;
 };
 
 // A solver. Implementations are stateless and const, so one instance serves

@@ -252,7 +252,7 @@ int SolvePoints(const ChainProblem& problem, Workspace& ws) {
   if (goal.pole) ApplyPole(*goal.pole, n, p);
 
   int iterations = 0;
-  StallGuard guard(problem.tolerance);
+  StallGuard guard(problem.deadline, problem.tolerance);
   // Slow progress ends the loop early: FabrikSolver::Solve finishes then.
   SlowProgress slow(kSlowRatio);
   while (iterations < problem.max_iterations) {
@@ -366,7 +366,7 @@ int SolveConstrained(const ChainProblem& problem, Workspace& ws, Pose& pose) {
   // stall guard decides.
   const bool within_reach = (target - p[0]).norm() < problem.chain_length;
   int iterations = 0;
-  StallGuard guard(problem.tolerance);
+  StallGuard guard(problem.deadline, problem.tolerance);
   SlowProgress slow(kSlowRatio);
   while (iterations < problem.max_iterations) {
     const double error = (p[n - 1] - target).norm();

@@ -51,10 +51,28 @@ struct SolveOptions {
   // Jacobian family and GRADIENT_DESCENT: when an attempt ends unreached,
   // start again from a pseudo-random configuration within the joint limits,
   // up to this many times, and keep the best result (TRAC-IK-style random
-  // restarts, counted instead of timed). Deterministic: the sequence
-  // derives from the goal's target. In [0, 1000]; 0: no restarts. Each
-  // attempt gets max_iterations; `iterations` reports them all.
+  // restarts, counted; time_budget_ms times them instead). Deterministic:
+  // the sequence derives from the goal's target. In [0, 1000]; 0: no
+  // restarts. Each attempt gets max_iterations; `iterations` reports them
+  // all.
   int max_restarts = 0;
+  // Wall-clock budget of this goal's solve in milliseconds, counted from
+  // when Solve starts the goal (goals are solved in order, each with its
+  // own budget; a deadline passed to Solve bounds them all). In
+  // [0, 60000]; 0: none. With a budget:
+  // - every iterative solver (FABRIK, CCD, the Jacobian family, gradient
+  //   descent) stops when it runs out, looking at the clock every 8
+  //   iterations, and keeps what it has;
+  // - the Jacobian family and GRADIENT_DESCENT restart (as for
+  //   max_restarts) while the goal is unreached and time remains, however
+  //   many restarts that takes: the budget, not max_restarts, bounds them
+  //   (max_restarts is ignored), as TRAC-IK's timed restarts. An
+  //   unreachable goal therefore uses its whole budget;
+  // - the result is the best attempt's, `reached` false when time ran out
+  //   first, `iterations` the sum over the attempts.
+  // TWO_BONE is analytic and ignores it. Not deterministic across machines
+  // when the budget ends the solve (how far it got depends on the clock).
+  double time_budget_ms = 0.0;
   // TWO_BONE soft IK: the fraction of the chain's length over which the
   // chain eases into full extension instead of snapping straight.
   // In [0, 1); 0: off. With soft 0.1 the chain starts easing at 90% of its

@@ -21,6 +21,7 @@ int Run(const ChainProblem& problem, ChainKinematics& kin) {
                               : kMaxStep;
   const double length = std::max(problem.chain_length, 1e-12);
   StallGuard guard(
+      problem.deadline,
       std::min(problem.tolerance / length, problem.orientation_tolerance_rad),
       /*patience=*/16);
   JacobianMatrix<Rows> j;

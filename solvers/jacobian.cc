@@ -129,6 +129,7 @@ int Run(const ChainProblem& problem, JacobianMethod method,
       options.max_step_rad > 0.0 ? options.max_step_rad : kDefaultMaxStep;
   const double length = std::max(problem.chain_length, 1e-12);
   StallGuard guard(
+      problem.deadline,
       std::min(problem.tolerance / length, problem.orientation_tolerance_rad),
       /*patience=*/8);
 

@@ -1,11 +1,16 @@
 #include "solvers/limits.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace reach {
 namespace {
 
 constexpr double kTwoPi = 2.0 * M_PI;
+
+// How far beyond a bound a hinge angle read back from a rotation written at
+// that bound may land by rounding alone (a few ulp of 2pi in practice).
+constexpr double kReadBackSlack = 1e-12;
 
 // Distance on the circle between two angles (rotations modulo 2pi).
 double CircleDistance(double a, double b) {
@@ -21,10 +26,21 @@ double NearestBound(double angle, double lo, double hi) {
 }
 
 // Picks, among the 2pi-equivalents of `angle` in (-2pi, 2pi], one inside
-// [lo, hi]; failing that, the bound nearest on the circle.
+// [lo, hi]; failing that, the bound nearest on the circle. A range with one
+// infinite bound holds every rotation: its equivalent nearest the finite
+// bound (a few turns away when that bound lies more than 2pi from `angle`).
+// The result is always inside [lo, hi].
 double ConstrainHingeAngle(double angle, double lo, double hi) {
   for (double candidate : {angle, angle - kTwoPi, angle + kTwoPi}) {
     if (candidate >= lo && candidate <= hi) return candidate;
+  }
+  if (!std::isfinite(lo) && std::isfinite(hi)) {
+    // angle > hi: the largest equivalent at or below hi (std::min guards
+    // against the product's rounding).
+    return std::min(angle - kTwoPi * std::ceil((angle - hi) / kTwoPi), hi);
+  }
+  if (std::isfinite(lo) && !std::isfinite(hi)) {
+    return std::max(angle + kTwoPi * std::ceil((lo - angle) / kTwoPi), lo);
   }
   return NearestBound(angle, lo, hi);
 }
@@ -54,6 +70,20 @@ double HingeAngle(const Joint& joint, const Eigen::Quaterniond& local) {
   const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * local;
   Eigen::Quaterniond swing;
   return SwingTwist(delta, joint.axis, &swing);
+}
+
+double HingeAngleWithinLimits(const Joint& joint,
+                              const Eigen::Quaterniond& local) {
+  const double angle = HingeAngle(joint, local);
+  const double lo = joint.min_angle_rad;
+  const double hi = joint.max_angle_rad;
+  if (!std::isfinite(lo) && !std::isfinite(hi)) return WrapPi(angle);
+  if (angle >= lo && angle <= hi) return angle;
+  // Rounding past a bound reports the bound, not a 2pi-equivalent: in a
+  // range 2pi wide both would do, and the bound keeps the quaternion's sign.
+  if (angle > hi && angle - hi <= kReadBackSlack) return hi;
+  if (angle < lo && lo - angle <= kReadBackSlack) return lo;
+  return ConstrainHingeAngle(angle, lo, hi);
 }
 
 Eigen::Quaterniond HingeRotation(const Joint& joint, double angle_rad) {

@@ -26,8 +26,30 @@ double HingeAngle(const Joint& joint, const Eigen::Quaterniond& local);
 Eigen::Quaterniond HingeRotation(const Joint& joint, double angle_rad);
 
 // Among the 2pi-equivalents of a hinge angle, one inside the joint's
-// [min, max]; failing that, the bound nearest on the circle.
+// [min, max] (the angle itself when it is inside, then angle -+ 2pi; with
+// one infinite bound, the equivalent nearest the finite one); failing that,
+// the bound nearest on the circle. The result always lies in [min, max].
 double ConstrainHingeAngle(const Joint& joint, double angle_rad);
+
+// The angle a solve reports for a hinge joint whose local rotation is
+// `local`: HingeAngle, then brought into [min, max], so that
+// min <= angle <= max holds exactly (strict comparisons, no tolerance):
+// - inside [min, max]: HingeAngle itself (whose sign follows the
+//   quaternion's, so a range wider than 2pi keeps the angle the solver
+//   tracked);
+// - within 1e-12 rad beyond a bound: that bound. A rotation written at a
+//   bound (HingeRotation(j, max)) reads back up to a few ulp beyond it, as
+//   rounding in the half-angle sine and cosine and the rest rotation's
+//   product leaves it;
+// - otherwise ConstrainHingeAngle: a 2pi-equivalent inside, or the nearest
+//   bound (for rotations truly outside the range, which solvers never
+//   return for a joint they move);
+// - an unlimited hinge (both bounds infinite): in [-pi, pi].
+// HingeRotation(j, HingeAngleWithinLimits(j, q)) is q to rounding (or -q, the
+// same rotation, when the angle was wrapped or moved by 2pi); any swing off
+// the axis is ignored.
+double HingeAngleWithinLimits(const Joint& joint,
+                              const Eigen::Quaterniond& local);
 
 // Whether `local` satisfies the joint's type and limits within
 // `tolerance_rad`. Hinge angles count modulo 2pi (the same rotation).

@@ -31,6 +31,12 @@ absl::Status ValidateOptions(int i, const SolveOptions& o,
         absl::StrCat(GoalField(i, "options.max_restarts"), " = ",
                      o.max_restarts, " is outside [0, 1000]"));
   }
+  if (auto s = ValidateRange(o.time_budget_ms,
+                             FieldName{"goals", i, "options.time_budget_ms"},
+                             0.0, 60000.0);
+      !s.ok()) {
+    return s;
+  }
   constexpr double kHuge = 1e300;
   if (auto s = ValidateRange(
           o.tolerance, FieldName{"goals", i, "options.tolerance"}, 0.0, kHuge);
@@ -422,8 +428,9 @@ int RunChainSolver(SolverKind kind, const ChainProblem& problem, Goal& goal,
 
 // Solves one goal (validated) from the pose's current state and stamps
 // its chain as moved.
-void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
-               Pose* pose, GoalResult* result_out) {
+void SolveGoal(const Skeleton& skeleton, const Goal& goal_in,
+               const Deadline& deadline, Workspace& ws, Pose* pose,
+               GoalResult* result_out) {
   // A copy with the orientation normalised (validation allows 1e-5).
   Goal goal = goal_in;
   if (goal.target_orientation) NormalizeRotation(&*goal.target_orientation);
@@ -442,6 +449,7 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
   problem.skeleton = &skeleton;
   problem.joints = chain;
   problem.goal = &goal;
+  problem.deadline = deadline.WithBudget(goal.options.time_budget_ms);
   // The chain's model-space transforms, and its parent's, from the lazy
   // ones: current from an earlier goal or the rest pose cost nothing.
   LazyGlobal(skeleton, *pose, chain[n - 1], ws);
@@ -547,10 +555,9 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in, Workspace& ws,
 // bit for bit: same inputs, and the kernel's result does not depend on
 // its lane. Returns how many goals it solved: 0 when fewer than two
 // qualify.
-size_t SolveTwoBoneGroup(const Skeleton& skeleton,
-                         absl::Span<const Goal> goals, size_t first,
-                         Workspace& ws, Pose* pose,
-                         absl::Span<GoalResult> results) {
+size_t SolveTwoBoneGroup(const Skeleton& skeleton, absl::Span<const Goal> goals,
+                         size_t first, const Deadline& deadline, Workspace& ws,
+                         Pose* pose, absl::Span<GoalResult> results) {
   constexpr size_t kMaxGroup = kMaxTwoBoneGroup;
   std::array<std::array<int, 3>, kMaxGroup>& chains = ws.group_chains;
   size_t count = 0;
@@ -597,7 +604,7 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton,
     if (!solved[e].solved) {
       // The general path, from the same start: no other goal of the group
       // moved anything its chain depends on.
-      SolveGoal(skeleton, goal, ws, pose, &results[e]);
+      SolveGoal(skeleton, goal, deadline, ws, pose, &results[e]);
       continue;
     }
     pose->local[chain[0]].rotation = solved[e].root_local;
@@ -639,7 +646,7 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton,
 
 absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                    Workspace& ws, Pose* pose, absl::Span<GoalResult> results,
-                   const SolveLimits& limits) {
+                   const SolveLimits& limits, const Deadline& deadline) {
   // The rest pose (bit for bit) was validated and normalised with the
   // skeleton.
   bool rest = SameLocals(pose->local, skeleton.rest_locals());
@@ -659,13 +666,13 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
   StartGlobals(skeleton, rest, ws);
 
   for (size_t i = 0; i < goals.size();) {
-    const size_t group = SolveTwoBoneGroup(skeleton, goals, i, ws, pose,
-                                           results.subspan(i));
+    const size_t group = SolveTwoBoneGroup(skeleton, goals, i, deadline, ws,
+                                           pose, results.subspan(i));
     if (group > 0) {
       i += group;
       continue;
     }
-    SolveGoal(skeleton, goals[i], ws, pose, &results[i]);
+    SolveGoal(skeleton, goals[i], deadline, ws, pose, &results[i]);
     ++i;
   }
   // Measure every goal on the returned pose (a later goal may have moved an

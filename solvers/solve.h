@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "solvers/chain_solver.h"
+#include "solvers/deadline.h"
 #include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
@@ -48,9 +49,15 @@ SolverKind ResolveSolver(const Skeleton& skeleton, absl::Span<const int> chain,
 // forward kinematics (Solve computes only what it measures; call
 // ComputeGlobals for the rest). Nothing is written to `pose` when
 // validation fails.
+// `deadline` bounds the whole call (e.g. an RPC's deadline, and a flag
+// raised when the RPC is cancelled): every goal's solve stops when it
+// expires, keeping its best pose so far (each goal is still measured, and
+// the call returns OK; `reached` tells). A goal's own time_budget_ms ends
+// its solve earlier when it comes first.
 absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                    Workspace& ws, Pose* pose, absl::Span<GoalResult> results,
-                   const SolveLimits& limits = {});
+                   const SolveLimits& limits = {},
+                   const Deadline& deadline = {});
 
 }  // namespace reach
 

@@ -1,5 +1,7 @@
 // solve: one goal on one chain.
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "client/cli/common.h"
 #include "server/convert.h"
@@ -16,9 +18,23 @@ struct SolveFlags {
   std::string solver = "auto";
   int max_iterations = 0;
   int max_restarts = 0;
+  double time_budget_ms = 0;
   double tolerance = 0;
+  bool angles = false;
   bool json = false;
 };
+
+// "limits [lo, hi]" (an unset side: inf) or "unlimited", for a hinge joint.
+std::string Limits(const v1::Joint& joint) {
+  if (!joint.has_min_angle_rad() && !joint.has_max_angle_rad()) {
+    return "unlimited";
+  }
+  char text[64];
+  std::snprintf(text, sizeof(text), "limits [%.6g, %.6g]",
+                joint.has_min_angle_rad() ? joint.min_angle_rad() : -INFINITY,
+                joint.has_max_angle_rad() ? joint.max_angle_rad() : INFINITY);
+  return text;
+}
 
 int RunSolve(const Globals& globals, const SolveFlags& flags) {
   v1::SolveRequest request;
@@ -44,6 +60,7 @@ int RunSolve(const Globals& globals, const SolveFlags& flags) {
   }
   goal->mutable_options()->set_max_iterations(flags.max_iterations);
   goal->mutable_options()->set_max_restarts(flags.max_restarts);
+  goal->mutable_options()->set_time_budget_ms(flags.time_budget_ms);
   goal->mutable_options()->set_tolerance(flags.tolerance);
   request.set_return_globals(!flags.json);
 
@@ -81,6 +98,26 @@ int RunSolve(const Globals& globals, const SolveFlags& flags) {
     }
     std::printf("\n");
   }
+  if (flags.angles) {
+    // The angles as the server reports them: inside the limits exactly;
+    // printed to 1e-9 rad, which rounds a bound to the bound's own digits.
+    if (response->hinge_joints_size() == 0) {
+      std::printf("  (the solve moved no hinge joint)\n");
+    }
+    for (int i = 0; i < response->hinge_joints_size() &&
+                    i < response->hinge_angles_rad_size();
+         ++i) {
+      const uint32_t joint = response->hinge_joints(i);
+      const double angle = response->hinge_angles_rad(i);
+      const std::string limits =
+          joint < static_cast<uint32_t>(skeleton->skeleton().joints_size())
+              ? Limits(skeleton->skeleton().joints(joint))
+              : "";
+      std::printf("  %-24s angle %+.9f rad (%+.4f deg)  %s\n",
+                  name(joint).c_str(), angle, angle * 180.0 / M_PI,
+                  limits.c_str());
+    }
+  }
   return kExitOk;
 }
 
@@ -109,9 +146,20 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
                     "within the limits when the first one stalls (e.g. a "
                     "straight arm at a singularity)")
       ->check(CLI::Range(0, 1000));
+  solve
+      ->add_option("--time-budget-ms", flags->time_budget_ms,
+                   "Wall-clock budget of the solve, ms (0: none; at most "
+                   "60000): iterative solvers stop when it runs out, and the "
+                   "Jacobian family and gradient descent restart until "
+                   "reached or out of time (--max-restarts is then ignored)")
+      ->check(CLI::Range(0.0, 60000.0));
   solve->add_option("--tolerance", flags->tolerance,
                     "Position tolerance, model units (0: the default)")
       ->check(CLI::NonNegativeNumber);
+  solve->add_flag("--angles", flags->angles,
+                  "Print the angle (radians from rest about the axis, inside "
+                  "the limits) of every hinge joint the solve moved; --json "
+                  "always carries them as hingeJoints and hingeAnglesRad");
   solve->add_flag("--json", flags->json, "Print the response as JSON");
   solve->callback([=, &globals] {
     *run = [=, &globals] { return RunSolve(globals, *flags); };

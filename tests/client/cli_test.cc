@@ -196,6 +196,35 @@ TEST_F(CliTest, SolveJsonLandsOnTheTarget) {
   EXPECT_EQ(restarted.exit_code, 0) << restarted.err;
   EXPECT_THAT(restarted.out, HasSubstr("chain panda_hand_joint: reached"));
 
+  // --angles: every hinge the solve moved, in radians and degrees, with its
+  // limits; the JSON carries the same angles.
+  CliRun angles = Reach("solve --angles --max-restarts 8" + arm);
+  EXPECT_EQ(angles.exit_code, 0) << angles.err;
+  EXPECT_THAT(angles.out, HasSubstr("panda_joint4"));
+  EXPECT_THAT(angles.out, HasSubstr(" rad ("));
+  EXPECT_THAT(angles.out, HasSubstr("limits [-3.0718, -0.0698]"));
+  // A time budget instead of a restart count gets there too.
+  CliRun budgeted = Reach("solve --time-budget-ms 20000" + arm);
+  EXPECT_EQ(budgeted.exit_code, 0) << budgeted.err;
+  EXPECT_THAT(budgeted.out, HasSubstr("chain panda_hand_joint: reached"));
+  EXPECT_EQ(Reach("solve --time-budget-ms -1" + arm).exit_code, 2);
+  CliRun json = Reach("solve --json --angles --max-restarts 8" + arm);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  v1::SolveResponse with_angles;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json.out, &with_angles).ok())
+      << json.out;
+  EXPECT_THAT(json.out, HasSubstr("\"hingeAnglesRad\""));
+  ASSERT_GE(with_angles.hinge_joints_size(), 6);
+  ASSERT_EQ(with_angles.hinge_angles_rad_size(),
+            with_angles.hinge_joints_size());
+  // The same solve: the text printed these angles (to 1e-9).
+  for (double a : with_angles.hinge_angles_rad()) {
+    char printed[32];
+    std::snprintf(printed, sizeof(printed), "angle %+.9f rad", a);
+    EXPECT_THAT(angles.out, HasSubstr(printed));
+  }
+
   CliRun unknown = Reach("solve --skeleton " + id + " --chain tail --target 1,2,3");
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_THAT(unknown.err, HasSubstr("goals[0].chain"));

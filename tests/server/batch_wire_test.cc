@@ -154,6 +154,20 @@ TEST(BatchWireTest, SolvedItemIsByteForByteWhatProtobufWrites) {
   const uint64_t sequences[] = {0, 1, 127, 128, ~uint64_t{0}};
   const int iterations[] = {0, 1, 300, -1, -2147483647 - 1};
   constexpr int kJoints = 200;
+  // Every third joint a hinge (limited, or not), so the hinge angles and
+  // their regenerated rotations are written too.
+  SkeletonDef def = testing::StraightChainDef(kJoints);
+  def.chains.clear();  // Longer than a chain may be; not needed here.
+  for (int j = 1; j < kJoints; j += 3) {
+    def.joints[j].type = JointType::kHinge;
+    def.joints[j].axis = Eigen::Vector3d(unit(rng), unit(rng), 1.0);
+    if (j % 2 == 1) {
+      def.joints[j].min_angle_rad = -0.5;
+      def.joints[j].max_angle_rad = 2.0;
+    }
+  }
+  const Skeleton skeleton = *Skeleton::Create(def);
+  int hinge_angles = 0;
   for (int trial = 0; trial < 200; ++trial) {
     Pose start, solved;
     start.local.resize(kJoints);
@@ -182,14 +196,17 @@ TEST(BatchWireTest, SolvedItemIsByteForByteWhatProtobufWrites) {
 
     v1::SolveResponse response;
     response.set_sequence(sequence);
-    ToProto(start, solved, results, &response);
+    ToProto(skeleton, start, solved, results, &response);
+    hinge_angles += response.hinge_angles_rad_size();
     std::string want = "prefix";
     AppendBatchItem(response, &want);
     std::string got = "prefix";
     std::vector<uint32_t> changed;
-    AppendSolvedItem(sequence, start, solved, results, &changed, &got);
+    AppendSolvedItem(skeleton, sequence, start, solved, results, &changed,
+                     &got);
     ASSERT_EQ(got, want) << "trial " << trial;
   }
+  EXPECT_GT(hinge_angles, 1000);
 }
 
 TEST(MemoryTest, GlibcAcceptsTheAllocatorTuning) {

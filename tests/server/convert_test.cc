@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "solvers/limits.h"
 #include "tests/testing/models.h"
 
 namespace reach {
@@ -64,6 +65,8 @@ TEST(ConvertTest, UnsetFieldsMeanTheDocumentedDefaults) {
 }
 
 TEST(ConvertTest, ResponseListsOnlyChangedJoints) {
+  const Skeleton skeleton =
+      *Skeleton::Create(testing::StraightChainDef(/*joints=*/4));
   Pose start;
   start.local.resize(4);
   Pose solved = start;
@@ -71,7 +74,9 @@ TEST(ConvertTest, ResponseListsOnlyChangedJoints) {
       Eigen::Quaterniond(Eigen::AngleAxisd(0.3, Eigen::Vector3d::UnitZ()));
   solved.local[3].translation = Eigen::Vector3d(0, -0.5, 0);
   v1::SolveResponse response;
-  ToProto(start, solved, {}, &response);
+  ToProto(skeleton, start, solved, {}, &response);
+  EXPECT_EQ(response.hinge_joints_size(), 0);  // Ball joints.
+  EXPECT_EQ(response.hinge_angles_rad_size(), 0);
   ASSERT_EQ(response.rotated_joints_size(), 1);
   EXPECT_EQ(response.rotated_joints(0), 2u);
   ASSERT_EQ(response.rotations_size(), 4);
@@ -93,6 +98,55 @@ TEST(ConvertTest, ResponseListsOnlyChangedJoints) {
               solved.local[i].rotation.coeffs()) << i;
     EXPECT_EQ(applied.local[i].translation, solved.local[i].translation) << i;
   }
+}
+
+// A hinge's angle is reported inside its range exactly, and its rotation
+// regenerated from that angle: a rotation a few ulp past a bound reports
+// the bound; an unlimited hinge's angle is in [-pi, pi].
+TEST(ConvertTest, ResponseCarriesHingeAnglesWithinLimits) {
+  SkeletonDef def = testing::StraightChainDef(/*joints=*/4);
+  for (int k : {1, 2}) {
+    def.joints[k].type = JointType::kHinge;
+    def.joints[k].axis = Eigen::Vector3d(0.2, 0.3, 1.0);
+    def.joints[k].rest.rotation =
+        AxisAngle(Eigen::Vector3d(1, -2, 0.5).normalized(), 0.8);
+  }
+  def.joints[1].min_angle_rad = -0.5;
+  def.joints[1].max_angle_rad = 1.0;
+  const Skeleton skeleton = *Skeleton::Create(def);
+  const Joint& limited = skeleton.joint(1);
+  const Joint& free = skeleton.joint(2);
+  const Pose start = RestPose(skeleton);
+  Pose solved = start;
+  // Past the bound by rounding: HingeAngle would read it outside [-0.5, 1].
+  double past = 1.0;
+  for (int u = 0; u < 3; ++u) past = std::nextafter(past, 2.0);
+  solved.local[1].rotation = HingeRotation(limited, past);
+  solved.local[2].rotation = HingeRotation(free, 4.0);  // = 4 - 2pi.
+  solved.local[0].rotation = AxisAngle(Eigen::Vector3d::UnitX(), 0.2);  // Ball.
+
+  v1::SolveResponse response;
+  ToProto(skeleton, start, solved, {}, &response);
+  ASSERT_EQ(response.rotated_joints_size(), 3);
+  ASSERT_EQ(response.hinge_joints_size(), 2);
+  ASSERT_EQ(response.hinge_angles_rad_size(), 2);
+  EXPECT_EQ(response.hinge_joints(0), 1u);
+  EXPECT_EQ(response.hinge_joints(1), 2u);
+  EXPECT_EQ(response.hinge_angles_rad(0), 1.0);
+  EXPECT_NEAR(response.hinge_angles_rad(1), 4.0 - 2 * M_PI, 1e-14);
+  for (int h = 0; h < 2; ++h) {
+    const Joint& joint = skeleton.joint(response.hinge_joints(h));
+    const Eigen::Quaterniond want =
+        HingeRotation(joint, response.hinge_angles_rad(h));
+    const double* q = response.rotations().data() + 4 * (h + 1);
+    EXPECT_EQ(q[0], want.w()) << h;
+    EXPECT_EQ(q[1], want.x()) << h;
+    EXPECT_EQ(q[2], want.y()) << h;
+    EXPECT_EQ(q[3], want.z()) << h;
+  }
+  // The ball joint's rotation goes out as solved.
+  EXPECT_EQ(response.rotations(0), solved.local[0].rotation.w());
+  EXPECT_EQ(response.rotations(1), solved.local[0].rotation.x());
 }
 
 TEST(ConvertTest, ApplyResponseRejectsMismatchedArrays) {

@@ -1,4 +1,7 @@
 // Every unary RPC against the real server on a loopback port.
+#include "tests/testing/service.h"
+
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -11,7 +14,6 @@
 #include "gtest/gtest.h"
 #include "server/convert.h"
 #include "tests/testing/models.h"
-#include "tests/testing/service.h"
 
 namespace reach {
 namespace {
@@ -256,6 +258,97 @@ TEST_F(ServiceTest, SolveListsOnlyTheJointsItTurned) {
   EXPECT_TRUE(response.translated_joints().empty());
 }
 
+// Checks a response's hinge angles against the skeleton: one per rotated
+// hinge, strictly inside the range, and the wire rotation is the angle's
+// (read back here: rest^-1 q = (cos(a/2), sin(a/2) axis)). Returns how many
+// sat exactly at a bound.
+int ExpectHingeAnglesWithinLimits(const Skeleton& skeleton,
+                                  const v1::SolveResponse& response) {
+  std::vector<uint32_t> rotated_hinges;
+  for (uint32_t j : response.rotated_joints()) {
+    if (skeleton.joint(j).type == JointType::kHinge)
+      rotated_hinges.push_back(j);
+  }
+  EXPECT_THAT(response.hinge_joints(),
+              ::testing::ElementsAreArray(rotated_hinges));
+  EXPECT_EQ(response.hinge_angles_rad_size(), response.hinge_joints_size());
+  int at_bound = 0;
+  for (int h = 0;
+       h < response.hinge_joints_size() && h < response.hinge_angles_rad_size();
+       ++h) {
+    const uint32_t j = response.hinge_joints(h);
+    const Joint& joint = skeleton.joint(j);
+    const double angle = response.hinge_angles_rad(h);
+    EXPECT_TRUE(joint.min_angle_rad <= angle && angle <= joint.max_angle_rad)
+        << joint.name << ": " << angle;
+    at_bound += angle == joint.min_angle_rad || angle == joint.max_angle_rad;
+    const int r =
+        static_cast<int>(std::find(response.rotated_joints().begin(),
+                                   response.rotated_joints().end(), j) -
+                         response.rotated_joints().begin());
+    const double* q = response.rotations().data() + 4 * r;
+    const Eigen::Quaterniond rel = joint.rest.rotation.conjugate() *
+                                   Eigen::Quaterniond(q[0], q[1], q[2], q[3]);
+    const double along = rel.vec().dot(joint.axis);
+    EXPECT_NEAR(2.0 * std::atan2(along, rel.w()), angle, 1e-14) << joint.name;
+    EXPECT_LT((rel.vec() - along * joint.axis).norm(), 1e-15) << joint.name;
+  }
+  return at_bound;
+}
+
+// Every call that solves returns the angles of the hinges it moved, inside
+// their limits exactly: Solve, SolveBatch (whose items are written straight
+// from the solve) and SolveStream.
+TEST_F(ServiceTest, ResponsesCarryHingeAnglesWithinLimits) {
+  const SkeletonDef def = testing::PandaDef();
+  const Skeleton panda = *Skeleton::Create(def);
+  const std::string id = MustRegister(*server_.stub, ToWire(def, "panda"));
+  testing::Rng rng(21);
+  std::vector<v1::SolveRequest> requests;
+  for (int i = 0; i < 40; ++i) {
+    // Reachable targets, and far ones that stretch the arm into its limits.
+    const Eigen::Vector3d target =
+        i % 2 ? testing::GlobalOf(panda, testing::RandomPose(panda, rng, M_PI),
+                                  panda.chain(0).joints.back())
+                    .translation
+              : Eigen::Vector3d(0.4 * std::cos(i), 0.4 * std::sin(i), 2.0);
+    v1::SolveRequest& request = requests.emplace_back();
+    request.set_skeleton_id(id);
+    request.set_sequence(i);
+    *request.add_goals() = MakeGoal("arm", target, v1::SOLVER_JACOBIAN_DLS);
+  }
+  int angles = 0, at_bound = 0;
+  v1::SolveBatchRequest batch;
+  for (const v1::SolveRequest& request : requests) {
+    v1::SolveResponse response;
+    ASSERT_TRUE(server_.stub->Solve(Context().get(), request, &response).ok());
+    at_bound += ExpectHingeAnglesWithinLimits(panda, response);
+    angles += response.hinge_angles_rad_size();
+    *batch.add_items() = request;
+  }
+  EXPECT_GT(angles, 200);
+  EXPECT_GT(at_bound, 0);  // The far targets clamp joints at their limits.
+
+  v1::SolveBatchResponse batched;
+  ASSERT_TRUE(server_.stub->SolveBatch(Context().get(), batch, &batched).ok());
+  ASSERT_EQ(batched.items_size(), 40);
+  for (const v1::SolveResponse& item : batched.items()) {
+    ASSERT_FALSE(item.has_error()) << item.error().message();
+    EXPECT_GT(item.hinge_joints_size(), 0);
+    ExpectHingeAnglesWithinLimits(panda, item);
+  }
+
+  auto context = Context();
+  auto stream = server_.stub->SolveStream(context.get());
+  ASSERT_TRUE(stream->Write(requests[0]));
+  v1::SolveResponse streamed;
+  ASSERT_TRUE(stream->Read(&streamed));
+  EXPECT_GT(streamed.hinge_joints_size(), 0);
+  ExpectHingeAnglesWithinLimits(panda, streamed);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
 // One broken field at a time: the code and the field named.
 TEST_F(ServiceTest, SolveValidationNamesTheField) {
   struct Case {
@@ -320,6 +413,16 @@ TEST_F(ServiceTest, SolveValidationNamesTheField) {
          r->mutable_goals(0)->mutable_options()->set_max_iterations(1 << 30);
        },
        grpc::StatusCode::INVALID_ARGUMENT, "goals[0].options.max_iterations"},
+      {"negative time budget",
+       [](v1::SolveRequest* r) {
+         r->mutable_goals(0)->mutable_options()->set_time_budget_ms(-1);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].options.time_budget_ms"},
+      {"time budget over a minute",
+       [](v1::SolveRequest* r) {
+         r->mutable_goals(0)->mutable_options()->set_time_budget_ms(60001);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "goals[0].options.time_budget_ms"},
       {"start pose too short",
        [](v1::SolveRequest* r) {
          r->mutable_start_pose()->add_rotations()->set_w(1);
@@ -342,6 +445,79 @@ TEST_F(ServiceTest, SolveValidationNamesTheField) {
         server_.stub->Solve(Context().get(), request, &response);
     EXPECT_EQ(status.error_code(), c.code) << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr(c.field));
+  }
+}
+
+// A goal's time budget reaches the solver: the Panda from its all-zero
+// pose (straight up, a singularity where DLS stalls) gets to this target
+// only by restarting, which a budget turns on without max_restarts.
+TEST_F(ServiceTest, TimeBudgetRestartsUntilReached) {
+  const std::string id =
+      MustRegister(*server_.stub, ToWire(testing::PandaDef(), "panda"));
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  *request.add_goals() =
+      MakeGoal("arm", Eigen::Vector3d(0.4, 0.2, 0.5), v1::SOLVER_JACOBIAN_DLS);
+  v1::SolveResponse once;
+  ASSERT_TRUE(server_.stub->Solve(Context().get(), request, &once).ok());
+  ASSERT_FALSE(once.results(0).reached());
+  request.mutable_goals(0)->mutable_options()->set_time_budget_ms(60000);
+  v1::SolveResponse budgeted;
+  ASSERT_TRUE(server_.stub->Solve(Context().get(), request, &budgeted).ok());
+  EXPECT_TRUE(budgeted.results(0).reached());
+  EXPECT_GT(budgeted.results(0).iterations(), once.results(0).iterations());
+}
+
+// The call's deadline bounds the solve: a goal that would restart for a
+// minute (unreachable, with a 60 s budget) stops when its call's 300 ms
+// deadline passes, so the server's only solver thread is free for the next
+// call, which would otherwise wait out the minute past its own deadline.
+// The short call itself ends DEADLINE_EXCEEDED, or, when the server's
+// answer (the best pose, not reached) beats the client's clock, OK.
+TEST(ServiceDeadlineTest, CallDeadlineBoundsTheSolve) {
+  ServerOptions options = TestServerOptions();
+  options.solver_threads = 1;
+  TestServer server(options);
+  const std::string id =
+      MustRegister(*server.stub, ToWire(testing::PandaDef(), "panda"));
+  for (const char* rpc : {"Solve", "SolveBatch", "SolveStream"}) {
+    SCOPED_TRACE(rpc);
+    v1::SolveRequest endless;
+    endless.set_skeleton_id(id);
+    *endless.add_goals() =
+        MakeGoal("arm", Eigen::Vector3d(5, 5, 5), v1::SOLVER_JACOBIAN_DLS);
+    endless.mutable_goals(0)->mutable_options()->set_time_budget_ms(60000);
+    auto short_call = Context(0.3);
+    grpc::Status status;
+    v1::SolveResponse answer;
+    if (std::string(rpc) == "Solve") {
+      status = server.stub->Solve(short_call.get(), endless, &answer);
+    } else if (std::string(rpc) == "SolveBatch") {
+      v1::SolveBatchRequest batch;
+      *batch.add_items() = endless;
+      v1::SolveBatchResponse response;
+      status = server.stub->SolveBatch(short_call.get(), batch, &response);
+      if (status.ok() && response.items_size() == 1) answer = response.items(0);
+    } else {
+      // The stream stays open until its deadline ends it.
+      auto stream = server.stub->SolveStream(short_call.get());
+      stream->Write(endless);
+      stream->Read(&answer);
+      status = stream->Finish();
+    }
+    if (status.ok()) {
+      ASSERT_EQ(answer.results_size(), 1);
+      EXPECT_FALSE(answer.results(0).reached());
+    } else {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    }
+
+    v1::SolveRequest quick;
+    quick.set_skeleton_id(id);
+    *quick.add_goals() = MakeGoal("arm", Eigen::Vector3d(0.3, 0.1, 0.6),
+                                  v1::SOLVER_JACOBIAN_DLS);
+    v1::SolveResponse response;
+    EXPECT_TRUE(server.stub->Solve(Context(20).get(), quick, &response).ok());
   }
 }
 

@@ -169,15 +169,36 @@ TEST(ConstrainRotationTest, UnlimitedHingeKeepsEveryAngle) {
   }
 }
 
-// ConstrainHingeAngle with one infinite bound returns that bound when no
-// 2pi-equivalent of the angle lies in range, and HingeRotation(inf) is NaN.
-// See the report: fails today; enable once fixed.
+// A range with one infinite bound holds every rotation: no clamping, and
+// the angle stays finite (HingeRotation(inf) would be NaN).
 TEST(ConstrainRotationTest, HingeWithOneInfiniteBoundStaysFinite) {
   const Joint joint = MakeHinge(kRest, kAxis, 1.0, kInf);
   const double angle = ConstrainHingeAngle(joint, -5.5);  // = 0.78 + 2pi k.
   EXPECT_TRUE(std::isfinite(angle)) << angle;
   const Quaterniond q = ConstrainRotation(joint, HingeRotation(joint, -5.5));
   EXPECT_TRUE(q.coeffs().allFinite()) << q.coeffs().transpose();
+}
+
+TEST(ConstrainRotationTest, HingeWithOneInfiniteBoundAllowsEveryRotation) {
+  // [1, inf) holds -5.5 + 4pi = 7.07 and (-inf, -1] holds 5.5 - 4pi = -7.07:
+  // a clamp to the finite bound would move an allowed rotation.
+  const Joint above = MakeHinge(kRest, kAxis, 1.0, kInf);
+  EXPECT_NEAR(ConstrainHingeAngle(above, -5.5), -5.5 + 2 * kTwoPi, 1e-15);
+  EXPECT_LT(QuatDistance(ConstrainRotation(above, HingeRotation(above, -5.5)),
+                         HingeRotation(above, -5.5)),
+            1e-12);
+  const Joint below = MakeHinge(kRest, kAxis, -kInf, -1.0);
+  EXPECT_NEAR(ConstrainHingeAngle(below, 5.5), 5.5 - 2 * kTwoPi, 1e-15);
+  // Exactly a multiple of 2pi beyond the bound: the bound itself.
+  EXPECT_EQ(ConstrainHingeAngle(below, -1.0 + kTwoPi), -1.0);
+  for (double a : {-6.0, -3.0, 0.0, 2.0, 6.2}) {
+    const double c = ConstrainHingeAngle(above, a);
+    EXPECT_GE(c, 1.0) << a;
+    EXPECT_NEAR(std::remainder(c - a, kTwoPi), 0.0, 1e-14) << a;
+    const double d = ConstrainHingeAngle(below, a);
+    EXPECT_LE(d, -1.0) << a;
+    EXPECT_NEAR(std::remainder(d - a, kTwoPi), 0.0, 1e-14) << a;
+  }
 }
 
 // --- Ball ------------------------------------------------------------------
@@ -296,6 +317,124 @@ TEST(HingeAngleTest, IgnoresSwing) {
   const Quaterniond local =
       kRest * AxisAngle(Perpendicular(kAxis), 1.1) * AxisAngle(kAxis, -2.2);
   EXPECT_NEAR(HingeAngle(joint, local), -2.2, 1e-12);
+}
+
+// --- HingeAngleWithinLimits ------------------------------------------------
+
+// Ranges that touch the awkward places: +-pi (where atan2 wraps), +-2pi (the
+// widest allowed, where the quaternion's sign tells equivalents apart), a
+// zero-width range, one infinite bound, none, and ordinary ones.
+std::vector<Joint> HingesOfEveryRange(Rng& rng) {
+  std::vector<Joint> joints;
+  const double ranges[][2] = {
+      {-kPi, kPi},        {0.0, kPi},        {-kPi, 0.0},
+      {-kTwoPi, kTwoPi},  {0.0, kTwoPi},     {-kTwoPi, 0.0},
+      {kPi, kTwoPi},      {-kTwoPi, -kPi},   {-2.8973, 2.8973},
+      {-3.0718, -0.0698}, {-0.0175, 3.7525}, {0.3, 0.3},
+      {-0.5, 1.0},        {1.0, kInf},       {-kInf, -1.0},
+      {-kInf, kInf}};
+  for (int k = 0; k < 6; ++k) {
+    const Quaterniond rest =
+        k == 0 ? Quaterniond::Identity() : RandomRotation(rng);
+    const Vector3d axis = k == 0 ? Vector3d::UnitZ() : RandomUnit(rng);
+    for (const auto& r : ranges)
+      joints.push_back(MakeHinge(rest, axis, r[0], r[1]));
+  }
+  return joints;
+}
+
+TEST(HingeAngleWithinLimitsTest, RotationWrittenAtABoundReadsBackInside) {
+  Rng rng(5);
+  int raw_outside = 0;
+  int samples = 0;
+  for (const Joint& joint : HingesOfEveryRange(rng)) {
+    const double lo = joint.min_angle_rad, hi = joint.max_angle_rad;
+    std::vector<double> angles;
+    for (double b : {lo, hi}) {
+      if (!std::isfinite(b)) continue;
+      // The bound and its neighbours a few ulp inside and outside.
+      double up = b, down = b;
+      for (int u = 0; u < 4; ++u) {
+        angles.push_back(up);
+        angles.push_back(down);
+        up = std::nextafter(up, kInf);
+        down = std::nextafter(down, -kInf);
+      }
+    }
+    for (double a : angles) {
+      const double written = ConstrainHingeAngle(joint, a);
+      for (const Quaterniond& q :
+           {HingeRotation(joint, written),
+            HingeRotation(joint, written).normalized()}) {
+        ++samples;
+        const double raw = HingeAngle(joint, q);
+        raw_outside += !(raw >= lo && raw <= hi);
+        const double r = HingeAngleWithinLimits(joint, q);
+        EXPECT_TRUE(lo <= r && r <= hi)
+            << "[" << lo << ", " << hi << "] wrote " << written << " got " << r;
+        // The same rotation: the written angle, or a 2pi-equivalent of it.
+        EXPECT_LT(QuatDistance(HingeRotation(joint, r), q), 1e-15)
+            << "[" << lo << ", " << hi << "] wrote " << written << " got " << r;
+        EXPECT_NEAR(std::remainder(r - written, kTwoPi), 0.0, 1e-14);
+      }
+    }
+  }
+  // The read-back HingeAngle alone would have failed the strict check.
+  EXPECT_GT(raw_outside, 0) << samples << " samples";
+}
+
+TEST(HingeAngleWithinLimitsTest, AnyRotationReadsBackInsideAndAgrees) {
+  Rng rng(6);
+  for (const Joint& joint : HingesOfEveryRange(rng)) {
+    const double lo = joint.min_angle_rad, hi = joint.max_angle_rad;
+    for (int trial = 0; trial < 300; ++trial) {
+      // Pure hinge rotations (of either quaternion sign) and, every third,
+      // one with swing off the axis.
+      Quaterniond q = HingeRotation(
+          joint, std::uniform_real_distribution<double>(-kTwoPi, kTwoPi)(rng));
+      if (trial % 3 == 1) q.coeffs() = -q.coeffs();
+      if (trial % 3 == 2) q = RandomRotation(rng);
+      const double r = HingeAngleWithinLimits(joint, q);
+      ASSERT_TRUE(lo <= r && r <= hi)
+          << "[" << lo << ", " << hi << "] trial " << trial << " got " << r;
+      if (!std::isfinite(lo) && !std::isfinite(hi)) {
+        EXPECT_TRUE(-kPi <= r && r <= kPi) << r;
+      }
+      // Inside the limits (up to rounding), the rotation is reported as it
+      // is; outside, as ConstrainRotation would move it.
+      const Quaterniond pure = ConstrainRotation(
+          MakeHinge(joint.rest.rotation, joint.axis, -kInf, kInf), q);
+      const Quaterniond want =
+          WithinLimits(joint, pure, 1e-12) ? pure : ConstrainRotation(joint, q);
+      EXPECT_LT(QuatDistance(HingeRotation(joint, r), want), 1e-14)
+          << "[" << lo << ", " << hi << "] trial " << trial;
+    }
+  }
+}
+
+TEST(HingeAngleWithinLimitsTest, KeepsTheTrackedAngleInRangesWiderThanPi) {
+  // In [-2pi, 2pi] both 4.0 and 4.0 - 2pi are allowed: the quaternion's
+  // sign says which one the solver wrote.
+  const Joint joint = MakeHinge(kRest, kAxis, -kTwoPi, kTwoPi);
+  for (double a : {4.0, 4.0 - kTwoPi, -5.0, -5.0 + kTwoPi, 0.5}) {
+    EXPECT_NEAR(HingeAngleWithinLimits(joint, HingeRotation(joint, a)), a,
+                1e-14);
+  }
+  // Unlimited: the same rotations, reported in [-pi, pi].
+  const Joint free = MakeHinge(kRest, kAxis, -kInf, kInf);
+  EXPECT_NEAR(HingeAngleWithinLimits(free, HingeRotation(free, 4.0)),
+              4.0 - kTwoPi, 1e-14);
+  EXPECT_NEAR(HingeAngleWithinLimits(free, HingeRotation(free, -5.0)),
+              -5.0 + kTwoPi, 1e-14);
+}
+
+TEST(HingeAngleWithinLimitsTest, ZeroWidthRangeIsExactlyItsValue) {
+  const Joint joint = MakeHinge(kRest, kAxis, 0.3, 0.3);
+  Rng rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    EXPECT_EQ(HingeAngleWithinLimits(joint, RandomRotation(rng)), 0.3);
+  }
+  EXPECT_EQ(HingeAngleWithinLimits(joint, HingeRotation(joint, 0.3)), 0.3);
 }
 
 // --- WithinLimits ----------------------------------------------------------

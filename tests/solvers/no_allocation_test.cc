@@ -187,6 +187,43 @@ TEST(NoAllocationTest, SolvesAllocateNothingOnceWarm) {
   }
 }
 
+// Time budgets and a call deadline with a cancellation flag: the clock
+// reads and the budget's restarts allocate nothing either.
+TEST(NoAllocationTest, TimedSolvesAllocateNothingOnceWarm) {
+  std::atomic<bool> cancelled{false};
+  Deadline deadline = Deadline::In(60000.0);
+  deadline.cancelled = &cancelled;
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    const Skeleton skeleton = MustCreate(c.def);
+    std::vector<Goal> goals = c.goals;
+    for (Goal& goal : goals) {
+      // Short budgets: an unreachable goal restarts until its budget ends.
+      goal.options.time_budget_ms = 0.5;
+    }
+    Workspace ws;
+    const Pose rest = RestPose(skeleton);
+    Pose pose = rest;
+    std::vector<GoalResult> results(goals.size());
+    ASSERT_TRUE(Solve(skeleton, goals, ws, &pose, absl::MakeSpan(results),
+                      SolveLimits(), deadline)
+                    .ok());
+    for (int round = 0; round < 2; ++round) {
+      pose.local = rest.local;
+      long count;
+      absl::Status status;
+      {
+        AllocationGuard guard;
+        status = Solve(skeleton, goals, ws, &pose, absl::MakeSpan(results),
+                       SolveLimits(), deadline);
+        count = guard.count();
+      }
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_EQ(count, 0) << "allocations during a warm timed solve";
+    }
+  }
+}
+
 TEST(NoAllocationTest, GuardCatchesAnAllocation) {
   // The counter must see a plain allocation, or the test above proves
   // nothing.
