@@ -166,6 +166,37 @@ absl::Status ValidateOptionsApply(int i, const Goal& goal, SolverKind kind) {
   return absl::OkStatus();
 }
 
+// Every solver but TWO_BONE honours a pole by turning the solved chain
+// about its root-tip line (bend_plane.h): a root that is not a ball joint
+// cannot turn so, nor may the chain turn when the goal's orientation
+// target cannot be restored at a tip that is not an unconstrained ball.
+// Such a pole is refused, naming the field, rather than ignored.
+absl::Status ValidatePoleApplies(const Skeleton& skeleton,
+                                 absl::Span<const int> chain, int i,
+                                 const Goal& goal, SolverKind kind) {
+  if (!goal.pole || kind == SolverKind::kTwoBone || chain.size() < 3) {
+    return absl::OkStatus();
+  }
+  const Joint& root = skeleton.joint(chain.front());
+  if (root.type != JointType::kBall) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        GoalField(i, "pole"), ": solver ", SolverName(kind),
+        " turns the chain about its root to face a pole, and root joint \"",
+        root.name, "\" is not a ball joint"));
+  }
+  const Joint& tip = skeleton.joint(chain.back());
+  if (goal.target_orientation && (tip.type != JointType::kBall ||
+                                  tip.IsConstrained())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        GoalField(i, "pole"), ": with a target_orientation, solver ",
+        SolverName(kind),
+        " faces a pole only when the tip joint can be turned back to the "
+        "orientation, and tip joint \"",
+        tip.name, "\" is not an unconstrained ball joint"));
+  }
+  return absl::OkStatus();
+}
+
 bool IsFreeBall(const Joint& joint) {
   return joint.type == JointType::kBall && !joint.IsConstrained();
 }
@@ -362,11 +393,15 @@ absl::Status ValidateGoals(const Skeleton& skeleton,
     if (auto s = ValidateOptions(i, goal.options, limits); !s.ok()) return s;
     const SolveOptions& o = goal.options;
     if (o.damping != 0.0 || o.max_step_rad != 0.0 || o.max_restarts != 0 ||
-        o.max_stretch > 1.0) {
+        o.max_stretch > 1.0 || goal.pole) {
       std::array<int, kMaxChainJoints> path;
-      const SolverKind kind =
-          ResolveSolver(skeleton, GoalChain(skeleton, goal, &path), goal);
+      const absl::Span<const int> chain = GoalChain(skeleton, goal, &path);
+      const SolverKind kind = ResolveSolver(skeleton, chain, goal);
       if (auto s = ValidateOptionsApply(i, goal, kind); !s.ok()) return s;
+      if (auto s = ValidatePoleApplies(skeleton, chain, i, goal, kind);
+          !s.ok()) {
+        return s;
+      }
     }
   }
   return absl::OkStatus();

@@ -228,7 +228,11 @@ TEST(OverflowTest, NoSolverReturnsANonFiniteOrNonUnitRotation) {
           goal.chain = 0;
           goal.solver = solver;
           goal.target = far * direction;
-          goal.pole = Vector3d(far, -far, far);
+          // Poles where a chain can turn to face them (not the Panda's
+          // hinge root).
+          if (chain.joint(chain.chain(0).joints[0]).type == JointType::kBall) {
+            goal.pole = Vector3d(far, -far, far);
+          }
           if (solver == SolverKind::kJacobianDls) {
             goal.target_orientation = Quaterniond::Identity();
           }
@@ -379,6 +383,31 @@ TEST(OptionsTest, OptionsASolverCannotApplyAreRefusedNamingTheField) {
     EXPECT_NE(out.status.message().find(std::string("goals[0].") + c.field),
               std::string::npos)
         << out.status;
+  }
+  // A pole that no turn of the chain can honour: a hinge root (the Panda),
+  // or a target orientation at a tip that cannot be turned back.
+  {
+    const Skeleton panda = MustCreate(testing::PandaDef());
+    Goal goal;
+    goal.chain = 0;
+    goal.solver = SolverKind::kJacobianDls;
+    goal.target = Vector3d(0.4, 0.1, 0.5);
+    goal.pole = Vector3d(0, 1, 1);
+    const Outcome out = SolveFrom(panda, goal, RestPose(panda));
+    EXPECT_EQ(out.status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(out.status.message().find("goals[0].pole"), std::string::npos)
+        << out.status;
+    SkeletonDef fixed_tip = testing::StraightChainDef(5, 0.2);
+    fixed_tip.joints.back().type = JointType::kFixed;
+    const Skeleton chain_fixed = MustCreate(fixed_tip);
+    goal.target = Vector3d(0.5, 0.3, 0.1);
+    goal.target_orientation = Eigen::Quaterniond::Identity();
+    const Outcome oriented =
+        SolveFrom(chain_fixed, goal, RestPose(chain_fixed));
+    EXPECT_EQ(oriented.status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(oriented.status.message().find("goals[0].pole"),
+              std::string::npos)
+        << oriented.status;
   }
   // The same options where they apply are accepted.
   Goal goal;
