@@ -409,7 +409,7 @@ bool ShiftBend(const ChainProblem& problem, const Vector3d& line,
 // Turns the chain about its root-tip line `line` by `angle` (or the part
 // of it the root's limits allow); see AlignBend.
 void Swivel(const ChainProblem& problem, const Vector3d& line, double angle,
-            Workspace& ws, Pose& pose) {
+            double max_tip_move, Workspace& ws, Pose& pose) {
   const int n = static_cast<int>(problem.joints.size());
   const Joint& root = problem.skeleton->joint(problem.joints[0]);
   if (root.type != JointType::kBall || !(std::abs(angle) > 1e-12)) return;
@@ -432,8 +432,7 @@ void Swivel(const ChainProblem& problem, const Vector3d& line, double angle,
                            : local_at(turn);
   ComputeChainGlobals(problem, pose, ws);
   if (problem.goal->target_orientation) ApplyTipOrientation(problem, ws, pose);
-  if ((ws.chain_globals[n - 1].translation - tip).norm() >
-      0.1 * problem.tolerance) {
+  if ((ws.chain_globals[n - 1].translation - tip).norm() > max_tip_move) {
     pose.local[problem.joints[0]].rotation = before;
     ComputeChainGlobals(problem, pose, ws);
   }
@@ -462,14 +461,21 @@ void AlignBend(const ChainProblem& problem, const BendReference& reference,
   if (want.squaredNorm() == 0.0) return;
   Vector3d bend = BendAcross(ws, n, line);
   const double bend_norm = bend.norm();
+  // How far the tip may move: a tenth of the tolerance, and never out of
+  // it when the solver reached the target.
+  const double error =
+      (ws.chain_globals[n - 1].translation - problem.goal->target).norm();
+  const double max_tip_move =
+      error <= problem.tolerance
+          ? std::min(0.1 * problem.tolerance, problem.tolerance - error)
+          : 0.1 * problem.tolerance;
   // Without a pole the solver's own bend stands unless it faces away from
   // the start's side (a flip) or is too small to remember its side.
   const bool wrong_side = bend.dot(want) < 0.0;
   if (!orientation && bend_norm < kNearlyStraight * length &&
       (pole || wrong_side || bend_norm < kKeep * length)) {
     const Vector3d goal_bend = std::max(bend_norm, kKeep * length) * want;
-    if (ShiftBend(problem, line, goal_bend - bend, 0.1 * problem.tolerance,
-                  ws, pose)) {
+    if (ShiftBend(problem, line, goal_bend - bend, max_tip_move, ws, pose)) {
       // On the reference's side now; a pole may still want a turn (a hinge
       // shifts the bend only across its own axis).
       if (!pole) return;
@@ -480,7 +486,7 @@ void AlignBend(const ChainProblem& problem, const BendReference& reference,
   if (!(bend.norm() > kSwivelBend * length)) return;
   if (!pole && bend.dot(want) >= 0.0) return;
   Swivel(problem, line, std::atan2(line.dot(bend.cross(want)), bend.dot(want)),
-         ws, pose);
+         max_tip_move, ws, pose);
 }
 
 double NearestFeasibleTurn(const Joint& root, const Quaterniond& parent_rotation,

@@ -90,7 +90,8 @@ bool ShapeForReach(const ChainProblem& problem, const BendReference& reference,
 // Goals with a target orientation are only swivelled, and only when the
 // tip joint is an unconstrained ball (it is turned back to the target
 // orientation). Each step is undone if it would move the tip by more than a
-// tenth of the tolerance. Expects ws.chain_globals current for `pose`;
+// tenth of the tolerance, or out of the tolerance when the solver had
+// reached the target. Expects ws.chain_globals current for `pose`;
 // afterwards they are scratch.
 void AlignBend(const ChainProblem& problem, const BendReference& reference,
                Workspace& ws, Pose& pose);
