@@ -392,8 +392,21 @@ absl::Status ValidateGoals(const Skeleton& skeleton,
     }
     if (auto s = ValidateOptions(i, goal.options, limits); !s.ok()) return s;
     const SolveOptions& o = goal.options;
+    // A pole can be refused only where the root is not a ball joint or an
+    // orientation target sits on a tip that is not a free ball (a cheap
+    // look before resolving the solver).
+    bool pole_in_doubt = false;
+    if (goal.pole) {
+      const int root = goal.chain >= 0
+                           ? skeleton.chain(goal.chain).joints.front()
+                           : goal.root_joint;
+      const int tip = goal.chain >= 0 ? skeleton.chain(goal.chain).joints.back()
+                                      : goal.tip_joint;
+      pole_in_doubt = skeleton.joint(root).type != JointType::kBall ||
+                      (goal.target_orientation && !IsFreeBall(skeleton.joint(tip)));
+    }
     if (o.damping != 0.0 || o.max_step_rad != 0.0 || o.max_restarts != 0 ||
-        o.max_stretch > 1.0 || goal.pole) {
+        o.max_stretch > 1.0 || pole_in_doubt) {
       std::array<int, kMaxChainJoints> path;
       const absl::Span<const int> chain = GoalChain(skeleton, goal, &path);
       const SolverKind kind = ResolveSolver(skeleton, chain, goal);
