@@ -379,19 +379,6 @@ void SweepTable(const Config&) {
   table.Print();
 }
 
-// The angle (degrees) between the knee's offset and the pole's, across
-// the hip-target line.
-double KneePoleAngleDeg(const Eigen::Vector3d& hip, const Eigen::Vector3d& knee,
-                        const Eigen::Vector3d& target,
-                        const Eigen::Vector3d& pole) {
-  const Eigen::Vector3d u = (target - hip).normalized();
-  Eigen::Vector3d k = knee - hip;
-  Eigen::Vector3d p = pole - hip;
-  k -= k.dot(u) * u;
-  p -= p.dot(u) * u;
-  return std::atan2(k.cross(p).norm(), k.dot(p)) * 180.0 / M_PI;
-}
-
 // Poles: the case (the knee starts forward, the pole is behind,
 // reachable targets) on legs with a ball and a hinge knee; and a leg with
 // real limits (hip cone 100 deg, twist +-40 deg, knee [0, 150] deg) whose
@@ -441,7 +428,7 @@ void PoleTable(const Config& config) {
         continue;
       }
       ++reached;
-      const double angle = KneePoleAngleDeg(hip, solved.position[1],
+      const double angle = testing::KneePoleAngleDeg(hip, solved.position[1],
                                             goal.target, *goal.pole);
       within += angle <= 1.0;
       sum += angle;
@@ -503,17 +490,12 @@ void SymmetryTable(const Config&) {
         const auto rest = testing::IndependentFk(chain, RestPose(chain));
         const Eigen::Vector3d root = rest.position[joints.front()];
         const Eigen::Vector3d line = rest.position[joints.back()] - root;
-        for (const Eigen::Vector3d& about :
-             {Eigen::Vector3d(1, 0, 0), Eigen::Vector3d(0, 0, 1),
-              Eigen::Vector3d(1, 1, 1)}) {
-          const Eigen::Vector3d axis = line.cross(about).squaredNorm() > 1e-12
-                                           ? line.cross(about).normalized()
-                                           : line.unitOrthogonal();
+        for (const Eigen::Vector3d& target :
+             testing::NearLineTargets(root, line, offset)) {
           Goal goal;
           goal.chain = 0;
           goal.solver = solver;
-          goal.target =
-              root + 0.8 * RotateVector(AxisAngle(axis, offset), line);
+          goal.target = target;
           Pose pose = RestPose(chain);
           GoalResult result;
           if (!Solve(chain, absl::MakeConstSpan(&goal, 1), ws, &pose,

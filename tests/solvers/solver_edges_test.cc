@@ -46,17 +46,7 @@ Outcome SolveFrom(const Skeleton& skeleton, const Goal& goal,
   return out;
 }
 
-// The angle (degrees) between the knee's offset and the pole's across the
-// hip-target line: 0 when the knee lies in the pole's plane on its side.
-double KneePoleAngleDeg(const Vector3d& hip, const Vector3d& knee,
-                        const Vector3d& target, const Vector3d& pole) {
-  const Vector3d u = (target - hip).normalized();
-  Vector3d k = knee - hip;
-  Vector3d p = pole - hip;
-  k -= k.dot(u) * u;
-  p -= p.dot(u) * u;
-  return std::atan2(k.cross(p).norm(), k.dot(p)) * 180.0 / M_PI;
-}
+using ::reach::testing::KneePoleAngleDeg;
 
 std::string Name(SolverKind kind) { return std::string(SolverName(kind)); }
 
@@ -188,16 +178,12 @@ TEST(SymmetryBandTest, TargetsNearAStraightChainsLineAreSolved) {
       if (solver == SolverKind::kTwoBone && joints.size() != 3) continue;
       for (double offset :
            {0.0, 1e-12, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4}) {
-        for (const Vector3d& about :
-             {Vector3d(1, 0, 0), Vector3d(0, 0, 1), Vector3d(1, 1, 1)}) {
-          const Vector3d axis = line.cross(about).squaredNorm() > 1e-12
-                                    ? line.cross(about).normalized()
-                                    : line.unitOrthogonal();
+        for (const Vector3d& target :
+             testing::NearLineTargets(root, line, offset)) {
           Goal goal;
           goal.chain = 0;
           goal.solver = solver;
-          goal.target =
-              root + 0.8 * RotateVector(AxisAngle(axis, offset), line);
+          goal.target = target;
           const Outcome out = SolveFrom(chain, goal, RestPose(chain));
           ASSERT_TRUE(out.status.ok()) << out.status;
           const double error =

@@ -128,4 +128,31 @@ SweepStats RunSweep(const Skeleton& skeleton, const Pose& start,
   return stats;
 }
 
+double KneePoleAngleDeg(const Eigen::Vector3d& hip, const Eigen::Vector3d& knee,
+                        const Eigen::Vector3d& target,
+                        const Eigen::Vector3d& pole) {
+  const Eigen::Vector3d u = (target - hip).normalized();
+  Eigen::Vector3d k = knee - hip;
+  Eigen::Vector3d p = pole - hip;
+  k -= k.dot(u) * u;
+  p -= p.dot(u) * u;
+  return std::atan2(k.cross(p).norm(), k.dot(p)) * 180.0 / M_PI;
+}
+
+std::vector<Eigen::Vector3d> NearLineTargets(const Eigen::Vector3d& root,
+                                             const Eigen::Vector3d& line,
+                                             double offset_rad) {
+  std::vector<Eigen::Vector3d> out;
+  for (const Eigen::Vector3d& about :
+       {Eigen::Vector3d(1, 0, 0), Eigen::Vector3d(0, 0, 1),
+        Eigen::Vector3d(1, 1, 1)}) {
+    const Eigen::Vector3d axis = line.cross(about).squaredNorm() > 1e-12
+                                     ? line.cross(about).normalized()
+                                     : line.unitOrthogonal();
+    out.push_back(root +
+                  0.8 * (Eigen::AngleAxisd(offset_rad, axis) * line));
+  }
+  return out;
+}
+
 }  // namespace reach::testing

@@ -71,6 +71,19 @@ struct SweepStats {
 SweepStats RunSweep(const Skeleton& skeleton, const Pose& start,
                     const SweepSpec& spec);
 
+// The angle (degrees) between the knee's offset and the pole's across the
+// hip-target line: 0 when the knee lies in the pole's plane on its side.
+double KneePoleAngleDeg(const Eigen::Vector3d& hip, const Eigen::Vector3d& knee,
+                        const Eigen::Vector3d& target,
+                        const Eigen::Vector3d& pole);
+
+// The symmetry band's targets for a straight chain from `root` along
+// `line` (root to tip): 0.8 of the line, turned off it by `offset_rad`
+// about three axes across it.
+std::vector<Eigen::Vector3d> NearLineTargets(const Eigen::Vector3d& root,
+                                             const Eigen::Vector3d& line,
+                                             double offset_rad);
+
 }  // namespace reach::testing
 
 #endif  // REACH_TESTS_TESTING_SWEEP_H_
