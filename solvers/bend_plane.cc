@@ -62,6 +62,33 @@ Vector3d ChainLine(const Workspace& ws, int n, double length) {
       1e-12 * std::max(length, 1e-300));
 }
 
+// The inner joint (1..n-2) nearest the middle of the chain by its
+// distance along `line` from the root, of those for which
+// axis_of(k, joint, &axis) gives an axis to turn about (false: skip it).
+// Returns -1 when none does.
+template <class AxisOf>
+int JointNearestMiddle(const ChainProblem& problem, const Workspace& ws,
+                       const Vector3d& line, AxisOf axis_of, Vector3d* axis) {
+  const int n = static_cast<int>(problem.joints.size());
+  const Vector3d& base = ws.chain_globals[0].translation;
+  int best = -1;
+  double best_gap = kInf;
+  for (int k = 1; k + 1 < n; ++k) {
+    const Joint& joint = problem.skeleton->joint(problem.joints[k]);
+    if (joint.type == JointType::kFixed) continue;
+    Vector3d w;
+    if (!axis_of(k, joint, &w)) continue;
+    const double along = (ws.chain_globals[k].translation - base).dot(line);
+    const double gap = std::abs(along - 0.5 * problem.chain_length);
+    if (gap < best_gap) {
+      best_gap = gap;
+      best = k;
+      *axis = w;
+    }
+  }
+  return best;
+}
+
 // Which ways a hinge at `angle` may turn (by a milliradian) within its
 // range.
 bool CanIncrease(const Joint& joint, double angle) {
@@ -92,9 +119,11 @@ bool BendAxisOf(const ChainProblem& problem, const Workspace& ws,
                                  1e-12 * bone.squaredNorm();
     }
     case JointType::kBall: {
-      if (joint.max_swing_rad <= 0.0) return false;
-      const Vector3d local = RotateVector(g.rotation.conjugate(), bone);
-      *axis = RotateVector(g.rotation, local.unitOrthogonal());
+      const Vector3d& child_local = pose.local[problem.joints[k + 1]].translation;
+      if (joint.max_swing_rad <= 0.0 || !(child_local.squaredNorm() > 0.0)) {
+        return false;
+      }
+      *axis = StraightBendAxis(g.rotation, child_local);
       *sign = 1.0;
       return true;
     }
@@ -105,6 +134,11 @@ bool BendAxisOf(const ChainProblem& problem, const Workspace& ws,
 }
 
 }  // namespace
+
+Vector3d StraightBendAxis(const Quaterniond& joint_rotation,
+                          const Vector3d& child_local) {
+  return RotateVector(joint_rotation, child_local.unitOrthogonal());
+}
 
 Vector3d CanonicalBendSide(const ChainProblem& problem, const Workspace& ws,
                            const Pose& pose) {
@@ -211,37 +245,30 @@ bool ShapeForReach(const ChainProblem& problem, const BendReference& reference,
     return false;
   }
   // The joint that bends: nearest the middle of the chain by length.
-  int m = -1;
-  double best_gap = kInf;
-  Vector3d axis = Vector3d::Zero();
   const Vector3d swing = side.cross(line);  // Swings the tip towards -side.
-  for (int k = 1; k + 1 < n; ++k) {
-    const Joint& joint = problem.skeleton->joint(problem.joints[k]);
-    Vector3d w = swing;
-    if (joint.type == JointType::kFixed) continue;
-    if (joint.type == JointType::kHinge) {
-      w = RotateVector(ws.chain_globals[k].rotation, joint.axis);
-      if (std::abs(w.dot(line)) > 0.9) continue;
-      if (w.dot(swing) < 0.0) w = -w;
-    } else {
-      // A bent ball joint turns in the plane of its two segments, where
-      // every distance between their spans' difference and sum is
-      // reachable (about another axis some are not).
-      const Vector3d& pk = ws.chain_globals[k].translation;
-      const Vector3d normal = (pk - base).cross(tip - pk);
-      if (normal.squaredNorm() >
-          1e-12 * (pk - base).squaredNorm() * (tip - pk).squaredNorm()) {
-        w = normal.normalized();
-      }
-    }
-    const double along = (ws.chain_globals[k].translation - base).dot(line);
-    const double gap = std::abs(along - 0.5 * length);
-    if (gap < best_gap) {
-      best_gap = gap;
-      m = k;
-      axis = w;
-    }
-  }
+  Vector3d axis = Vector3d::Zero();
+  const int m = JointNearestMiddle(
+      problem, ws, line,
+      [&](int k, const Joint& joint, Vector3d* w) {
+        *w = swing;
+        if (joint.type == JointType::kHinge) {
+          *w = RotateVector(ws.chain_globals[k].rotation, joint.axis);
+          if (std::abs(w->dot(line)) > 0.9) return false;
+          if (w->dot(swing) < 0.0) *w = -*w;
+        } else {
+          // A bent ball joint turns in the plane of its two segments, where
+          // every distance between their spans' difference and sum is
+          // reachable (about another axis some are not).
+          const Vector3d& pk = ws.chain_globals[k].translation;
+          const Vector3d normal = (pk - base).cross(tip - pk);
+          if (normal.squaredNorm() >
+              1e-12 * (pk - base).squaredNorm() * (tip - pk).squaredNorm()) {
+            *w = normal.normalized();
+          }
+        }
+        return true;
+      },
+      &axis);
   if (m < 0) return false;
   const int mj = problem.joints[m];
   if (n > 3) {
@@ -340,26 +367,19 @@ bool ShiftBend(const ChainProblem& problem, const Vector3d& line,
   const Vector3d tip = ws.chain_globals[n - 1].translation;
   const double shift_norm = shift.norm();
   if (!(shift_norm > 0.0)) return false;
-  int best = -1;
-  double best_gap = kInf;
   Vector3d best_axis = Vector3d::Zero();
-  for (int k = 1; k + 1 < n; ++k) {
-    const Joint& joint = problem.skeleton->joint(problem.joints[k]);
-    // A turn about line x shift moves the line towards `shift`.
-    Vector3d axis = line.cross(shift) / shift_norm;
-    if (joint.type == JointType::kFixed) continue;
-    if (joint.type == JointType::kHinge) {
-      axis = RotateVector(ws.chain_globals[k].rotation, joint.axis);
-      if (std::abs(axis.dot(line)) > 0.5) continue;
-    }
-    const double along = (ws.chain_globals[k].translation - base).dot(line);
-    const double gap = std::abs(along - 0.5 * length);
-    if (gap < best_gap) {
-      best_gap = gap;
-      best = k;
-      best_axis = axis;
-    }
-  }
+  const int best = JointNearestMiddle(
+      problem, ws, line,
+      [&](int k, const Joint& joint, Vector3d* axis) {
+        // A turn about line x shift moves the line towards `shift`.
+        *axis = line.cross(shift) / shift_norm;
+        if (joint.type == JointType::kHinge) {
+          *axis = RotateVector(ws.chain_globals[k].rotation, joint.axis);
+          if (std::abs(axis->dot(line)) > 0.5) return false;
+        }
+        return true;
+      },
+      &best_axis);
   if (best < 0) return false;
   const double l_a = (ws.chain_globals[best].translation - base).dot(line);
   const double l_b = (tip - ws.chain_globals[best].translation).dot(line);
@@ -524,21 +544,6 @@ double NearestFeasibleTurn(const Joint& root, const Quaterniond& parent_rotation
     (inside(mid) ? in : out) = mid;
   }
   return in;
-}
-
-double BendAngle(const ChainProblem& problem, const BendReference& reference,
-                 const Workspace& ws) {
-  const int n = static_cast<int>(problem.joints.size());
-  if (reference.source == BendReference::Source::kNone || n < 3) return 0.0;
-  const Vector3d line = ChainLine(ws, n, problem.chain_length);
-  if (line.squaredNorm() == 0.0) return 0.0;
-  const Vector3d bend = BendAcross(ws, n, line);
-  const Vector3d want = Across(reference.direction, line);
-  if (!(bend.norm() > kSwivelBend * problem.chain_length) ||
-      !(want.norm() > 1e-9)) {
-    return 0.0;
-  }
-  return std::atan2(bend.cross(want).norm(), bend.dot(want));
 }
 
 }  // namespace reach

@@ -45,6 +45,16 @@ struct BendReference {
 BendReference ComputeBendReference(const ChainProblem& problem,
                                    const Workspace& ws, const Pose& pose);
 
+// The axis a straight limb bends about at a ball joint whose model-space
+// rotation is `joint_rotation` and whose child sits at `child_local` (the
+// child's local translation): Eigen's unitOrthogonal of that bone in the
+// joint's own frame, turned to model space. Fixed in the joint's frame, so
+// a limb straightened and bent again bends the way it came; TWO_BONE
+// bends a straight limb about it (as its SIMD kernel does), and so does
+// every other solver's straight start (CanonicalBendSide). Unit.
+Eigen::Vector3d StraightBendAxis(const Eigen::Quaterniond& joint_rotation,
+                                 const Eigen::Vector3d& child_local);
+
 // Where the bend of the straight chain in ws.chain_globals goes when it
 // bends: from the first inner joint that can turn, a hinge towards its
 // positive angles (negative when it cannot increase), a ball about
@@ -107,11 +117,6 @@ double NearestFeasibleTurn(const Joint& root,
                            const Eigen::Quaterniond& root_global,
                            const Eigen::Vector3d& line, double preferred,
                            double lo, double hi);
-
-// The angle between the chain's bend (ws.chain_globals) and `reference`
-// across its root-tip line, radians in [0, pi]; 0 when either vanishes.
-double BendAngle(const ChainProblem& problem, const BendReference& reference,
-                 const Workspace& ws);
 
 }  // namespace reach
 

@@ -170,31 +170,40 @@ absl::Status ValidateOptionsApply(int i, const Goal& goal, SolverKind kind) {
 // about its root-tip line (bend_plane.h): a root that is not a ball joint
 // cannot turn so, nor may the chain turn when the goal's orientation
 // target cannot be restored at a tip that is not an unconstrained ball.
-// Such a pole is refused, naming the field, rather than ignored.
-absl::Status ValidatePoleApplies(const Skeleton& skeleton,
-                                 absl::Span<const int> chain, int i,
-                                 const Goal& goal, SolverKind kind) {
-  if (!goal.pole || kind == SolverKind::kTwoBone || chain.size() < 3) {
+// Such a pole is refused, naming the field, rather than ignored. The
+// solver is resolved only when the chain is such a one.
+absl::Status ValidatePoleApplies(const Skeleton& skeleton, int i,
+                                 const Goal& goal) {
+  if (!goal.pole) return absl::OkStatus();
+  const Joint& root = skeleton.joint(
+      goal.chain >= 0 ? skeleton.chain(goal.chain).joints.front()
+                      : goal.root_joint);
+  const Joint& tip = skeleton.joint(goal.chain >= 0
+                                        ? skeleton.chain(goal.chain).joints.back()
+                                        : goal.tip_joint);
+  const bool root_turns = root.type == JointType::kBall;
+  const bool tip_turns_back = !goal.target_orientation ||
+                              (tip.type == JointType::kBall &&
+                               !tip.IsConstrained());
+  if (root_turns && tip_turns_back) return absl::OkStatus();
+  std::array<int, kMaxChainJoints> path;
+  const absl::Span<const int> chain = GoalChain(skeleton, goal, &path);
+  const SolverKind kind = ResolveSolver(skeleton, chain, goal);
+  if (kind == SolverKind::kTwoBone || chain.size() < 3) {
     return absl::OkStatus();
   }
-  const Joint& root = skeleton.joint(chain.front());
-  if (root.type != JointType::kBall) {
+  if (!root_turns) {
     return absl::InvalidArgumentError(absl::StrCat(
         GoalField(i, "pole"), ": solver ", SolverName(kind),
         " turns the chain about its root to face a pole, and root joint \"",
         root.name, "\" is not a ball joint"));
   }
-  const Joint& tip = skeleton.joint(chain.back());
-  if (goal.target_orientation && (tip.type != JointType::kBall ||
-                                  tip.IsConstrained())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        GoalField(i, "pole"), ": with a target_orientation, solver ",
-        SolverName(kind),
-        " faces a pole only when the tip joint can be turned back to the "
-        "orientation, and tip joint \"",
-        tip.name, "\" is not an unconstrained ball joint"));
-  }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      GoalField(i, "pole"), ": with a target_orientation, solver ",
+      SolverName(kind),
+      " faces a pole only when the tip joint can be turned back to the "
+      "orientation, and tip joint \"",
+      tip.name, "\" is not an unconstrained ball joint"));
 }
 
 bool IsFreeBall(const Joint& joint) {
@@ -218,6 +227,12 @@ int DefaultMaxIterations(SolverKind kind) {
       return 256;
   }
   return 128;
+}
+
+// The goal's iteration cap for `kind`, its default resolved.
+int MaxIterations(const Goal& goal, SolverKind kind) {
+  return goal.options.max_iterations > 0 ? goal.options.max_iterations
+                                         : DefaultMaxIterations(kind);
 }
 
 // `point` when it lies within `radius` of `origin`, else the point at
@@ -392,30 +407,14 @@ absl::Status ValidateGoals(const Skeleton& skeleton,
     }
     if (auto s = ValidateOptions(i, goal.options, limits); !s.ok()) return s;
     const SolveOptions& o = goal.options;
-    // A pole can be refused only where the root is not a ball joint or an
-    // orientation target sits on a tip that is not a free ball (a cheap
-    // look before resolving the solver).
-    bool pole_in_doubt = false;
-    if (goal.pole) {
-      const int root = goal.chain >= 0
-                           ? skeleton.chain(goal.chain).joints.front()
-                           : goal.root_joint;
-      const int tip = goal.chain >= 0 ? skeleton.chain(goal.chain).joints.back()
-                                      : goal.tip_joint;
-      pole_in_doubt = skeleton.joint(root).type != JointType::kBall ||
-                      (goal.target_orientation && !IsFreeBall(skeleton.joint(tip)));
-    }
     if (o.damping != 0.0 || o.max_step_rad != 0.0 || o.max_restarts != 0 ||
-        o.max_stretch > 1.0 || pole_in_doubt) {
+        o.max_stretch > 1.0) {
       std::array<int, kMaxChainJoints> path;
-      const absl::Span<const int> chain = GoalChain(skeleton, goal, &path);
-      const SolverKind kind = ResolveSolver(skeleton, chain, goal);
+      const SolverKind kind =
+          ResolveSolver(skeleton, GoalChain(skeleton, goal, &path), goal);
       if (auto s = ValidateOptionsApply(i, goal, kind); !s.ok()) return s;
-      if (auto s = ValidatePoleApplies(skeleton, chain, i, goal, kind);
-          !s.ok()) {
-        return s;
-      }
     }
+    if (auto s = ValidatePoleApplies(skeleton, i, goal); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -515,9 +514,7 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in,
   }
   problem.tolerance = PositionTolerance(goal, problem.chain_length);
   problem.orientation_tolerance_rad = OrientationTolerance(goal);
-  problem.max_iterations = goal.options.max_iterations > 0
-                               ? goal.options.max_iterations
-                               : DefaultMaxIterations(kind);
+  problem.max_iterations = MaxIterations(goal, kind);
 
   // Far targets and poles only give directions: brought within 1e6 chain
   // lengths, so no solver's squares overflow (measured against the
@@ -550,10 +547,7 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in,
         pose->local[chain[k]].rotation = ws.start_rotations[k];
       }
       ComputeChainGlobals(problem, *pose, ws);
-      problem.max_iterations =
-          goal.options.max_iterations > 0
-              ? goal.options.max_iterations
-              : DefaultMaxIterations(SolverKind::kJacobianDls);
+      problem.max_iterations = MaxIterations(goal, SolverKind::kJacobianDls);
       const int iterations = RunChainSolver(SolverKind::kJacobianDls, problem,
                                             goal, ws, *pose);
       ComputeChainGlobals(problem, *pose, ws);

@@ -211,20 +211,15 @@ two_bone_lanes::LimbRefs LimbRefsOf(const Quaterniond& parent_rotation,
 }
 
 // The axis a straight two-bone chain bends about when its mid joint is a
-// ball: Eigen's unitOrthogonal of the second bone in the mid joint's frame
-// (the tip joint's local translation, `tip_local`), brought to model space
-// by the mid joint's model-space rotation `mid_rotation`. It is fixed in
-// that frame, so the bend side follows the limb's own frames: a limb
-// straightened and bent again bends to the side it had, and the solve is
-// continuous in target and pole from a straight start. (The kernel,
-// two_bone_lanes.h, computes the same.) When the second bone has no
-// length, any perpendicular of the chain's direction (`start_end`, else
-// `line`); zero when neither has one.
-Vector3d StraightBendAxis(const Quaterniond& mid_rotation,
+// ball: StraightBendAxis (bend_plane.h) of the second bone, fixed in the
+// mid joint's frame (the kernel, two_bone_lanes.h, computes the same).
+// When the second bone has no length, any perpendicular of the chain's
+// direction (`start_end`, else `line`); zero when neither has one.
+Vector3d StraightLimbAxis(const Quaterniond& mid_rotation,
                           const Vector3d& tip_local, const Vector3d& start_end,
                           const Vector3d& line) {
   if (tip_local.squaredNorm() > kTinySq) {
-    return RotateVector(mid_rotation, tip_local.unitOrthogonal());
+    return StraightBendAxis(mid_rotation, tip_local);
   }
   const Vector3d chain_dir = start_end.squaredNorm() > kTinySq ? start_end : line;
   if (chain_dir.squaredNorm() > kTinySq) return chain_dir.unitOrthogonal();
@@ -363,11 +358,11 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
     bend_axis = RotateVector(g[1].rotation, mid.axis);
   } else if (mid.type == JointType::kBall) {
     // Straight chain: bend about an axis fixed in the mid joint's own
-    // frame, across the second bone (StraightBendAxis). Not from the pole
+    // frame, across the second bone (StraightLimbAxis). Not from the pole
     // or the model-space direction: those make the bend, and so the roll
     // of the whole limb, jump when the pole or the chain crosses the
     // chain's line; the twist below turns the bend towards the pole.
-    bend_axis = StraightBendAxis(g[1].rotation, pose.local[ic].translation,
+    bend_axis = StraightLimbAxis(g[1].rotation, pose.local[ic].translation,
                                  start_end, line);
   }
 

@@ -259,7 +259,7 @@ void SolveLimbKernel(const LimbIn<T>& in, LimbOut<T>* out) {
   // 2. The mid joint's bend axis N (unnormalised, model space): the bones'
   // normal in a bent chain; in a straight one an axis fixed in the mid
   // joint's frame across the second bone (the general path's
-  // StraightBendAxis: Eigen's unitOrthogonal of the tip's local
+  // StraightBendAxis, bend_plane.h: Eigen's unitOrthogonal of the tip's local
   // translation, turned to model space), so the bend follows the limb's
   // frames.
   const Vec<T> normal = Cross(ab, me);
