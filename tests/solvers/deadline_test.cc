@@ -21,16 +21,10 @@
 namespace reach {
 namespace {
 
-// Restarts are an option of the Jacobian solvers and gradient descent
-// only; Solve refuses it for FABRIK and CCD.
-int RestartsFor(SolverKind kind, int restarts) {
-  return kind == SolverKind::kFabrik || kind == SolverKind::kCcd ? 0
-                                                                 : restarts;
-}
-
 
 using Eigen::Vector3d;
 using ::reach::testing::GlobalOf;
+using ::reach::testing::RestartsFor;
 using ::reach::testing::Rng;
 using ::testing::HasSubstr;
 using Clock = Deadline::Clock;
@@ -46,16 +40,7 @@ const SolverKind kIterative[] = {SolverKind::kFabrik,
 // to [-0.2, 2.4] (RestartTest's chain: DLS alone reaches about half of its
 // targets).
 Skeleton LimitedChain(Rng& rng, int joints) {
-  testing::RandomChainOptions options;
-  options.joints = joints;
-  SkeletonDef def = testing::RandomChainDef(rng, options);
-  for (size_t k = 1; k + 1 < def.joints.size(); ++k) {
-    def.joints[k].type = JointType::kHinge;
-    def.joints[k].axis = Vector3d::UnitX();
-    def.joints[k].min_angle_rad = -0.2;
-    def.joints[k].max_angle_rad = 2.4;
-  }
-  auto skeleton = Skeleton::Create(def);
+  auto skeleton = Skeleton::Create(testing::HingeRestartChainDef(rng, joints));
   EXPECT_TRUE(skeleton.ok()) << skeleton.status();
   return std::move(*skeleton);
 }

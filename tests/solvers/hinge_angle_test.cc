@@ -17,17 +17,11 @@
 namespace reach {
 namespace {
 
-// Restarts are an option of the Jacobian solvers and gradient descent
-// only; Solve refuses it for FABRIK and CCD.
-int RestartsFor(SolverKind kind, int restarts) {
-  return kind == SolverKind::kFabrik || kind == SolverKind::kCcd ? 0
-                                                                 : restarts;
-}
-
 
 using Eigen::Quaterniond;
 using Eigen::Vector3d;
 using ::reach::testing::GlobalOf;
+using ::reach::testing::RestartsFor;
 using ::reach::testing::Rng;
 
 constexpr double kPi = M_PI;

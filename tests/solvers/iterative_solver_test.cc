@@ -201,16 +201,8 @@ TEST(RestartTest, RestartsRaiseTheSolveRateWithinLimits) {
     int restarted = 0;
     constexpr int kTrials = 60;
     for (int t = 0; t < kTrials; ++t) {
-      testing::RandomChainOptions options;
-      options.joints = 3 + t % 6;
-      SkeletonDef def = testing::RandomChainDef(rng, options);
-      for (size_t k = 1; k + 1 < def.joints.size(); ++k) {
-        def.joints[k].type = JointType::kHinge;
-        def.joints[k].axis = Vector3d::UnitX();
-        def.joints[k].min_angle_rad = -0.2;
-        def.joints[k].max_angle_rad = 2.4;
-      }
-      auto skeleton = Skeleton::Create(def);
+      auto skeleton =
+          Skeleton::Create(testing::HingeRestartChainDef(rng, 3 + t % 6));
       ASSERT_TRUE(skeleton.ok());
       const int tip = skeleton->chain(0).joints.back();
       Goal goal;

@@ -62,6 +62,24 @@ SkeletonDef RandomChainDef(Rng& rng, const RandomChainOptions& options) {
   return def;
 }
 
+SkeletonDef HingeRestartChainDef(Rng& rng, int joints) {
+  RandomChainOptions options;
+  options.joints = joints;
+  SkeletonDef def = RandomChainDef(rng, options);
+  for (size_t k = 1; k + 1 < def.joints.size(); ++k) {
+    def.joints[k].type = JointType::kHinge;
+    def.joints[k].axis = Eigen::Vector3d::UnitX();
+    def.joints[k].min_angle_rad = -0.2;
+    def.joints[k].max_angle_rad = 2.4;
+  }
+  return def;
+}
+
+int RestartsFor(SolverKind kind, int restarts) {
+  return kind == SolverKind::kFabrik || kind == SolverKind::kCcd ? 0
+                                                                 : restarts;
+}
+
 Pose RandomPose(const Skeleton& skeleton, Rng& rng, double max_angle) {
   Pose pose = RestPose(skeleton);
   for (int c = 0; c < skeleton.num_chains(); ++c) {

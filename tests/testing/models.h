@@ -33,6 +33,16 @@ struct RandomChainOptions {
 // lengths and rest rotations, and one chain "chain" from j0 to the tip.
 SkeletonDef RandomChainDef(Rng& rng, const RandomChainOptions& options);
 
+// RandomChainDef with every inner joint a hinge about X limited to
+// [-0.2, 2.4]: a chain DLS alone reaches about half of the targets of
+// (RestartTest's), the case restarts and time budgets are for.
+SkeletonDef HingeRestartChainDef(Rng& rng, int joints);
+
+// `restarts` for the solvers that take SolveOptions::max_restarts (the
+// Jacobian family, gradient descent, AUTO), 0 for FABRIK and CCD, whose
+// goals Solve refuses with the option.
+int RestartsFor(SolverKind kind, int restarts);
+
 // A pose with each chain joint (all but base and tip) turned from rest by a
 // random rotation of up to `max_angle` (ball) or a random angle within its
 // limits (hinge).
