@@ -45,7 +45,8 @@ const ChainSolver& GetSolver(SolverKind kind) {
     case SolverKind::kGradientDescent:
       return gradient_descent;
     case SolverKind::kAuto:
-      break;  // Resolved by the caller; never dispatched.
+    case SolverKind::kFullBody:
+      break;  // Resolved / solved by the caller; never dispatched.
   }
   return dls;
 }

@@ -9,6 +9,7 @@
 
 #include "absl/types/span.h"
 #include "solvers/deadline.h"
+#include "solvers/full_body.h"
 #include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
@@ -55,6 +56,8 @@ struct Workspace {
   std::array<std::array<int, 3>, kMaxTwoBoneGroup> group_chains;
   std::array<TwoBoneLimb, kMaxTwoBoneGroup> group_limbs;
   std::array<TwoBoneLimbResult, kMaxTwoBoneGroup> group_results;
+  // The full-body solver's scratch.
+  FullBodyScratch full_body;
 };
 
 // A validated goal resolved against its skeleton: what a solver needs.

@@ -21,8 +21,11 @@ enum class SolverKind : int {
   kJacobianPinv = 5,
   kJacobianDls = 6,
   kGradientDescent = 7,
+  // Every goal of a request that asks for it is one problem over the whole
+  // skeleton (solvers/full_body.h); never chosen by AUTO.
+  kFullBody = 8,
 };
-inline constexpr int kNumSolverKinds = 8;
+inline constexpr int kNumSolverKinds = 9;
 
 // Lower-case name, e.g. "two_bone", used for metric labels and messages.
 absl::string_view SolverName(SolverKind kind);
@@ -83,6 +86,10 @@ struct SolveOptions {
   double max_stretch = 0.0;
 };
 
+// Most priority levels a full-body goal may name: priorities lie in
+// [0, kMaxPriority].
+inline constexpr int kMaxPriority = 15;
+
 // One end-effector goal. All positions are in model space (the frame the
 // skeleton's root transforms live in).
 struct Goal {
@@ -99,8 +106,55 @@ struct Goal {
   std::optional<Eigen::Vector3d> pole;
   // How far to move from the start pose towards the solution, in [0, 1]:
   // each chain joint's rotation is slerped from start to solved.
+  // SOLVER_FULL_BODY: the goal's weight among the goals of its priority
+  // level (their errors are traded in proportion); 0 leaves the goal out.
   double weight = 1.0;
   SolveOptions options;
+
+  // SOLVER_FULL_BODY only (refused, naming the field, for other solvers).
+  //
+  // The effector is the chain's tip, or tip_joint when no chain is named;
+  // the chain (or root_joint..tip_joint when root_joint is set) is the limb
+  // whose bend the pole turns; with neither, the pole turns the effector's
+  // grandparent..effector (a knee or an elbow).
+  //
+  // Look-at: when set, the effector should turn so this axis (in the
+  // effector joint's own frame; non-zero, normalised) points at `target`,
+  // which is then a point to aim at, not a place to go. No
+  // target_orientation with it.
+  std::optional<Eigen::Vector3d> aim_axis;
+  // Priority level, in [0, kMaxPriority]: lower levels are satisfied first,
+  // and a goal never gives up accuracy for a goal of a later level.
+  int priority = 0;
+};
+
+// How the full-body solver treats its root joint (the pelvis).
+enum class RootMode : int {
+  // Translates and rotates, weighted by its stiffness, as the goals need.
+  kFree = 0,
+  // Stays where the start pose has it.
+  kPinned = 1,
+  // First moved by the weighted mean displacement its position goals ask
+  // of their effectors (UE's pre-pull), then free.
+  kPrePull = 2,
+};
+
+// Options of the full-body problem (one per request).
+struct FullBodyOptions {
+  // The solver's root: the joints it turns are those on the paths from it
+  // to the effectors (every effector must be it or below it). -1: the
+  // skeleton root above the effectors. A root with a parent (e.g. the
+  // spine, for the upper body only) rotates but cannot translate.
+  int root_joint = -1;
+  RootMode root_mode = RootMode::kFree;
+  // In [0, 1]: how much the root resists translating (its rotation uses
+  // its joint's stiffness). Weighted like a joint's stiffness.
+  double root_translation_stiffness = 0.0;
+  // Iteration cap, in [0, SolveLimits::max_iterations]; 0: 64.
+  int max_iterations = 0;
+  // Wall-clock budget in milliseconds, [0, 60000]; 0: none (the deadline
+  // passed to Solve still bounds it).
+  double time_budget_ms = 0.0;
 };
 
 // Outcome of one goal. Errors are measured by forward kinematics of the
@@ -114,6 +168,9 @@ struct GoalResult {
   SolverKind solver = SolverKind::kAuto;  // The solver that ran.
   double tolerance = 0.0;  // Position tolerance applied (default resolved).
   double orientation_tolerance_rad = 0.0;  // Likewise for orientation.
+  // Look-at goals (aim_axis) report position_error 0 and, in
+  // orientation_error_rad, the angle between the aimed axis and the
+  // direction from the effector to the target.
 };
 
 }  // namespace reach

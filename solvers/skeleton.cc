@@ -153,6 +153,11 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
           JointField(i, "axis"), " is zero; a hinge needs a rotation axis"));
     }
     if (auto s = ValidateJointLimits(i, d); !s.ok()) return s;
+    if (auto s = ValidateRange(d.stiffness, {"joints", i, "stiffness"}, 0.0,
+                               1.0);
+        !s.ok()) {
+      return s;
+    }
     j.name = std::move(d.name);
     j.parent = d.parent;
     j.rest.translation = d.rest.translation;
@@ -161,6 +166,7 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
     j.min_angle_rad = d.min_angle_rad;
     j.max_angle_rad = d.max_angle_rad;
     j.max_swing_rad = d.type == JointType::kBall ? d.max_swing_rad : kInf;
+    j.stiffness = d.stiffness;
     if (d.axis.norm() >= 1e-9) j.axis = d.axis.normalized();
   }
   // Ball twist axes left at zero point at the first child with a non-zero

@@ -60,6 +60,13 @@ struct JointDef {
   // Ball only: half-angle in radians of the cone the joint's twist axis may
   // swing within, in [0, pi]; +inf (the default) means unlimited.
   double max_swing_rad = kInf;
+  // How much the full-body solver (SOLVER_FULL_BODY) resists turning this
+  // joint, in [0, 1]: 0 (the default) turns freely, 1 never turns; between,
+  // the joint's steps are weighted by 1 - stiffness (a stiff joint turns
+  // only as much as the goals need). For the solver's root it weights the
+  // root's rotation; its translation has its own weight
+  // (FullBodyOptions::root_translation_stiffness). Chain solvers ignore it.
+  double stiffness = 0.0;
 };
 
 // A named chain: the path of joints from `root` down to `tip`. `root` must be
@@ -92,6 +99,7 @@ struct Joint {
   double min_angle_rad = -kInf;
   double max_angle_rad = kInf;
   double max_swing_rad = kInf;
+  double stiffness = 0.0;  // In [0, 1].
 
   // True when the joint constrains rotation beyond its type (a fixed joint,
   // a hinge, or a ball with a finite swing or twist bound).

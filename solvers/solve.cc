@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "solvers/bend_plane.h"
+#include "solvers/full_body.h"
 #include "solvers/limits.h"
 #include "solvers/two_bone.h"
 
@@ -225,6 +226,8 @@ int DefaultMaxIterations(SolverKind kind) {
       return 128;
     case SolverKind::kGradientDescent:
       return 256;
+    case SolverKind::kFullBody:
+      return 64;  // FullBodyOptions::max_iterations; never a chain's.
   }
   return 128;
 }
@@ -339,6 +342,8 @@ absl::string_view SolverName(SolverKind kind) {
       return "jacobian_dls";
     case SolverKind::kGradientDescent:
       return "gradient_descent";
+    case SolverKind::kFullBody:
+      return "full_body";
   }
   return "unknown";
 }
@@ -361,7 +366,8 @@ int PathLength(const Skeleton& skeleton, int root, int tip) {
 
 absl::Status ValidateGoals(const Skeleton& skeleton,
                            absl::Span<const Goal> goals,
-                           const SolveLimits& limits) {
+                           const SolveLimits& limits,
+                           const FullBodyOptions& full_body) {
   if (static_cast<int>(goals.size()) > limits.max_goals) {
     return absl::InvalidArgumentError(absl::StrCat("goals has ", goals.size(),
                                                    " entries; the limit is ",
@@ -369,18 +375,22 @@ absl::Status ValidateGoals(const Skeleton& skeleton,
   }
   for (int i = 0; i < static_cast<int>(goals.size()); ++i) {
     const Goal& goal = goals[i];
-    const absl::StatusOr<int> length = GoalChainLength(skeleton, i, goal);
-    if (!length.ok()) return length.status();
     const int solver = static_cast<int>(goal.solver);
-    if (solver < 0 || solver >= kNumSolverKinds) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          GoalField(i, "solver"), " = ", solver, " is not a known solver"));
-    }
-    if (goal.solver == SolverKind::kTwoBone && *length != 3) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          GoalField(i, "solver"),
-          " = two_bone needs a chain of 3 joints (2 bones); this chain has ",
-          *length));
+    const bool full_body_goal = goal.solver == SolverKind::kFullBody;
+    if (!full_body_goal) {
+      // A full-body goal names an effector, not a chain (ValidateFullBody).
+      const absl::StatusOr<int> length = GoalChainLength(skeleton, i, goal);
+      if (!length.ok()) return length.status();
+      if (solver < 0 || solver >= kNumSolverKinds) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            GoalField(i, "solver"), " = ", solver, " is not a known solver"));
+      }
+      if (goal.solver == SolverKind::kTwoBone && *length != 3) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            GoalField(i, "solver"),
+            " = two_bone needs a chain of 3 joints (2 bones); this chain has ",
+            *length));
+      }
     }
     if (auto s = ValidateFinite(goal.target, FieldName{"goals", i, "target"});
         !s.ok()) {
@@ -406,6 +416,7 @@ absl::Status ValidateGoals(const Skeleton& skeleton,
       return s;
     }
     if (auto s = ValidateOptions(i, goal.options, limits); !s.ok()) return s;
+    if (full_body_goal) continue;
     const SolveOptions& o = goal.options;
     if (o.damping != 0.0 || o.max_step_rad != 0.0 || o.max_restarts != 0 ||
         o.max_stretch > 1.0) {
@@ -416,7 +427,7 @@ absl::Status ValidateGoals(const Skeleton& skeleton,
     }
     if (auto s = ValidatePoleApplies(skeleton, i, goal); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  return ValidateFullBody(skeleton, goals, full_body, limits.max_iterations);
 }
 
 SolverKind ResolveSolver(const Skeleton& skeleton, absl::Span<const int> chain,
@@ -688,14 +699,17 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton, absl::Span<const Goal> goals,
 
 absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                    Workspace& ws, Pose* pose, absl::Span<GoalResult> results,
-                   const SolveLimits& limits, const Deadline& deadline) {
+                   const SolveLimits& limits, const Deadline& deadline,
+                   const FullBodyOptions& full_body) {
   // The rest pose (bit for bit) was validated and normalised with the
   // skeleton.
   bool rest = SameLocals(pose->local, skeleton.rest_locals());
   if (!rest) {
     if (auto s = ValidatePose(skeleton, *pose); !s.ok()) return s;
   }
-  if (auto s = ValidateGoals(skeleton, goals, limits); !s.ok()) return s;
+  if (auto s = ValidateGoals(skeleton, goals, limits, full_body); !s.ok()) {
+    return s;
+  }
   if (results.size() < goals.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("results holds ", results.size(), " entries for ",
@@ -707,7 +721,22 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
   }
   StartGlobals(skeleton, rest, ws);
 
+  bool full_body_solved = false;
   for (size_t i = 0; i < goals.size();) {
+    if (goals[i].solver == SolverKind::kFullBody) {
+      // Every full-body goal at once, where the first of them stands.
+      if (!full_body_solved) {
+        SolveFullBody(skeleton, goals, full_body, deadline, ws.full_body, pose,
+                      results);
+        full_body_solved = true;
+        // Every transform is stale: the problem may turn any joint.
+        const uint32_t now = ++ws.clock;
+        std::fill(ws.moved_at.begin(), ws.moved_at.end(), now);
+        ws.last_move = now;
+      }
+      ++i;
+      continue;
+    }
     const size_t group = SolveTwoBoneGroup(skeleton, goals, i, deadline, ws,
                                            pose, results.subspan(i));
     if (group > 0) {
@@ -726,6 +755,14 @@ absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                               ? skeleton.chain(goal.chain).joints.back()
                               : goal.tip_joint;
     const Transform tip = LazyGlobal(skeleton, *pose, tip_joint, ws);
+    if (goal.aim_axis) {
+      result.position_error = 0.0;
+      result.orientation_error_rad =
+          AimError(tip, *goal.aim_axis, goal.target);
+      result.reached =
+          result.orientation_error_rad <= result.orientation_tolerance_rad;
+      continue;
+    }
     const Eigen::Vector3d miss = tip.translation - goal.target;
     result.position_error = miss.norm();
     // Past ~1e154 the squares overflow; the scaled norm does not.

@@ -7,6 +7,7 @@
 #include "absl/types/span.h"
 #include "solvers/chain_solver.h"
 #include "solvers/deadline.h"
+#include "solvers/full_body.h"
 #include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
@@ -26,9 +27,11 @@ int PathLength(const Skeleton& skeleton, int root, int tip);
 // Checks goals against the skeleton, one field at a time; errors name it as
 // "goals[i].field". Unknown chains and joints are NotFound, everything else
 // InvalidArgument.
+// Full-body goals and `full_body` are checked by ValidateFullBody.
 absl::Status ValidateGoals(const Skeleton& skeleton,
                            absl::Span<const Goal> goals,
-                           const SolveLimits& limits = {});
+                           const SolveLimits& limits = {},
+                           const FullBodyOptions& full_body = {});
 
 // The solver AUTO picks for a goal on `chain` (root..tip):
 // - a target orientation -> JACOBIAN_DLS;
@@ -43,6 +46,8 @@ SolverKind ResolveSolver(const Skeleton& skeleton, absl::Span<const int> chain,
 // Solves `goals` in order on `pose`: in, the start pose (validated here);
 // out, the solution. Goals on disjoint chains are independent; a goal whose
 // chain shares joints with an earlier one starts from that goal's result.
+// The goals whose solver is SOLVER_FULL_BODY are one problem (full_body.h,
+// with `full_body`'s options), solved where the first of them stands.
 // `results` must hold goals.size() entries. `ws` is the caller's scratch
 // (one per thread); once warmed up on a skeleton, Solve allocates nothing.
 // Its contents afterwards are scratch: ws.globals is not the returned pose's
@@ -57,7 +62,8 @@ SolverKind ResolveSolver(const Skeleton& skeleton, absl::Span<const int> chain,
 absl::Status Solve(const Skeleton& skeleton, absl::Span<const Goal> goals,
                    Workspace& ws, Pose* pose, absl::Span<GoalResult> results,
                    const SolveLimits& limits = {},
-                   const Deadline& deadline = {});
+                   const Deadline& deadline = {},
+                   const FullBodyOptions& full_body = {});
 
 }  // namespace reach
 

@@ -1,0 +1,103 @@
+// The full-body solver (SOLVER_FULL_BODY): every full-body goal of a
+// request is one problem over the whole skeleton, solved simultaneously.
+//
+// Goals put effectors anywhere (hands, feet, head, pelvis, a mid-chain
+// joint) with a target position and/or orientation, or a look-at (an axis
+// of the effector that should point at a point). Each goal has an integer
+// priority: levels are solved in order, each in the null space of the
+// levels before it, so a goal never gives up accuracy for a goal of a later
+// level; within a level, goals trade errors by weight.
+//
+// The method is prioritised damped least squares over the tree
+// (Siciliano-Slotine task priority, Gauss-Newton steps): the degrees of
+// freedom are the rotations of the joints on the paths from the solver's
+// root to the effectors (three per ball joint, one per hinge) and the
+// root's translation, each weighted by 1 - stiffness. After every step the
+// joints are projected onto their limits; joints held at a limit leave the
+// next step's Jacobian so the others take up the motion. Poles turn a
+// limb about its root-effector line (which never moves the effector). Bone
+// lengths never change: only rotations (and the root's translation) move.
+//
+// The result does not depend on the order of the goals (they are sorted by
+// content first) and is deterministic: the same input gives bit-identical
+// output on any thread.
+#ifndef REACH_SOLVERS_FULL_BODY_H_
+#define REACH_SOLVERS_FULL_BODY_H_
+
+#include <vector>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Core>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "solvers/deadline.h"
+#include "solvers/goal.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+
+namespace reach {
+
+// Scratch of the full-body solver, owned by the caller (inside Workspace)
+// and reused: sized by the first solve on a skeleton and problem size,
+// after which solving allocates nothing.
+struct FullBodyScratch {
+  std::vector<int> goal_order;  // Full-body goals of weight > 0, sorted.
+  std::vector<int> effector;    // Per sorted goal: its effector joint.
+  std::vector<double> tolerance;              // Per sorted goal.
+  std::vector<double> orientation_tolerance;  // Per sorted goal.
+  std::vector<char> active;  // Per joint: on a root-effector path.
+  std::vector<char> drives;  // Per joint: its rotation moves an effector.
+  std::vector<int> active_joints;  // Ascending.
+  std::vector<int> ancestors;      // Above the solver root.
+  std::vector<int> dof_start;      // Per joint: first column, -1 if none.
+  std::vector<int> dof_joint;      // Per column: its joint (-1: the root's
+                                   // translation).
+  std::vector<double> dof_weight;  // Per column: sqrt(1 - stiffness).
+  std::vector<char> locked;        // Per column: held at a limit.
+  std::vector<Transform> globals;  // Per joint (active ones current).
+  std::vector<Transform> best_locals;
+  std::vector<Transform> saved_locals;
+  // Capacity only grows; blocks of it are used.
+  Eigen::MatrixXd jacobian;  // Rows of every level, stacked.
+  Eigen::MatrixXd gram;      // jacobian * jacobian^T.
+  Eigen::MatrixXd cross;
+  Eigen::MatrixXd small;
+  Eigen::VectorXd error;
+  Eigen::VectorXd coeffs;
+  Eigen::VectorXd rhs;
+  Eigen::VectorXd step;
+};
+
+// Checks the full-body goals of `goals` (solver kFullBody) and `options`
+// against the skeleton; errors name the field ("goals[2].aim_axis",
+// "full_body.root_joint"). Goals of other solvers are not looked at, except
+// that aim_axis and priority are refused on them.
+absl::Status ValidateFullBody(const Skeleton& skeleton,
+                              absl::Span<const Goal> goals,
+                              const FullBodyOptions& options,
+                              int max_iterations);
+
+// Solves every goal of `goals` whose solver is kFullBody at once, on
+// `pose` (validated and normalised; in, the start; out, the solution).
+// Writes iterations, solver, tolerances of those goals' results (Solve
+// measures the errors). Returns the iterations run.
+int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> goals,
+                  const FullBodyOptions& options, const Deadline& deadline,
+                  FullBodyScratch& scratch, Pose* pose,
+                  absl::Span<GoalResult> results);
+
+// The size full-body tolerances are relative to: the largest extent of the
+// skeleton's rest pose along a model axis (a humanoid's height), at least
+// 1e-9. Default position tolerance: 1e-5 of it.
+double BodySize(const Skeleton& skeleton);
+
+// A look-at goal's error: the angle in [0, pi] between `aim_axis` (in the
+// effector's frame) turned to model space and the direction from the
+// effector to `target`; 0 when the target is at the effector.
+double AimError(const Transform& effector, const Eigen::Vector3d& aim_axis,
+                const Eigen::Vector3d& target);
+
+}  // namespace reach
+
+#endif  // REACH_SOLVERS_FULL_BODY_H_
