@@ -22,6 +22,11 @@ constexpr int kDefaultIterations = 64;
 // converges by ~1e-3 per iteration, large enough that a singular one
 // (straight knees, out-of-reach targets) takes bounded steps.
 constexpr double kDamping = 0.03;
+constexpr double kMinDamping = 0.003;
+constexpr double kMaxDamping = 10.0;
+// The largest position (body sizes) and orientation (radians) error one
+// step aims to remove: far targets pull steadily instead of flinging.
+constexpr double kMaxStepError = 0.25;
 // Regularises the Gram matrix of the levels above when projecting a level
 // into their null space (rank-deficient stacks: a foot's position and
 // orientation at a locked ankle).
@@ -318,16 +323,25 @@ class FullBodySolve {
   // Fills the Jacobian and error rows; returns whether every goal is
   // reached, and writes each level's excess into level_excess_.
   bool Evaluate();
+  void ComputeAxes();
+  // Rotational columns of joint j (0 when it has none).
+  int DofCount(int j) const {
+    if (s_.dof_start[j] < 0) return 0;
+    return skeleton_.joint(j).type == JointType::kBall ? 3 : 1;
+  }
   // The prioritised step (in s_.step, model units / radians).
-  void ComputeStep();
+  void ComputeStep(double damping);
+  double MaxFraction() const;
+  // The poles' rows from `row` on; whether every bend faces its pole.
+  bool EvaluatePoles(int row);
   // Applies s_.step to the pose, projecting onto limits; returns whether a
   // joint that has columns was clamped (and flags it in s_.locked).
   bool ApplyStep();
-  void ApplyPoles();
+  void Unstraighten();
   void SaveLocals(std::vector<Transform>& to) const;
   void RestoreLocals(const std::vector<Transform>& from);
-  bool Better(const std::array<double, kMaxPriority + 1>& a,
-              const std::array<double, kMaxPriority + 1>& b) const;
+  bool Better(const std::array<double, kMaxPriority + 2>& a,
+              const std::array<double, kMaxPriority + 2>& b) const;
 
   const Skeleton& skeleton_;
   absl::Span<const Goal> goals_;
@@ -341,9 +355,9 @@ class FullBodySolve {
   int rows_ = 0;
   int cols_ = 0;
   int num_levels_ = 0;
-  std::array<int, kMaxPriority + 2> level_start_{};  // Rows.
-  std::array<double, kMaxPriority + 1> level_excess_{};
-  bool has_poles_ = false;
+  std::array<int, kMaxPriority + 3> level_start_{};  // Rows.
+  std::array<double, kMaxPriority + 2> level_excess_{};
+  int num_poles_ = 0;  // Rows of the poles' level, after every goal's.
 };
 
 bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
@@ -380,7 +394,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   // orientation or look-at goal): these get columns.
   s_.active.assign(n, 0);
   s_.drives.assign(n, 0);
-  has_poles_ = false;
+  num_poles_ = 0;
   rows_ = 0;
   num_levels_ = 0;
   int last_priority = -1;
@@ -397,7 +411,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
       if (j != e) s_.drives[j] = 1;
       if (j == root_) break;
     }
-    if (goal.pole) has_poles_ = true;
+    if (goal.pole) ++num_poles_;
     if (goal.priority != last_priority) {
       level_start_[num_levels_++] = rows_;
       last_priority = goal.priority;
@@ -405,6 +419,13 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     rows_ += RowsOf(goal);
   }
   level_start_[num_levels_] = rows_;
+  // The poles are the last level: one row each, the swivel of the limb
+  // about its root-effector line, solved in the null space of every goal
+  // (a pole is a preference; it never costs a goal accuracy).
+  if (num_poles_ > 0) {
+    level_start_[num_levels_ + 1] = rows_ + num_poles_;
+    rows_ += num_poles_;
+  }
 
   // Columns: the root's translation first, then each driving joint's.
   const bool pinned = options_.root_mode == RootMode::kPinned;
@@ -438,6 +459,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   }
   cols_ = static_cast<int>(s_.dof_joint.size());
   s_.locked.assign(cols_, 0);
+  s_.axis.resize(cols_);
   s_.globals.resize(n);
 
   // The root's parent frame (fixed during the solve).
@@ -459,7 +481,8 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   Reserve(s_.coeffs, rows_);
   Reserve(s_.rhs, rows_);
   Reserve(s_.step, cols_);
-  s_.best_locals.resize(n);
+  Reserve(s_.delta, cols_);
+  Reserve(s_.delta_coeffs, rows_);
   s_.saved_locals.resize(n);
   return true;
 }
@@ -472,7 +495,40 @@ void FullBodySolve::ForwardKinematics() {
   }
 }
 
+void FullBodySolve::ComputeAxes() {
+  // Each rotational column turns its joint about a model-space axis: a
+  // hinge about its own; a free ball about X, Y and Z; a limited ball about
+  // its twist axis, its swing axis and the third one (so that a joint held
+  // at its twist or swing limit leaves only that column out).
+  for (int j : s_.active_joints) {
+    const int c0 = s_.dof_start[j];
+    if (c0 < 0) continue;
+    const Joint& joint = skeleton_.joint(j);
+    const Quaterniond& rotation = s_.globals[j].rotation;
+    if (joint.type == JointType::kHinge) {
+      s_.axis[c0] = RotateVector(rotation, joint.axis);
+    } else if (!joint.IsLimited()) {
+      s_.axis[c0] = Vector3d::UnitX();
+      s_.axis[c0 + 1] = Vector3d::UnitY();
+      s_.axis[c0 + 2] = Vector3d::UnitZ();
+    } else {
+      const Quaterniond at_rest =
+          (j == root_ ? root_parent_.rotation
+                      : s_.globals[joint.parent].rotation) *
+          joint.rest.rotation;
+      const Vector3d twist = RotateVector(rotation, joint.axis);
+      Vector3d swing = RotateVector(at_rest, joint.axis).cross(twist);
+      swing = swing.norm() > 1e-9 ? swing.normalized()
+                                  : twist.unitOrthogonal();
+      s_.axis[c0] = twist;
+      s_.axis[c0 + 1] = swing;
+      s_.axis[c0 + 2] = twist.cross(swing);
+    }
+  }
+}
+
 bool FullBodySolve::Evaluate() {
+  ComputeAxes();
   Eigen::MatrixXd& J = s_.jacobian;
   J.topLeftCorner(rows_, cols_).setZero();
   level_excess_.fill(0.0);
@@ -506,62 +562,39 @@ bool FullBodySolve::Evaluate() {
       s_.error(row + 1) = sw * b2.dot(turn);
       excess = std::max(0.0, angle - s_.orientation_tolerance[k]);
       for (int j = e;; j = skeleton_.joint(j).parent) {
-        const int c0 = s_.dof_start[j];
-        if (c0 >= 0) {
-          const Joint& joint = skeleton_.joint(j);
-          if (joint.type == JointType::kBall) {
-            for (int a = 0; a < 3; ++a) {
-              J(row, c0 + a) = sw * b1(a);
-              J(row + 1, c0 + a) = sw * b2(a);
-            }
-          } else {
-            const Vector3d u =
-                RotateVector(s_.globals[j].rotation, joint.axis);
-            J(row, c0) = sw * b1.dot(u);
-            J(row + 1, c0) = sw * b2.dot(u);
-          }
+        for (int c = s_.dof_start[j], end = c + DofCount(j); c < end; ++c) {
+          J(row, c) = sw * b1.dot(s_.axis[c]);
+          J(row + 1, c) = sw * b2.dot(s_.axis[c]);
         }
         if (j == root_) break;
       }
       row += 2;
     } else {
       const Vector3d miss = goal.target - ge.translation;
-      s_.error.segment<3>(row) = (sw / body_) * miss;
+      const double miss_norm = miss.norm() / body_;
+      s_.error.segment<3>(row) =
+          (sw / body_) *
+          (miss_norm > kMaxStepError ? (kMaxStepError / miss_norm) * miss : miss);
       excess = std::max(0.0, miss.norm() - s_.tolerance[k]) / body_;
       const bool orient = goal.target_orientation.has_value();
       Vector3d turn = Vector3d::Zero();
       if (orient) {
         turn = RotationVector(goal.target_orientation->normalized() *
                               ge.rotation.conjugate());
-        s_.error.segment<3>(row + 3) = sw * turn;
+        const double angle = turn.norm();
+        s_.error.segment<3>(row + 3) =
+            sw * (angle > kMaxStepError ? (kMaxStepError / angle) * turn : turn);
         excess += std::max(0.0, turn.norm() - s_.orientation_tolerance[k]);
       }
       if (translates_) {
         for (int a = 0; a < 3; ++a) J(row + a, a) = sw;
       }
       for (int j = e;; j = skeleton_.joint(j).parent) {
-        const int c0 = s_.dof_start[j];
-        if (c0 >= 0) {
-          const Joint& joint = skeleton_.joint(j);
-          const Vector3d v =
-              (ge.translation - s_.globals[j].translation) / body_;
-          if (joint.type == JointType::kBall) {
-            // u x v for u = X, Y, Z.
-            J(row + 0, c0 + 1) = sw * v.z();
-            J(row + 0, c0 + 2) = -sw * v.y();
-            J(row + 1, c0 + 0) = -sw * v.z();
-            J(row + 1, c0 + 2) = sw * v.x();
-            J(row + 2, c0 + 0) = sw * v.y();
-            J(row + 2, c0 + 1) = -sw * v.x();
-            if (orient) {
-              for (int a = 0; a < 3; ++a) J(row + 3 + a, c0 + a) = sw;
-            }
-          } else {
-            const Vector3d u =
-                RotateVector(s_.globals[j].rotation, joint.axis);
-            J.block<3, 1>(row, c0) = sw * u.cross(v);
-            if (orient) J.block<3, 1>(row + 3, c0) = sw * u;
-          }
+        const Vector3d v = (ge.translation - s_.globals[j].translation) / body_;
+        for (int c = s_.dof_start[j], end = c + DofCount(j); c < end; ++c) {
+          const Vector3d& u = s_.axis[c];
+          J.block<3, 1>(row, c) = sw * u.cross(v);
+          if (orient) J.block<3, 1>(row + 3, c) = sw * u;
         }
         if (j == root_) break;
       }
@@ -570,34 +603,129 @@ bool FullBodySolve::Evaluate() {
     if (excess > 0.0) all_reached = false;
     level_excess_[level] += goal.weight * excess * excess;
   }
+  if (num_poles_ > 0) all_reached = EvaluatePoles(row) && all_reached;
   return all_reached;
 }
 
-void FullBodySolve::ComputeStep() {
+bool FullBodySolve::EvaluatePoles(int row) {
+  // A turn w of the limb's root (or of a joint above it) turns the limb's
+  // bend about the root-effector line by line . w: the row of the swivel
+  // angle. Joints inside the limb are left out (their effect on the
+  // swivel is second order); the next iteration measures again.
+  constexpr double kPoleTolerance = 1e-3;  // Radians.
+  Eigen::MatrixXd& J = s_.jacobian;
+  bool all_reached = true;
+  const int m = static_cast<int>(s_.goal_order.size());
+  for (int k = 0; k < m; ++k) {
+    const Goal& goal = goals_[s_.goal_order[k]];
+    if (!goal.pole) continue;
+    s_.error(row) = 0.0;
+    const int e = s_.effector[k];
+    const int lr = LimbRootOf(skeleton_, goal);
+    const Vector3d origin = s_.globals[lr].translation;
+    Vector3d line = s_.globals[e].translation - origin;
+    const double reach = line.norm();
+    Vector3d bend = Vector3d::Zero();
+    double length = 0.0;
+    if (s_.active[lr] && reach > 1e-12 * body_) {
+      line /= reach;
+      for (int j = skeleton_.joint(e).parent; j != lr;
+           j = skeleton_.joint(j).parent) {
+        const Vector3d off = s_.globals[j].translation - origin;
+        bend += off - off.dot(line) * line;
+        length += (s_.globals[j].translation -
+                   s_.globals[skeleton_.joint(j).parent].translation)
+                      .norm();
+      }
+    }
+    const Vector3d to_pole = *goal.pole - origin;
+    const Vector3d want = to_pole - to_pole.dot(line) * line;
+    if (bend.norm() > 1e-4 * std::max(length, reach) &&
+        want.norm() > 1e-9 * body_) {
+      const double angle =
+          std::atan2(line.dot(bend.cross(want)), bend.dot(want));
+      s_.error(row) = angle;
+      if (std::abs(angle) > kPoleTolerance) {
+        all_reached = false;
+        const double excess = std::abs(angle) - kPoleTolerance;
+        level_excess_[num_levels_] += excess * excess;
+      }
+      for (int j = lr;; j = skeleton_.joint(j).parent) {
+        for (int c = s_.dof_start[j], end = c + DofCount(j); c < end; ++c) {
+          J(row, c) = line.dot(s_.axis[c]);
+        }
+        if (j == root_) break;
+      }
+    }
+    ++row;
+  }
+  return all_reached;
+}
+
+double FullBodySolve::MaxFraction() const {
+  // The largest fraction of s_.delta that keeps every joint's rotation
+  // (and the root's translation) in step + fraction * delta within its
+  // per-iteration cap: the root of |a + x b|^2 = cap^2 per joint.
+  const auto a = s_.step.head(cols_);
+  const auto b = s_.delta.head(cols_);
+  double fraction = 1.0;
+  auto fit = [&](int col, int count, double cap) {
+    const double bb = b.segment(col, count).squaredNorm();
+    if (!(bb > 0.0)) return;
+    if ((a.segment(col, count) + b.segment(col, count)).norm() <= cap) return;
+    const double ab = a.segment(col, count).dot(b.segment(col, count));
+    const double cc =
+        std::min(0.0, a.segment(col, count).squaredNorm() - cap * cap);
+    const double x = (-ab + std::sqrt(std::max(0.0, ab * ab - bb * cc))) / bb;
+    fraction = std::min(fraction, std::max(0.0, x));
+  };
+  int col = 0;
+  if (translates_) {
+    fit(0, 3, kMaxRootStep);
+    col = 3;
+  }
+  while (col < cols_) {
+    const int count =
+        skeleton_.joint(s_.dof_joint[col]).type == JointType::kBall ? 3 : 1;
+    fit(col, count, kMaxJointStep);
+    col += count;
+  }
+  return fraction;
+}
+
+void FullBodySolve::ComputeStep(double damping) {
   // Columns weighted by sqrt(1 - stiffness) (0 when locked): the step
   // minimises sum(dq^2 / (1 - stiffness)).
   Eigen::MatrixXd& J = s_.jacobian;
   for (int c = 0; c < cols_; ++c) {
     J.col(c).head(rows_) *= s_.locked[c] ? 0.0 : s_.dof_weight[c];
   }
+  const auto Jb = J.topLeftCorner(rows_, cols_);
   auto G = s_.gram.topLeftCorner(rows_, rows_);
-  G.triangularView<Eigen::Lower>() =
-      J.topLeftCorner(rows_, cols_) * J.topLeftCorner(rows_, cols_).transpose();
+  G.triangularView<Eigen::Lower>() = Jb * Jb.transpose();
   G.triangularView<Eigen::StrictlyUpper>() = G.transpose();
 
-  // The step is J^T c: every level's step lies in the span of its rows
-  // projected away from the levels above (Siciliano-Slotine), so the
-  // coefficients c say it all and only Gram-sized matrices are formed.
+  // Every level's step is J^T c for coefficients c: it lies in the span
+  // of its rows projected away from the levels above (Siciliano-Slotine),
+  // so only Gram-sized matrices are formed. Each level's share is scaled
+  // to the per-iteration caps on its own, so a far goal of a later level
+  // never slows an earlier one.
   auto c = s_.coeffs.head(rows_);
+  auto dc = s_.delta_coeffs.head(rows_);
+  auto step = s_.step.head(cols_);
+  auto delta = s_.delta.head(cols_);
   c.setZero();
-  const double lambda2 = kDamping * kDamping;
-  for (int level = 0; level < num_levels_; ++level) {
+  step.setZero();
+  const double lambda2 = damping * damping;
+  const int levels = num_levels_ + (num_poles_ > 0 ? 1 : 0);
+  for (int level = 0; level < levels; ++level) {
     const int s = level_start_[level];
     const int m = level_start_[level + 1] - s;
     auto r = s_.rhs.head(m);
     r = s_.error.segment(s, m) - G.middleRows(s, m) * c;
     auto H = s_.small.topLeftCorner(m, m);
     H = G.block(s, s, m, m);
+    dc.setZero();
     if (s > 0) {
       // X^T = M^-1 C^T with M the Gram matrix of the rows above.
       auto M = s_.cross.topLeftCorner(s, s);
@@ -611,36 +739,22 @@ void FullBodySolve::ComputeStep() {
       H.diagonal().array() += lambda2;
       Eigen::LLT<MatrixRef> level_llt(H);
       level_llt.solveInPlace(r);
-      c.segment(s, m) += r;
-      c.head(s).noalias() -= Xt * r;
+      dc.segment(s, m) = r;
+      dc.head(s).noalias() = -Xt * r;
     } else {
       H.diagonal().array() += lambda2;
       Eigen::LLT<MatrixRef> level_llt(H);
       level_llt.solveInPlace(r);
-      c.segment(s, m) += r;
+      dc.segment(s, m) = r;
     }
+    delta.noalias() = Jb.topRows(s + m).transpose() * dc.head(s + m);
+    for (int col = 0; col < cols_; ++col) {
+      delta(col) *= s_.locked[col] ? 0.0 : s_.dof_weight[col];
+    }
+    const double fraction = MaxFraction();
+    c += fraction * dc;
+    step += fraction * delta;
   }
-  auto step = s_.step.head(cols_);
-  step.noalias() = J.topLeftCorner(rows_, cols_).transpose() * c;
-  for (int col = 0; col < cols_; ++col) {
-    step(col) *= s_.locked[col] ? 0.0 : s_.dof_weight[col];
-  }
-  // Scale the whole step down to the per-iteration caps.
-  double scale = 1.0;
-  int col = 0;
-  if (translates_) {
-    const double t = step.head<3>().norm();
-    if (t > kMaxRootStep) scale = kMaxRootStep / t;
-    col = 3;
-  }
-  while (col < cols_) {
-    const int j = s_.dof_joint[col];
-    const int count = skeleton_.joint(j).type == JointType::kBall ? 3 : 1;
-    const double a = step.segment(col, count).norm();
-    if (a * scale > kMaxJointStep) scale = kMaxJointStep / a;
-    col += count;
-  }
-  if (scale < 1.0) step *= scale;
 }
 
 bool FullBodySolve::ApplyStep() {
@@ -655,14 +769,15 @@ bool FullBodySolve::ApplyStep() {
     const int j = s_.dof_joint[col];
     const Joint& joint = skeleton_.joint(j);
     Quaterniond& local = pose_.local[j].rotation;
-    int count = 1;
+    const int count = DofCount(j);
     if (joint.type == JointType::kBall) {
-      count = 3;
+      const Vector3d turn = step(col) * s_.axis[col] +
+                            step(col + 1) * s_.axis[col + 1] +
+                            step(col + 2) * s_.axis[col + 2];
       const Quaterniond& parent =
           j == root_ ? root_parent_.rotation
-                     : s_.globals[skeleton_.joint(j).parent].rotation;
-      local = Exp(RotateVector(parent.conjugate(), step.segment<3>(col))) *
-              local;
+                     : s_.globals[joint.parent].rotation;
+      local = Exp(RotateVector(parent.conjugate(), turn)) * local;
     } else {
       local = local * AxisAngle(joint.axis, step(col));
     }
@@ -670,9 +785,41 @@ bool FullBodySolve::ApplyStep() {
     if (joint.IsConstrained()) {
       const Quaterniond inside = ConstrainRotation(joint, local).normalized();
       if (AngleBetween(inside, local) > kClampedBy) {
-        for (int a = 0; a < count; ++a) {
-          if (!s_.locked[col + a]) clamped = true;
-          s_.locked[col + a] = 1;
+        // Hold the column(s) that crossed a limit: a hinge's; a ball's
+        // twist column past its twist range, its swing column past its
+        // cone.
+        auto lock = [&](int c) {
+          if (!s_.locked[c]) clamped = true;
+          s_.locked[c] = 1;
+        };
+        if (joint.type == JointType::kHinge) {
+          lock(col);
+        } else {
+          const Quaterniond delta =
+              (joint.rest.rotation.conjugate() * local).normalized();
+          const double along = delta.vec().dot(joint.axis);
+          const double twist =
+              std::remainder(2.0 * std::atan2(along, delta.w()), 2 * M_PI);
+          const Quaterniond twist_q =
+              Quaterniond(delta.w(), along * joint.axis.x(),
+                          along * joint.axis.y(), along * joint.axis.z())
+                  .normalized();
+          const Quaterniond swing_q = delta * twist_q.conjugate();
+          const double swing =
+              2.0 * std::atan2(swing_q.vec().norm(), std::abs(swing_q.w()));
+          bool any = false;
+          if (twist < joint.min_angle_rad - kClampedBy ||
+              twist > joint.max_angle_rad + kClampedBy) {
+            lock(col);
+            any = true;
+          }
+          if (swing > joint.max_swing_rad + kClampedBy) {
+            lock(col + 1);
+            any = true;
+          }
+          if (!any) {
+            for (int a = 0; a < 3; ++a) lock(col + a);
+          }
         }
       }
       local = inside;
@@ -682,57 +829,76 @@ bool FullBodySolve::ApplyStep() {
   return clamped;
 }
 
-void FullBodySolve::ApplyPoles() {
+void FullBodySolve::Unstraighten() {
+  // A straight knee or elbow is a singular point of every goal: no first-
+  // order motion of its joints shortens the limb, so no Jacobian step ever
+  // bends it (a crouch with straight legs would never lower the pelvis).
+  // Like UE's preferred angles, such a joint starts bent a little: a hinge
+  // into its range (towards the middle of a two-sided range, else to
+  // positive angles), the middle joint of a ball limb with a pole towards
+  // the pole.
+  constexpr double kStraight = 1e-3;  // Radians between the two bones.
+  constexpr double kBend = 0.1;
   ForwardKinematics();
   const int m = static_cast<int>(s_.goal_order.size());
   for (int k = 0; k < m; ++k) {
     const Goal& goal = goals_[s_.goal_order[k]];
-    if (!goal.pole) continue;
     const int e = s_.effector[k];
-    const int lr = LimbRootOf(skeleton_, goal);
-    if (!s_.active[lr]) continue;  // Above the solver root: fixed.
-    const Vector3d origin = s_.globals[lr].translation;
-    Vector3d line = s_.globals[e].translation - origin;
-    const double reach = line.norm();
-    if (!(reach > 1e-12 * body_)) continue;
-    line /= reach;
-    Vector3d bend = Vector3d::Zero();
-    double length = 0.0;
-    for (int j = skeleton_.joint(e).parent; j != lr;
-         j = skeleton_.joint(j).parent) {
-      const Vector3d off = s_.globals[j].translation - origin;
-      bend += off - off.dot(line) * line;
-      length += (s_.globals[j].translation -
-                 s_.globals[skeleton_.joint(j).parent].translation)
-                    .norm();
+    for (int c = e, j = skeleton_.joint(e).parent; j >= 0 && j != root_;
+         c = j, j = skeleton_.joint(j).parent) {
+      const Joint& joint = skeleton_.joint(j);
+      if (joint.type != JointType::kHinge || s_.dof_start[j] < 0) continue;
+      const Vector3d upper =
+          s_.globals[j].translation - s_.globals[joint.parent].translation;
+      const Vector3d lower = s_.globals[c].translation - s_.globals[j].translation;
+      if (!(std::atan2(upper.cross(lower).norm(), upper.dot(lower)) <
+            kStraight)) {
+        continue;
+      }
+      const double angle = HingeAngleWithinLimits(joint, pose_.local[j].rotation);
+      double sign = 1.0;
+      if (std::isfinite(joint.min_angle_rad) &&
+          std::isfinite(joint.max_angle_rad)) {
+        sign = 0.5 * (joint.min_angle_rad + joint.max_angle_rad) >= angle ? 1.0
+                                                                         : -1.0;
+      } else if (std::isfinite(joint.max_angle_rad)) {
+        sign = -1.0;
+      }
+      pose_.local[j].rotation =
+          ConstrainRotation(joint, HingeRotation(joint, angle + sign * kBend))
+              .normalized();
+      ForwardKinematics();
     }
-    const Vector3d to_pole = *goal.pole - origin;
-    const Vector3d want = to_pole - to_pole.dot(line) * line;
-    if (!(bend.norm() > 1e-4 * std::max(length, reach)) ||
-        !(want.norm() > 1e-9 * body_)) {
+    if (!goal.pole) continue;
+    // The inner joint nearest the middle of a pole limb.
+    const int lr = LimbRootOf(skeleton_, goal);
+    if (!s_.active[lr]) continue;
+    int count = 0;
+    for (int j = skeleton_.joint(e).parent; j != lr; j = skeleton_.joint(j).parent) {
+      ++count;
+    }
+    int mid = skeleton_.joint(e).parent;
+    for (int step = 0; step < count / 2; ++step) mid = skeleton_.joint(mid).parent;
+    const Joint& joint = skeleton_.joint(mid);
+    if (joint.type != JointType::kBall || s_.dof_start[mid] < 0) continue;
+    const Vector3d origin = s_.globals[lr].translation;
+    const Vector3d line = s_.globals[e].translation - origin;
+    const Vector3d off = s_.globals[mid].translation - origin;
+    if (!(line.norm() > 0.0) ||
+        !(off.cross(line).norm() < kStraight * off.norm() * line.norm())) {
       continue;
     }
-    const double angle =
-        std::atan2(line.dot(bend.cross(want)), bend.dot(want));
-    if (!(std::abs(angle) > 1e-9)) continue;
-    const Joint& joint = skeleton_.joint(lr);
-    const Quaterniond parent =
-        lr == root_ ? root_parent_.rotation
-                    : s_.globals[joint.parent].rotation;
-    double turn = angle;
-    if (joint.IsConstrained()) {
-      turn = NearestFeasibleTurn(joint, parent, s_.globals[lr].rotation, line,
-                                 angle, std::min(angle, 0.0),
-                                 std::max(angle, 0.0));
-      if (!std::isfinite(turn)) continue;
-    }
-    pose_.local[lr].rotation =
-        (parent.conjugate() * (AxisAngle(line, turn) * s_.globals[lr].rotation))
+    const Vector3d to_pole = *goal.pole - origin;
+    const Vector3d axis = to_pole.cross(line);
+    if (!(axis.norm() > 1e-12 * to_pole.norm() * line.norm())) continue;
+    const Quaterniond parent = s_.globals[joint.parent].rotation;
+    pose_.local[mid].rotation =
+        ConstrainRotation(
+            joint, (Exp(RotateVector(parent.conjugate(),
+                                     kBend * axis.normalized())) *
+                    pose_.local[mid].rotation)
+                       .normalized())
             .normalized();
-    if (joint.IsConstrained()) {
-      pose_.local[lr].rotation =
-          ConstrainRotation(joint, pose_.local[lr].rotation).normalized();
-    }
     ForwardKinematics();
   }
 }
@@ -744,14 +910,19 @@ void FullBodySolve::RestoreLocals(const std::vector<Transform>& from) {
   for (int j : s_.active_joints) pose_.local[j] = from[j];
 }
 
-bool FullBodySolve::Better(const std::array<double, kMaxPriority + 1>& a,
-                           const std::array<double, kMaxPriority + 1>& b) const {
-  for (int level = 0; level < num_levels_; ++level) {
-    const double slack = 1e-24 + 1e-9 * std::max(a[level], b[level]);
-    if (a[level] < b[level] - slack) return true;
-    if (a[level] > b[level] + slack) return false;
+bool FullBodySolve::Better(const std::array<double, kMaxPriority + 2>& a,
+                           const std::array<double, kMaxPriority + 2>& b) const {
+  // A merit that weighs each level 1e4 times the next (errors 100 times):
+  // a step may cost an earlier level a little while a later one gains
+  // much more (the nonlinearity of a long step); the next step, solved
+  // for the earlier level first, gives it back. The poles count last.
+  double merit_a = 0.0, merit_b = 0.0, weight = 1.0;
+  for (int level = 0; level <= num_levels_; ++level) {
+    merit_a += weight * a[level];
+    merit_b += weight * b[level];
+    weight *= 1e-2;
   }
-  return false;
+  return merit_a < merit_b * (1.0 - 1e-12);
 }
 
 int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
@@ -769,40 +940,45 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
     }
     if (weights > 0.0) pose_.local[root_].translation += sum / weights;
   }
-  if (has_poles_) ApplyPoles();
+  Unstraighten();
   ForwardKinematics();
-  std::array<double, kMaxPriority + 1> best{};
-  bool have_best = false;
+  // Levenberg-Marquardt on the prioritised step: a step that leaves the
+  // goals worse (levels compared in priority order) is undone and the
+  // damping raised; one that helps is kept and the damping lowered.
+  double damping = kDamping;
+  bool reached = Evaluate();
+  std::array<double, kMaxPriority + 2> current = level_excess_;
   int iterations = 0;
-  for (;; ++iterations) {
-    const bool reached = Evaluate();
-    if (!have_best || Better(level_excess_, best)) {
-      best = level_excess_;
-      have_best = true;
-      SaveLocals(s_.best_locals);
-    }
-    if (reached || iterations >= max_iterations) break;
+  while (!reached && iterations < max_iterations) {
     if (iterations % 4 == 3 && deadline.Expired()) break;
+    ++iterations;
     std::fill(s_.locked.begin(), s_.locked.end(), 0);
     SaveLocals(s_.saved_locals);
-    ComputeStep();
+    ComputeStep(damping);
     if (ApplyStep()) {
       // Joints hit their limits: the step again without them, so the
       // others take up the motion.
       RestoreLocals(s_.saved_locals);
       Evaluate();
-      ComputeStep();
+      ComputeStep(damping);
       ApplyStep();
     }
-    if (s_.step.head(cols_).lpNorm<Eigen::Infinity>() < 1e-12) {
-      ++iterations;
-      ForwardKinematics();
-      break;
-    }
-    if (has_poles_) ApplyPoles();
+    const double moved = s_.step.head(cols_).lpNorm<Eigen::Infinity>();
     ForwardKinematics();
+    const bool now_reached = Evaluate();
+    if (now_reached || Better(level_excess_, current)) {
+      current = level_excess_;
+      reached = now_reached;
+      damping = std::max(kMinDamping, 0.5 * damping);
+    } else {
+      RestoreLocals(s_.saved_locals);
+      ForwardKinematics();
+      Evaluate();
+      damping *= 4.0;
+      if (damping > kMaxDamping) break;  // No step helps: converged.
+    }
+    if (moved < 1e-12) break;
   }
-  RestoreLocals(s_.best_locals);
   return std::max(iterations, 1);
 }
 

@@ -55,8 +55,8 @@ struct FullBodyScratch {
                                    // translation).
   std::vector<double> dof_weight;  // Per column: sqrt(1 - stiffness).
   std::vector<char> locked;        // Per column: held at a limit.
+  std::vector<Eigen::Vector3d> axis;  // Per column: model-space axis.
   std::vector<Transform> globals;  // Per joint (active ones current).
-  std::vector<Transform> best_locals;
   std::vector<Transform> saved_locals;
   // Capacity only grows; blocks of it are used.
   Eigen::MatrixXd jacobian;  // Rows of every level, stacked.
@@ -65,6 +65,8 @@ struct FullBodyScratch {
   Eigen::MatrixXd small;
   Eigen::VectorXd error;
   Eigen::VectorXd coeffs;
+  Eigen::VectorXd delta_coeffs;
+  Eigen::VectorXd delta;
   Eigen::VectorXd rhs;
   Eigen::VectorXd step;
 };

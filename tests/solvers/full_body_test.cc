@@ -1,0 +1,346 @@
+// The full-body solver (SOLVER_FULL_BODY) on the limited humanoid
+// (examples/humanoid_limited.skeleton.json) and on the CMU clips' own
+// skeletons: the acceptance scenarios, every result checked by the
+// independent forward kinematics of tests/testing/sweep.h.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/import/bvh.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "solvers/limits.h"
+#include "solvers/solve.h"
+#include "tests/testing/full_body.h"
+#include "tests/testing/sweep.h"
+
+namespace reach {
+namespace {
+
+using Eigen::Quaterniond;
+using Eigen::Vector3d;
+using testing::ExamplePath;
+using testing::FullBodyGoal;
+using testing::IndependentFk;
+using testing::IndependentGlobals;
+using testing::LoadSkeletonJson;
+
+// Head above the toes in the limited humanoid's rest pose (metres).
+constexpr double kBodyHeight = 1.57;
+constexpr double kTolerance = 1e-4 * kBodyHeight;
+
+Skeleton LimitedHumanoid() {
+  absl::StatusOr<SkeletonDef> def =
+      LoadSkeletonJson(ExamplePath("humanoid_limited.skeleton.json"));
+  EXPECT_TRUE(def.ok()) << def.status();
+  absl::StatusOr<Skeleton> skeleton = Skeleton::Create(*def);
+  EXPECT_TRUE(skeleton.ok()) << skeleton.status();
+  return *std::move(skeleton);
+}
+
+struct Outcome {
+  absl::Status status;
+  Pose pose;
+  std::vector<GoalResult> results;
+  IndependentGlobals fk;
+};
+
+Outcome SolveBody(const Skeleton& skeleton, const std::vector<Goal>& goals,
+            const Pose& start, const FullBodyOptions& options = {}) {
+  Outcome out;
+  out.pose = start;
+  out.results.resize(goals.size());
+  Workspace ws;
+  out.status = Solve(skeleton, goals, ws, &out.pose,
+                     absl::MakeSpan(out.results), {}, {}, options);
+  out.fk = IndependentFk(skeleton, out.pose);
+  return out;
+}
+
+// Position / orientation error of goal `g` measured by the independent FK.
+double PositionError(const Outcome& o, const Goal& g) {
+  return (o.fk.position[g.tip_joint] - g.target).norm();
+}
+double AngleError(const Outcome& o, const Goal& g) {
+  if (g.aim_axis) {
+    const Vector3d aim = o.fk.rotation[g.tip_joint] * g.aim_axis->normalized();
+    const Vector3d to = g.target - o.fk.position[g.tip_joint];
+    return std::atan2(aim.cross(to).norm(), aim.dot(to));
+  }
+  if (!g.target_orientation) return 0.0;
+  return o.fk.rotation[g.tip_joint].angularDistance(*g.target_orientation);
+}
+
+// Every joint within its limits (1e-6 rad), every rotation unit and
+// finite, every translation finite, bone lengths as at rest.
+void ExpectValidPose(const Skeleton& skeleton, const Outcome& o) {
+  const IndependentGlobals rest =
+      IndependentFk(skeleton, RestPose(skeleton));
+  for (int j = 0; j < skeleton.num_joints(); ++j) {
+    const Quaterniond& q = o.pose.local[j].rotation;
+    ASSERT_TRUE(q.coeffs().allFinite()) << skeleton.joint(j).name;
+    EXPECT_NEAR(q.norm(), 1.0, 1e-9) << skeleton.joint(j).name;
+    EXPECT_TRUE(WithinLimits(skeleton.joint(j), q, 1e-6))
+        << skeleton.joint(j).name;
+    ASSERT_TRUE(o.fk.position[j].allFinite()) << skeleton.joint(j).name;
+    const int p = skeleton.joint(j).parent;
+    if (p >= 0) {
+      EXPECT_NEAR((o.fk.position[j] - o.fk.position[p]).norm(),
+                  (rest.position[j] - rest.position[p]).norm(), 1e-9)
+          << skeleton.joint(j).name;
+    }
+  }
+}
+
+// Goals planting both feet where the rest pose has them (position and
+// orientation), priority 0.
+std::vector<Goal> PlantedFeet(const Skeleton& skeleton) {
+  const IndependentGlobals rest =
+      IndependentFk(skeleton, RestPose(skeleton));
+  std::vector<Goal> goals;
+  for (const char* foot : {"l_ankle", "r_ankle"}) {
+    const int j = skeleton.FindJoint(foot);
+    Goal g = FullBodyGoal(j, rest.position[j], 0);
+    g.target_orientation = rest.rotation[j];
+    g.options.tolerance = kTolerance;
+    goals.push_back(g);
+  }
+  return goals;
+}
+
+// The knee's offset across the hip-ankle line (model space).
+Vector3d KneeBend(const Skeleton& skeleton, const Outcome& o,
+                  const char* side) {
+  const Vector3d hip =
+      o.fk.position[skeleton.FindJoint(absl::StrCat(side, "_hip"))];
+  const Vector3d knee =
+      o.fk.position[skeleton.FindJoint(absl::StrCat(side, "_knee"))];
+  const Vector3d ankle =
+      o.fk.position[skeleton.FindJoint(absl::StrCat(side, "_ankle"))];
+  const Vector3d line = (ankle - hip).normalized();
+  const Vector3d off = knee - hip;
+  return off - off.dot(line) * line;
+}
+
+TEST(FullBodyTest, ReachDownBendsKneesAndKeepsTheSpineWithin90Degrees) {
+  const Skeleton skeleton = LimitedHumanoid();
+  std::vector<Goal> goals = PlantedFeet(skeleton);
+  for (const auto& [hand, x] : {std::pair{"l_wrist", 0.2},
+                                std::pair{"r_wrist", -0.2}}) {
+    Goal g = FullBodyGoal(skeleton.FindJoint(hand), Vector3d(x, 0.15, 0.35), 1);
+    g.options.tolerance = kTolerance;
+    goals.push_back(g);
+  }
+  const Outcome o = SolveBody(skeleton, goals, RestPose(skeleton));
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  for (size_t i = 0; i < goals.size(); ++i) {
+    EXPECT_LE(PositionError(o, goals[i]), kTolerance)
+        << i << " after " << o.results[i].iterations << " iterations";
+    EXPECT_LE(AngleError(o, goals[i]), 1e-4) << i;
+    EXPECT_TRUE(o.results[i].reached) << i;
+  }
+  ExpectValidPose(skeleton, o);
+  const int hips = skeleton.FindJoint("hips");
+  EXPECT_LT(o.fk.position[hips].y(), 0.95 - 0.05);  // The pelvis lowers.
+  for (const char* side : {"l", "r"}) {
+    EXPECT_GT(KneeBend(skeleton, o, side).z(), 0.02) << side;  // Forward.
+  }
+  double spine = 0.0;
+  for (const char* s : {"spine0", "spine1", "spine2"}) {
+    const int j = skeleton.FindJoint(s);
+    spine += o.pose.local[j].rotation.angularDistance(
+        skeleton.joint(j).rest.rotation);
+  }
+  EXPECT_LE(spine, M_PI / 2);
+}
+
+TEST(FullBodyTest, CrouchLowersThePelvisWithKneesTowardTheirPoles) {
+  const Skeleton skeleton = LimitedHumanoid();
+  std::vector<Goal> goals = PlantedFeet(skeleton);
+  for (Goal& g : goals) {
+    // Knees forward and a little outward.
+    const double out = g.target.x() > 0 ? 0.3 : -0.3;
+    g.pole = g.target + Vector3d(out, 0.5, 1.0);
+  }
+  const int hips = skeleton.FindJoint("hips");
+  // 0.3 m lower and 0.1 m back, as people crouch with their feet flat.
+  Goal pelvis = FullBodyGoal(hips, Vector3d(0, 0.95 - 0.3, -0.1), 1);
+  pelvis.options.tolerance = kTolerance;
+  goals.push_back(pelvis);
+  const Outcome o = SolveBody(skeleton, goals, RestPose(skeleton));
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  for (size_t i = 0; i < goals.size(); ++i) {
+    EXPECT_LE(PositionError(o, goals[i]), kTolerance)
+        << i << " after " << o.results[i].iterations << " iterations";
+    EXPECT_LE(AngleError(o, goals[i]), 1e-4) << i;
+  }
+  ExpectValidPose(skeleton, o);
+  for (int k = 0; k < 2; ++k) {
+    const char* side = k == 0 ? "l" : "r";
+    const Vector3d bend = KneeBend(skeleton, o, side);
+    const Vector3d hip =
+        o.fk.position[skeleton.FindJoint(absl::StrCat(side, "_hip"))];
+    const Vector3d ankle =
+        o.fk.position[skeleton.FindJoint(absl::StrCat(side, "_ankle"))];
+    const Vector3d line = (ankle - hip).normalized();
+    Vector3d want = *goals[k].pole - hip;
+    want -= want.dot(line) * line;
+    EXPECT_GT(bend.norm(), 0.05) << side;
+    // Within 20 degrees of the pole's side (the knee is a hinge, and the
+    // hip's cone and the foot's orientation bound the swivel).
+    EXPECT_GT(bend.normalized().dot(want.normalized()),
+              std::cos(20 * M_PI / 180))
+        << side;
+  }
+}
+
+TEST(FullBodyTest, PrioritiesKeepFeetWhenAHandCannotReach) {
+  const Skeleton skeleton = LimitedHumanoid();
+  std::vector<Goal> goals = PlantedFeet(skeleton);
+  const int left = skeleton.FindJoint("l_wrist");
+  const int right = skeleton.FindJoint("r_wrist");
+  // The left hand's target lies 2 m beyond anything the body can reach
+  // with the feet planted (priority 2); the right one within reach
+  // (priority 1).
+  Goal far = FullBodyGoal(left, Vector3d(3.2, 1.3, 0.4), 2);
+  Goal near = FullBodyGoal(right, Vector3d(-0.45, 1.1, 0.3), 1);
+  far.options.tolerance = near.options.tolerance = kTolerance;
+  goals.push_back(far);
+  goals.push_back(near);
+  const Outcome o = SolveBody(skeleton, goals, RestPose(skeleton));
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_LE(PositionError(o, goals[0]), 1e-4);
+  EXPECT_LE(PositionError(o, goals[1]), 1e-4);
+  EXPECT_LE(AngleError(o, goals[0]), 1e-4);
+  EXPECT_LE(AngleError(o, goals[1]), 1e-4);
+  EXPECT_LE(PositionError(o, near), kTolerance);
+  EXPECT_FALSE(o.results[2].reached);
+  // The far arm points at its target: shoulder -> wrist within 2 degrees
+  // of shoulder -> target.
+  const Vector3d shoulder = o.fk.position[skeleton.FindJoint("l_shoulder")];
+  const Vector3d arm = o.fk.position[left] - shoulder;
+  const Vector3d to = far.target - shoulder;
+  EXPECT_LT(std::atan2(arm.cross(to).norm(), arm.dot(to)), 2 * M_PI / 180);
+  ExpectValidPose(skeleton, o);
+}
+
+TEST(FullBodyTest, LookAtAimsTheHeadWhileHandsAndFeetHold) {
+  const Skeleton skeleton = LimitedHumanoid();
+  const std::vector<Goal> goals = testing::HumanoidGoals(
+      skeleton, RestPose(skeleton), Vector3d(-0.25, -0.25, 0.2),
+      Vector3d(0.8, 1.9, 1.5), kTolerance);
+  std::vector<Goal> aimed = goals;
+  aimed[4].options.orientation_tolerance_rad = 0.5 * M_PI / 180;
+  const Outcome o = SolveBody(skeleton, aimed, RestPose(skeleton));
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_LE(PositionError(o, aimed[i]), kTolerance) << i;
+    EXPECT_LE(AngleError(o, aimed[i]), 1e-4) << i;
+  }
+  EXPECT_LE(AngleError(o, aimed[4]), 0.5 * M_PI / 180);
+  EXPECT_NEAR(o.results[4].orientation_error_rad, AngleError(o, aimed[4]),
+              1e-9);
+  EXPECT_TRUE(o.results[4].reached);
+  ExpectValidPose(skeleton, o);
+}
+
+TEST(FullBodyTest, EveryOrderOfTheGoalsGivesTheSamePose) {
+  const Skeleton skeleton = LimitedHumanoid();
+  const std::vector<Goal> goals = testing::HumanoidGoals(
+      skeleton, RestPose(skeleton), Vector3d(-0.1, -0.25, 0.3),
+      Vector3d(-0.5, 1.4, 2.0), kTolerance);
+  const Outcome first = SolveBody(skeleton, goals, RestPose(skeleton));
+  ASSERT_TRUE(first.status.ok());
+  std::vector<int> order(goals.size());
+  std::iota(order.begin(), order.end(), 0);
+  int permutations = 0;
+  double worst = 0.0;
+  do {
+    std::vector<Goal> shuffled;
+    for (int i : order) shuffled.push_back(goals[i]);
+    const Outcome o = SolveBody(skeleton, shuffled, RestPose(skeleton));
+    ASSERT_TRUE(o.status.ok());
+    for (int j = 0; j < skeleton.num_joints(); ++j) {
+      worst = std::max(worst, (o.fk.position[j] - first.fk.position[j]).norm());
+      worst = std::max(worst, o.pose.local[j].rotation.angularDistance(
+                                  first.pose.local[j].rotation));
+    }
+    for (size_t k = 0; k < order.size(); ++k) {
+      EXPECT_EQ(o.results[k].iterations, first.results[order[k]].iterations);
+    }
+    ++permutations;
+  } while (std::next_permutation(order.begin(), order.end()));
+  EXPECT_EQ(permutations, 120);
+  EXPECT_LE(worst, 1e-9);
+}
+
+TEST(FullBodyTest, SameInputGivesBitIdenticalOutputOnAnyThread) {
+  const Skeleton skeleton = LimitedHumanoid();
+  const std::vector<Goal> goals = testing::HumanoidGoals(
+      skeleton, RestPose(skeleton), Vector3d(0.1, 0.2, 0.2),
+      Vector3d(0.3, 1.6, 1.0), kTolerance);
+  const Outcome here = SolveBody(skeleton, goals, RestPose(skeleton));
+  std::vector<Outcome> there(2);
+  std::vector<std::thread> threads;
+  for (Outcome& t : there) {
+    threads.emplace_back(
+        [&] { t = SolveBody(skeleton, goals, RestPose(skeleton)); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const Outcome& t : there) {
+    for (int j = 0; j < skeleton.num_joints(); ++j) {
+      EXPECT_EQ(t.pose.local[j].rotation.coeffs(),
+                here.pose.local[j].rotation.coeffs());
+      EXPECT_EQ(t.pose.local[j].translation, here.pose.local[j].translation);
+    }
+  }
+}
+
+TEST(FullBodyTest, UnreachableEverythingStaysValidAndHonoursPriorities) {
+  const Skeleton skeleton = LimitedHumanoid();
+  const int la = skeleton.FindJoint("l_ankle");
+  const int ra = skeleton.FindJoint("r_ankle");
+  const int lw = skeleton.FindJoint("l_wrist");
+  const int rw = skeleton.FindJoint("r_wrist");
+  const int head = skeleton.FindJoint("head");
+  std::vector<Goal> goals = {
+      FullBodyGoal(la, Vector3d(4, -3, 1), 0),
+      FullBodyGoal(ra, Vector3d(-4, -3, 1), 0),
+      FullBodyGoal(lw, Vector3d(6, 8, -5), 1),
+      FullBodyGoal(rw, Vector3d(-6, 9, 5), 1),
+      FullBodyGoal(head, Vector3d(0, 30, 0), 2),
+  };
+  goals[0].target_orientation = Quaterniond(0, 1, 0, 0);
+  goals[4].aim_axis = Vector3d(0, 0, -1);
+  for (Goal& g : goals) g.options.tolerance = kTolerance;
+  const Outcome all = SolveBody(skeleton, goals, RestPose(skeleton));
+  ASSERT_TRUE(all.status.ok());
+  ExpectValidPose(skeleton, all);
+  for (const GoalResult& r : all.results) {
+    EXPECT_TRUE(std::isfinite(r.position_error));
+    EXPECT_FALSE(r.reached);
+  }
+  // Each level is as close as it gets with only the levels above it asked
+  // for: a later level never costs an earlier one accuracy.
+  for (int levels = 1; levels <= 2; ++levels) {
+    std::vector<Goal> upper;
+    for (const Goal& g : goals) {
+      if (g.priority < levels) upper.push_back(g);
+    }
+    const Outcome alone = SolveBody(skeleton, upper, RestPose(skeleton));
+    double cost_alone = 0.0, cost_all = 0.0;
+    for (size_t i = 0; i < upper.size(); ++i) {
+      if (upper[i].priority != levels - 1) continue;
+      cost_alone += std::pow(alone.results[i].position_error, 2);
+      cost_all += std::pow(all.results[i].position_error, 2);
+    }
+    EXPECT_LE(std::sqrt(cost_all), std::sqrt(cost_alone) * (1 + 1e-3) + 1e-4)
+        << "level " << levels - 1;
+  }
+}
+
+}  // namespace
+}  // namespace reach

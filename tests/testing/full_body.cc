@@ -1,0 +1,104 @@
+#include "tests/testing/full_body.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace reach::testing {
+namespace {
+
+Eigen::Vector3d Vec(const nlohmann::json& j) {
+  if (!j.is_object()) return Eigen::Vector3d::Zero();
+  return Eigen::Vector3d(j.value("x", 0.0), j.value("y", 0.0),
+                         j.value("z", 0.0));
+}
+
+}  // namespace
+
+absl::StatusOr<SkeletonDef> LoadSkeletonJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, false);
+  if (doc.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not JSON"));
+  }
+  SkeletonDef def;
+  for (const nlohmann::json& j : doc.at("joints")) {
+    JointDef joint;
+    joint.name = j.at("name").get<std::string>();
+    joint.parent = j.value("parent", 0);
+    if (j.contains("rest")) {
+      const nlohmann::json& rest = j["rest"];
+      joint.rest.translation = Vec(rest.value("translation", nlohmann::json()));
+      if (rest.contains("rotation")) {
+        const nlohmann::json& q = rest["rotation"];
+        joint.rest.rotation = Eigen::Quaterniond(
+            q.value("w", 0.0), q.value("x", 0.0), q.value("y", 0.0),
+            q.value("z", 0.0));
+      }
+      joint.rest.scale = rest.value("scale", 1.0);
+    }
+    const std::string type = j.value("type", "JOINT_TYPE_BALL");
+    joint.type = type == "JOINT_TYPE_HINGE"   ? JointType::kHinge
+                 : type == "JOINT_TYPE_FIXED" ? JointType::kFixed
+                                              : JointType::kBall;
+    joint.axis = Vec(j.value("axis", nlohmann::json()));
+    joint.min_angle_rad = j.value("minAngleRad", -kInf);
+    joint.max_angle_rad = j.value("maxAngleRad", kInf);
+    joint.max_swing_rad = j.value("maxSwingRad", kInf);
+    joint.stiffness = j.value("stiffness", 0.0);
+    def.joints.push_back(joint);
+  }
+  for (const nlohmann::json& c : doc.value("chains", nlohmann::json::array())) {
+    def.chains.push_back({c.at("name").get<std::string>(),
+                          c.at("root").get<std::string>(),
+                          c.at("tip").get<std::string>()});
+  }
+  return def;
+}
+
+std::string ExamplePath(const std::string& name) {
+  return absl::StrCat(REACH_SOURCE_DIR, "/examples/", name);
+}
+
+Goal FullBodyGoal(int effector, const Eigen::Vector3d& target, int priority) {
+  Goal goal;
+  goal.solver = SolverKind::kFullBody;
+  goal.tip_joint = effector;
+  goal.target = target;
+  goal.priority = priority;
+  return goal;
+}
+
+std::vector<Goal> HumanoidGoals(const Skeleton& skeleton, const Pose& pose,
+                                const Eigen::Vector3d& hand_offset,
+                                const Eigen::Vector3d& look,
+                                double tolerance) {
+  std::vector<Transform> globals(skeleton.num_joints());
+  ComputeGlobals(skeleton, pose, absl::MakeSpan(globals));
+  std::vector<Goal> goals;
+  for (const char* foot : {"l_ankle", "r_ankle"}) {
+    const int j = skeleton.FindJoint(foot);
+    Goal g = FullBodyGoal(j, globals[j].translation, 0);
+    g.target_orientation = globals[j].rotation;
+    goals.push_back(g);
+  }
+  for (const char* hand : {"l_wrist", "r_wrist"}) {
+    const int j = skeleton.FindJoint(hand);
+    Eigen::Vector3d offset = hand_offset;
+    if (hand[0] == 'r') offset.x() = -offset.x();
+    goals.push_back(FullBodyGoal(j, globals[j].translation + offset, 1));
+  }
+  Goal head = FullBodyGoal(skeleton.FindJoint("head"), look, 2);
+  head.aim_axis = Eigen::Vector3d::UnitZ();
+  goals.push_back(head);
+  for (Goal& g : goals) g.options.tolerance = tolerance;
+  return goals;
+}
+
+}  // namespace reach::testing
