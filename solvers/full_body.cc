@@ -332,8 +332,19 @@ class FullBodySolve {
   // The prioritised step (in s_.step, model units / radians).
   void ComputeStep(double damping);
   double MaxFraction() const;
-  // The poles' rows from `row` on; whether every bend faces its pole.
-  bool EvaluatePoles(int row);
+  // Turns each pole limb about its root-effector line to face its pole.
+  void ApplyPoles();
+  // The inner joint nearest the middle of the limb root..effector.
+  int MiddleJoint(int effector, int root) const {
+    int count = 0;
+    for (int j = skeleton_.joint(effector).parent; j != root;
+         j = skeleton_.joint(j).parent) {
+      ++count;
+    }
+    int mid = skeleton_.joint(effector).parent;
+    for (int k = 0; k < count / 2; ++k) mid = skeleton_.joint(mid).parent;
+    return mid;
+  }
   // Applies s_.step to the pose, projecting onto limits; returns whether a
   // joint that has columns was clamped (and flags it in s_.locked).
   bool ApplyStep();
@@ -357,7 +368,7 @@ class FullBodySolve {
   int num_levels_ = 0;
   std::array<int, kMaxPriority + 3> level_start_{};  // Rows.
   std::array<double, kMaxPriority + 2> level_excess_{};
-  int num_poles_ = 0;  // Rows of the poles' level, after every goal's.
+  int num_poles_ = 0;  // Goals with a pole.
 };
 
 bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
@@ -419,13 +430,6 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     rows_ += RowsOf(goal);
   }
   level_start_[num_levels_] = rows_;
-  // The poles are the last level: one row each, the swivel of the limb
-  // about its root-effector line, solved in the null space of every goal
-  // (a pole is a preference; it never costs a goal accuracy).
-  if (num_poles_ > 0) {
-    level_start_[num_levels_ + 1] = rows_ + num_poles_;
-    rows_ += num_poles_;
-  }
 
   // Columns: the root's translation first, then each driving joint's.
   const bool pinned = options_.root_mode == RootMode::kPinned;
@@ -603,63 +607,106 @@ bool FullBodySolve::Evaluate() {
     if (excess > 0.0) all_reached = false;
     level_excess_[level] += goal.weight * excess * excess;
   }
-  if (num_poles_ > 0) all_reached = EvaluatePoles(row) && all_reached;
   return all_reached;
 }
 
-bool FullBodySolve::EvaluatePoles(int row) {
-  // A turn w of the limb's root (or of a joint above it) turns the limb's
-  // bend about the root-effector line by line . w: the row of the swivel
-  // angle. Joints inside the limb are left out (their effect on the
-  // swivel is second order); the next iteration measures again.
-  constexpr double kPoleTolerance = 1e-3;  // Radians.
-  Eigen::MatrixXd& J = s_.jacobian;
-  bool all_reached = true;
+void FullBodySolve::ApplyPoles() {
+  // Each pole limb turns about the line from its root to its effector
+  // (the swivel) until its bend faces the pole: the effector stays where
+  // it is, and an effector with an orientation goal is turned back (within
+  // its limits). A limited limb root takes the part of the turn its limits
+  // allow. A nearly straight limb has no bend to turn (Unstraighten gives
+  // it one first).
+  ForwardKinematics();
   const int m = static_cast<int>(s_.goal_order.size());
   for (int k = 0; k < m; ++k) {
     const Goal& goal = goals_[s_.goal_order[k]];
     if (!goal.pole) continue;
-    s_.error(row) = 0.0;
     const int e = s_.effector[k];
     const int lr = LimbRootOf(skeleton_, goal);
+    if (!s_.active[lr] || s_.dof_start[lr] < 0) continue;
     const Vector3d origin = s_.globals[lr].translation;
     Vector3d line = s_.globals[e].translation - origin;
     const double reach = line.norm();
+    if (!(reach > 1e-12 * body_)) continue;
+    line /= reach;
     Vector3d bend = Vector3d::Zero();
     double length = 0.0;
-    if (s_.active[lr] && reach > 1e-12 * body_) {
-      line /= reach;
-      for (int j = skeleton_.joint(e).parent; j != lr;
-           j = skeleton_.joint(j).parent) {
-        const Vector3d off = s_.globals[j].translation - origin;
-        bend += off - off.dot(line) * line;
-        length += (s_.globals[j].translation -
-                   s_.globals[skeleton_.joint(j).parent].translation)
-                      .norm();
-      }
+    for (int j = skeleton_.joint(e).parent; j != lr;
+         j = skeleton_.joint(j).parent) {
+      const Vector3d off = s_.globals[j].translation - origin;
+      bend += off - off.dot(line) * line;
+      length += (s_.globals[j].translation -
+                 s_.globals[skeleton_.joint(j).parent].translation)
+                    .norm();
     }
     const Vector3d to_pole = *goal.pole - origin;
     const Vector3d want = to_pole - to_pole.dot(line) * line;
-    if (bend.norm() > 1e-4 * std::max(length, reach) &&
-        want.norm() > 1e-9 * body_) {
-      const double angle =
-          std::atan2(line.dot(bend.cross(want)), bend.dot(want));
-      s_.error(row) = angle;
-      if (std::abs(angle) > kPoleTolerance) {
-        all_reached = false;
-        const double excess = std::abs(angle) - kPoleTolerance;
-        level_excess_[num_levels_] += excess * excess;
-      }
-      for (int j = lr;; j = skeleton_.joint(j).parent) {
-        for (int c = s_.dof_start[j], end = c + DofCount(j); c < end; ++c) {
-          J(row, c) = line.dot(s_.axis[c]);
-        }
-        if (j == root_) break;
-      }
+    if (!(bend.norm() > 1e-4 * std::max(length, reach)) ||
+        !(want.norm() > 1e-9 * body_)) {
+      continue;
     }
-    ++row;
+    const double angle =
+        std::atan2(line.dot(bend.cross(want)), bend.dot(want));
+    if (!(std::abs(angle) > 1e-9)) continue;
+    if (std::abs(angle) > 0.1 && bend.norm() < 0.05 * length) {
+      // A nearly straight limb: swivelling it to the pole would roll the
+      // whole limb by up to half a turn (a pop on a stream, for a bend
+      // that barely shows). It is bent across instead, at its middle
+      // joint: the bend moves by delta to the pole's side (the lower bone
+      // turns the other way, the effector moves by about twice delta and
+      // the next iterations bring it back).
+      const int mid = MiddleJoint(e, lr);
+      const Joint& middle = skeleton_.joint(mid);
+      if (middle.type != JointType::kBall || s_.dof_start[mid] < 0) continue;
+      const Vector3d lower =
+          s_.globals[e].translation - s_.globals[mid].translation;
+      const Vector3d delta =
+          std::max(bend.norm(), 0.01 * length) * want.normalized() - bend;
+      const Vector3d axis = delta.cross(lower);
+      if (!(axis.norm() > 0.0) || !(lower.norm() > 0.0)) continue;
+      const double turn = 2.0 * delta.norm() / lower.norm();
+      pose_.local[mid].rotation =
+          ConstrainRotation(
+              middle,
+              (Exp(RotateVector(s_.globals[middle.parent].rotation.conjugate(),
+                                turn * axis.normalized())) *
+               pose_.local[mid].rotation)
+                  .normalized())
+              .normalized();
+      ForwardKinematics();
+      continue;
+    }
+    const Joint& joint = skeleton_.joint(lr);
+    const Quaterniond parent = lr == root_
+                                   ? root_parent_.rotation
+                                   : s_.globals[joint.parent].rotation;
+    double turn = angle;
+    if (joint.IsConstrained()) {
+      turn = NearestFeasibleTurn(joint, parent, s_.globals[lr].rotation, line,
+                                 angle, std::min(angle, 0.0),
+                                 std::max(angle, 0.0));
+      if (!std::isfinite(turn)) continue;
+    }
+    const Quaterniond effector_rotation = s_.globals[e].rotation;
+    pose_.local[lr].rotation =
+        (parent.conjugate() * (AxisAngle(line, turn) * s_.globals[lr].rotation))
+            .normalized();
+    if (joint.IsConstrained()) {
+      pose_.local[lr].rotation =
+          ConstrainRotation(joint, pose_.local[lr].rotation).normalized();
+    }
+    ForwardKinematics();
+    if (goal.target_orientation && s_.dof_start[e] >= 0) {
+      const Joint& tip = skeleton_.joint(e);
+      pose_.local[e].rotation =
+          ConstrainRotation(tip, (s_.globals[tip.parent].rotation.conjugate() *
+                                  effector_rotation)
+                                     .normalized())
+              .normalized();
+      ForwardKinematics();
+    }
   }
-  return all_reached;
 }
 
 double FullBodySolve::MaxFraction() const {
@@ -717,7 +764,7 @@ void FullBodySolve::ComputeStep(double damping) {
   c.setZero();
   step.setZero();
   const double lambda2 = damping * damping;
-  const int levels = num_levels_ + (num_poles_ > 0 ? 1 : 0);
+  const int levels = num_levels_;
   for (int level = 0; level < levels; ++level) {
     const int s = level_start_[level];
     const int m = level_start_[level + 1] - s;
@@ -873,12 +920,7 @@ void FullBodySolve::Unstraighten() {
     // The inner joint nearest the middle of a pole limb.
     const int lr = LimbRootOf(skeleton_, goal);
     if (!s_.active[lr]) continue;
-    int count = 0;
-    for (int j = skeleton_.joint(e).parent; j != lr; j = skeleton_.joint(j).parent) {
-      ++count;
-    }
-    int mid = skeleton_.joint(e).parent;
-    for (int step = 0; step < count / 2; ++step) mid = skeleton_.joint(mid).parent;
+    const int mid = MiddleJoint(e, lr);
     const Joint& joint = skeleton_.joint(mid);
     if (joint.type != JointType::kBall || s_.dof_start[mid] < 0) continue;
     const Vector3d origin = s_.globals[lr].translation;
@@ -917,7 +959,7 @@ bool FullBodySolve::Better(const std::array<double, kMaxPriority + 2>& a,
   // much more (the nonlinearity of a long step); the next step, solved
   // for the earlier level first, gives it back. The poles count last.
   double merit_a = 0.0, merit_b = 0.0, weight = 1.0;
-  for (int level = 0; level <= num_levels_; ++level) {
+  for (int level = 0; level < num_levels_; ++level) {
     merit_a += weight * a[level];
     merit_b += weight * b[level];
     weight *= 1e-2;
@@ -941,6 +983,7 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
     if (weights > 0.0) pose_.local[root_].translation += sum / weights;
   }
   Unstraighten();
+  if (num_poles_ > 0) ApplyPoles();
   ForwardKinematics();
   // Levenberg-Marquardt on the prioritised step: a step that leaves the
   // goals worse (levels compared in priority order) is undone and the
@@ -949,7 +992,18 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
   bool reached = Evaluate();
   std::array<double, kMaxPriority + 2> current = level_excess_;
   int iterations = 0;
-  while (!reached && iterations < max_iterations) {
+  int pole_rounds = num_poles_ > 0 ? 2 : 0;
+  for (;;) {
+    if (reached && pole_rounds > 0) {
+      // Converged: face the poles, and converge again if that cost a goal
+      // (an orientation the limits would not turn back).
+      --pole_rounds;
+      ApplyPoles();
+      reached = Evaluate();
+      current = level_excess_;
+      damping = kDamping;
+    }
+    if (reached || iterations >= max_iterations) break;
     if (iterations % 4 == 3 && deadline.Expired()) break;
     ++iterations;
     std::fill(s_.locked.begin(), s_.locked.end(), 0);
