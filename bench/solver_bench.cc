@@ -13,12 +13,16 @@
 // the mean per solve, `solved` the fraction reached.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "solvers/limits.h"
 #include "solvers/solve.h"
 #include "solvers/two_bone.h"
+#include "tests/testing/full_body.h"
 #include "tests/testing/models.h"
 
 namespace reach {
@@ -328,6 +332,126 @@ BENCHMARK(BM_Panda6D)
     ->Arg(static_cast<int>(SolverKind::kJacobianPinv))
     ->Arg(static_cast<int>(SolverKind::kJacobianTranspose))
     ->Arg(static_cast<int>(SolverKind::kGradientDescent));
+
+
+// SOLVER_FULL_BODY on a whole character: all effectors in one request,
+// pelvis free, tolerance 1e-4 of the body. Targets come from gameplay
+// poses (every joint 40% of the way from rest to a random pose within its
+// limits, the root moved up to 5 cm), so every target set is reachable.
+// - from_rest: each solve starts from the rest pose (a new character);
+// - warm: a stream, each solve starting from the previous answer, targets
+//   blended from one gameplay pose to the next over 30 frames.
+// Counters: p50_us / p90_us (per-solve wall time, measured around each
+// Solve call), iterations (mean), solved (fraction of solves with every
+// goal reached).
+struct FullBodyScenario {
+  Skeleton skeleton;
+  testing::BodyEffectors effectors;
+  std::vector<std::vector<Goal>> from_rest;  // One target set per solve.
+  std::vector<std::vector<Goal>> warm;       // A stream.
+};
+
+FullBodyScenario* MakeFullBodyScenario(const std::string& file,
+                                       testing::BodyEffectors effectors) {
+  absl::StatusOr<SkeletonDef> def = testing::LoadSkeletonJson(file);
+  if (!def.ok()) return nullptr;
+  auto* s = new FullBodyScenario{MustCreate(*def), std::move(effectors), {}, {}};
+  const double tolerance = 1e-4 * BodySize(s->skeleton);
+  constexpr int kSets = 128;
+  std::vector<Pose> poses;
+  for (int t = 0; t < kSets; ++t) {
+    poses.push_back(testing::GameplayPose(s->skeleton, 1000 + t, 0.4, 0.05));
+    s->from_rest.push_back(testing::GoalsFromPose(s->skeleton, poses.back(),
+                                                  s->effectors, tolerance));
+  }
+  constexpr int kBlend = 30;
+  for (int t = 0; t + 1 < kSets; ++t) {
+    for (int f = 0; f < kBlend; ++f) {
+      const double a = static_cast<double>(f) / kBlend;
+      Pose pose = poses[t];
+      for (int j = 0; j < s->skeleton.num_joints(); ++j) {
+        pose.local[j].rotation =
+            poses[t].local[j].rotation.slerp(a, poses[t + 1].local[j].rotation);
+        pose.local[j].translation = (1 - a) * poses[t].local[j].translation +
+                                    a * poses[t + 1].local[j].translation;
+      }
+      s->warm.push_back(
+          testing::GoalsFromPose(s->skeleton, pose, s->effectors, tolerance));
+    }
+  }
+  return s;
+}
+
+void RunFullBody(benchmark::State& state, const FullBodyScenario* scenario,
+                 bool warm) {
+  if (scenario == nullptr) {
+    state.SkipWithError("skeleton file not found");
+    return;
+  }
+  const auto& sets = warm ? scenario->warm : scenario->from_rest;
+  const Pose rest = RestPose(scenario->skeleton);
+  Workspace ws;
+  Pose pose = rest;
+  std::vector<GoalResult> results(sets[0].size());
+  std::vector<double> micros;
+  micros.reserve(1 << 20);
+  int64_t iterations = 0, solved = 0;
+  size_t i = 0;
+  for (auto _ : state) {
+    if (!warm || i == 0) pose.local = rest.local;
+    const std::vector<Goal>& goals = sets[i];
+    i = (i + 1) % sets.size();
+    const auto begin = std::chrono::steady_clock::now();
+    const absl::Status status = Solve(scenario->skeleton, goals, ws, &pose,
+                                      absl::MakeSpan(results));
+    const auto end = std::chrono::steady_clock::now();
+    if (!status.ok()) state.SkipWithError(status.ToString().c_str());
+    if (micros.size() < micros.capacity()) {
+      micros.push_back(std::chrono::duration<double, std::micro>(end - begin)
+                           .count());
+    }
+    iterations += results[0].iterations;
+    bool all = true;
+    for (const GoalResult& r : results) all = all && r.reached;
+    solved += all;
+    benchmark::DoNotOptimize(pose.local.data());
+  }
+  if (micros.empty()) return;
+  std::sort(micros.begin(), micros.end());
+  state.counters["p50_us"] = micros[micros.size() / 2];
+  state.counters["p90_us"] = micros[micros.size() * 9 / 10];
+  state.counters["iterations"] = benchmark::Counter(
+      static_cast<double>(iterations), benchmark::Counter::kAvgIterations);
+  state.counters["solved"] = benchmark::Counter(
+      static_cast<double>(solved), benchmark::Counter::kAvgIterations);
+}
+
+// The limited 31-joint humanoid: two feet, two hands and a head look-at.
+const FullBodyScenario* Humanoid31() {
+  static const FullBodyScenario* s = MakeFullBodyScenario(
+      testing::ExamplePath("humanoid_limited.skeleton.json"),
+      {{"l_ankle", "r_ankle"}, {"l_wrist", "r_wrist"}, "head"});
+  return s;
+}
+// The 54-joint BCN_Epileptic rig (bench/data): feet, hands, the pelvis and
+// a head look-at (6 effectors).
+const FullBodyScenario* Rig54() {
+  static const FullBodyScenario* s = MakeFullBodyScenario(
+      absl::StrCat(REACH_SOURCE_DIR, "/bench/data/bcn_epileptic.skeleton.json"),
+      {{"B_Ankle_Left", "B_Ankle_Right"},
+       {"B_Hand_Left", "B_Hand_Right", "B_Root_Pelvis_T"},
+       "B_Root_Neck_H"});
+  return s;
+}
+
+void BM_FullBodyHumanoid31(benchmark::State& state) {
+  RunFullBody(state, Humanoid31(), state.range(0) != 0);
+}
+BENCHMARK(BM_FullBodyHumanoid31)->ArgName("warm")->Arg(0)->Arg(1);
+void BM_FullBodyRig54(benchmark::State& state) {
+  RunFullBody(state, Rig54(), state.range(0) != 0);
+}
+BENCHMARK(BM_FullBodyRig54)->ArgName("warm")->Arg(0)->Arg(1);
 
 }  // namespace
 }  // namespace reach

@@ -350,6 +350,22 @@ class FullBodySolve {
   bool ApplyStep();
   void Unstraighten();
   void SaveLocals(std::vector<Transform>& to) const;
+  // The Jacobian, errors and axes of the pose before a trial step, kept
+  // so an undone step needs no second evaluation.
+  void SaveEvaluation() {
+    s_.saved_jacobian.topLeftCorner(rows_, cols_) =
+        s_.jacobian.topLeftCorner(rows_, cols_);
+    s_.saved_error.head(rows_) = s_.error.head(rows_);
+    std::copy(s_.axis.begin(), s_.axis.end(), s_.saved_axis.begin());
+    saved_excess_ = level_excess_;
+  }
+  void RestoreEvaluation() {
+    s_.jacobian.topLeftCorner(rows_, cols_) =
+        s_.saved_jacobian.topLeftCorner(rows_, cols_);
+    s_.error.head(rows_) = s_.saved_error.head(rows_);
+    std::copy(s_.saved_axis.begin(), s_.saved_axis.end(), s_.axis.begin());
+    level_excess_ = saved_excess_;
+  }
   void RestoreLocals(const std::vector<Transform>& from);
   bool Better(const std::array<double, kMaxPriority + 2>& a,
               const std::array<double, kMaxPriority + 2>& b) const;
@@ -368,6 +384,7 @@ class FullBodySolve {
   int num_levels_ = 0;
   std::array<int, kMaxPriority + 3> level_start_{};  // Rows.
   std::array<double, kMaxPriority + 2> level_excess_{};
+  std::array<double, kMaxPriority + 2> saved_excess_{};
   int num_poles_ = 0;  // Goals with a pole.
 };
 
@@ -464,6 +481,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   cols_ = static_cast<int>(s_.dof_joint.size());
   s_.locked.assign(cols_, 0);
   s_.axis.resize(cols_);
+  s_.saved_axis.resize(cols_);
   s_.globals.resize(n);
 
   // The root's parent frame (fixed during the solve).
@@ -478,6 +496,8 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   }
 
   Reserve(s_.jacobian, rows_, cols_);
+  Reserve(s_.saved_jacobian, rows_, cols_);
+  Reserve(s_.saved_error, rows_);
   Reserve(s_.gram, rows_, rows_);
   Reserve(s_.cross, rows_, rows_);
   Reserve(s_.small, rows_, rows_);
@@ -749,7 +769,8 @@ void FullBodySolve::ComputeStep(double damping) {
   }
   const auto Jb = J.topLeftCorner(rows_, cols_);
   auto G = s_.gram.topLeftCorner(rows_, rows_);
-  G.triangularView<Eigen::Lower>() = Jb * Jb.transpose();
+  G.triangularView<Eigen::Lower>().setZero();
+  G.selfadjointView<Eigen::Lower>().rankUpdate(Jb);
   G.triangularView<Eigen::StrictlyUpper>() = G.transpose();
 
   // Every level's step is J^T c for coefficients c: it lies in the span
@@ -1008,12 +1029,13 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
     ++iterations;
     std::fill(s_.locked.begin(), s_.locked.end(), 0);
     SaveLocals(s_.saved_locals);
+    SaveEvaluation();
     ComputeStep(damping);
     if (ApplyStep()) {
       // Joints hit their limits: the step again without them, so the
-      // others take up the motion.
+      // others take up the motion (the transforms are still the start's).
       RestoreLocals(s_.saved_locals);
-      Evaluate();
+      RestoreEvaluation();
       ComputeStep(damping);
       ApplyStep();
     }
@@ -1027,7 +1049,7 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
     } else {
       RestoreLocals(s_.saved_locals);
       ForwardKinematics();
-      Evaluate();
+      RestoreEvaluation();
       damping *= 4.0;
       if (damping > kMaxDamping) break;  // No step helps: converged.
     }

@@ -56,10 +56,13 @@ struct FullBodyScratch {
   std::vector<double> dof_weight;  // Per column: sqrt(1 - stiffness).
   std::vector<char> locked;        // Per column: held at a limit.
   std::vector<Eigen::Vector3d> axis;  // Per column: model-space axis.
+  std::vector<Eigen::Vector3d> saved_axis;
   std::vector<Transform> globals;  // Per joint (active ones current).
   std::vector<Transform> saved_locals;
   // Capacity only grows; blocks of it are used.
   Eigen::MatrixXd jacobian;  // Rows of every level, stacked.
+  Eigen::MatrixXd saved_jacobian;
+  Eigen::VectorXd saved_error;
   Eigen::MatrixXd gram;      // jacobian * jacobian^T.
   Eigen::MatrixXd cross;
   Eigen::MatrixXd small;

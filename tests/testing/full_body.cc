@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "solvers/limits.h"
+#include "tests/testing/models.h"
 
 namespace reach::testing {
 namespace {
@@ -99,6 +101,52 @@ std::vector<Goal> HumanoidGoals(const Skeleton& skeleton, const Pose& pose,
   goals.push_back(head);
   for (Goal& g : goals) g.options.tolerance = tolerance;
   return goals;
+}
+
+std::vector<Goal> GoalsFromPose(const Skeleton& skeleton, const Pose& pose,
+                                const BodyEffectors& effectors,
+                                double tolerance) {
+  std::vector<Transform> globals(skeleton.num_joints());
+  ComputeGlobals(skeleton, pose, absl::MakeSpan(globals));
+  std::vector<Goal> goals;
+  for (const std::string& name : effectors.feet) {
+    const int j = skeleton.FindJoint(name);
+    if (j < 0) continue;
+    Goal g = FullBodyGoal(j, globals[j].translation, 0);
+    g.target_orientation = globals[j].rotation;
+    goals.push_back(g);
+  }
+  for (const std::string& name : effectors.points) {
+    const int j = skeleton.FindJoint(name);
+    if (j >= 0) goals.push_back(FullBodyGoal(j, globals[j].translation, 1));
+  }
+  const int head = skeleton.FindJoint(effectors.head);
+  if (head >= 0) {
+    Goal g = FullBodyGoal(
+        head, globals[head] * Eigen::Vector3d(0, 0, 1.0 / globals[head].scale),
+        2);
+    g.aim_axis = Eigen::Vector3d::UnitZ();
+    goals.push_back(g);
+  }
+  for (Goal& g : goals) g.options.tolerance = tolerance;
+  return goals;
+}
+
+Pose GameplayPose(const Skeleton& skeleton, uint64_t seed, double amount,
+                  double root_shift) {
+  Rng rng(seed);
+  const Pose random = RandomLimitedPose(skeleton, rng);
+  Pose pose = RestPose(skeleton);
+  for (int j = 0; j < skeleton.num_joints(); ++j) {
+    pose.local[j].rotation =
+        ConstrainRotation(skeleton.joint(j),
+                          pose.local[j].rotation.slerp(
+                              amount, random.local[j].rotation))
+            .normalized();
+  }
+  std::uniform_real_distribution<double> shift(-root_shift, root_shift);
+  pose.local[0].translation += Eigen::Vector3d(shift(rng), shift(rng), shift(rng));
+  return pose;
 }
 
 }  // namespace reach::testing

@@ -4,6 +4,7 @@
 #ifndef REACH_TESTS_TESTING_FULL_BODY_H_
 #define REACH_TESTS_TESTING_FULL_BODY_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,28 @@ std::vector<Goal> HumanoidGoals(const Skeleton& skeleton, const Pose& pose,
                                 const Eigen::Vector3d& hand_offset,
                                 const Eigen::Vector3d& look,
                                 double tolerance);
+
+// Effectors of a full-body benchmark or test, by joint name: feet (position
+// and orientation, priority 0), hands and other points (position,
+// priority 1), and a head that looks (+Z of its frame) at the point 1 m
+// ahead of it (priority 2). Unknown names are skipped.
+struct BodyEffectors {
+  std::vector<std::string> feet;
+  std::vector<std::string> points;
+  std::string head;
+};
+
+// The goals that put the effectors where `pose` has them (its forward
+// kinematics), every position within `tolerance`, so they are reachable.
+std::vector<Goal> GoalsFromPose(const Skeleton& skeleton, const Pose& pose,
+                                const BodyEffectors& effectors,
+                                double tolerance);
+
+// A pose a game might ask for: every joint `amount` of the way from rest
+// to a random pose within its limits (RandomLimitedPose), the root moved by
+// up to `root_shift` along each axis.
+Pose GameplayPose(const Skeleton& skeleton, uint64_t seed, double amount,
+                  double root_shift);
 
 }  // namespace reach::testing
 
