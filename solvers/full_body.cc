@@ -1,6 +1,7 @@
 #include "solvers/full_body.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -414,6 +415,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   });
   const int m = static_cast<int>(s_.goal_order.size());
   s_.effector.resize(m);
+  s_.goal_row.resize(m + 1);
   s_.tolerance.resize(m);
   s_.orientation_tolerance.resize(m);
 
@@ -444,6 +446,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
       level_start_[num_levels_++] = rows_;
       last_priority = goal.priority;
     }
+    s_.goal_row[k] = rows_;
     rows_ += RowsOf(goal);
   }
   level_start_[num_levels_] = rows_;
@@ -479,6 +482,44 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     }
   }
   cols_ = static_cast<int>(s_.dof_joint.size());
+  s_.goal_row[m] = rows_;
+
+  // The columns each goal's rows can be non-zero in (the root's
+  // translation for a position goal, its effector's path), ascending, and
+  // those two goals share: the Gram matrix is summed over them only (a
+  // foot and a hand share the pelvis and little else).
+  s_.goal_cols.clear();
+  s_.goal_col_start.resize(m + 1);
+  for (int k = 0; k < m; ++k) {
+    s_.goal_col_start[k] = static_cast<int>(s_.goal_cols.size());
+    const Goal& goal = goals_[s_.goal_order[k]];
+    if (translates_ && !goal.aim_axis) {
+      for (int a = 0; a < 3; ++a) s_.goal_cols.push_back(a);
+    }
+    const size_t first = s_.goal_cols.size();
+    for (int j = s_.effector[k];; j = skeleton_.joint(j).parent) {
+      for (int c = s_.dof_start[j], end = c + DofCount(j); c < end; ++c) {
+        s_.goal_cols.push_back(c);
+      }
+      if (j == root_) break;
+    }
+    std::sort(s_.goal_cols.begin() + first, s_.goal_cols.end());
+  }
+  s_.goal_col_start[m] = static_cast<int>(s_.goal_cols.size());
+  s_.pair_cols.clear();
+  s_.pair_col_start.clear();
+  for (int a = 0; a < m; ++a) {
+    for (int b = a; b < m; ++b) {
+      s_.pair_col_start.push_back(static_cast<int>(s_.pair_cols.size()));
+      std::set_intersection(
+          s_.goal_cols.begin() + s_.goal_col_start[a],
+          s_.goal_cols.begin() + s_.goal_col_start[a + 1],
+          s_.goal_cols.begin() + s_.goal_col_start[b],
+          s_.goal_cols.begin() + s_.goal_col_start[b + 1],
+          std::back_inserter(s_.pair_cols));
+    }
+  }
+  s_.pair_col_start.push_back(static_cast<int>(s_.pair_cols.size()));
   s_.locked.assign(cols_, 0);
   s_.axis.resize(cols_);
   s_.saved_axis.resize(cols_);
@@ -767,11 +808,28 @@ void FullBodySolve::ComputeStep(double damping) {
   for (int c = 0; c < cols_; ++c) {
     J.col(c).head(rows_) *= s_.locked[c] ? 0.0 : s_.dof_weight[c];
   }
-  const auto Jb = J.topLeftCorner(rows_, cols_);
   auto G = s_.gram.topLeftCorner(rows_, rows_);
-  G.triangularView<Eigen::Lower>().setZero();
-  G.selfadjointView<Eigen::Lower>().rankUpdate(Jb);
-  G.triangularView<Eigen::StrictlyUpper>() = G.transpose();
+  // G = J J^T, block by block over the columns two goals share.
+  const int goals = static_cast<int>(s_.goal_order.size());
+  int pair = 0;
+  for (int a = 0; a < goals; ++a) {
+    const int ra = s_.goal_row[a], na = s_.goal_row[a + 1] - ra;
+    for (int b = a; b < goals; ++b, ++pair) {
+      const int rb = s_.goal_row[b], nb = s_.goal_row[b + 1] - rb;
+      for (int i = 0; i < nb; ++i) {
+        for (int k = 0; k < na; ++k) {
+          double sum = 0.0;
+          for (int p = s_.pair_col_start[pair]; p < s_.pair_col_start[pair + 1];
+               ++p) {
+            const int col = s_.pair_cols[p];
+            sum += J(rb + i, col) * J(ra + k, col);
+          }
+          G(rb + i, ra + k) = sum;
+          G(ra + k, rb + i) = sum;
+        }
+      }
+    }
+  }
 
   // Every level's step is J^T c for coefficients c: it lies in the span
   // of its rows projected away from the levels above (Siciliano-Slotine),
@@ -815,7 +873,18 @@ void FullBodySolve::ComputeStep(double damping) {
       level_llt.solveInPlace(r);
       dc.segment(s, m) = r;
     }
-    delta.noalias() = Jb.topRows(s + m).transpose() * dc.head(s + m);
+    // delta = W J^T dc, over each goal's own columns.
+    delta.setZero();
+    for (int k = 0; k < goals && s_.goal_row[k] < s + m; ++k) {
+      for (int p = s_.goal_col_start[k]; p < s_.goal_col_start[k + 1]; ++p) {
+        const int col = s_.goal_cols[p];
+        double sum = 0.0;
+        for (int r = s_.goal_row[k]; r < s_.goal_row[k + 1]; ++r) {
+          sum += J(r, col) * dc(r);
+        }
+        delta(col) += sum;
+      }
+    }
     for (int col = 0; col < cols_; ++col) {
       delta(col) *= s_.locked[col] ? 0.0 : s_.dof_weight[col];
     }

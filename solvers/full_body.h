@@ -44,6 +44,11 @@ namespace reach {
 struct FullBodyScratch {
   std::vector<int> goal_order;  // Full-body goals of weight > 0, sorted.
   std::vector<int> effector;    // Per sorted goal: its effector joint.
+  std::vector<int> goal_row;    // Per sorted goal: its first row (+ end).
+  std::vector<int> goal_cols;   // Per sorted goal: its columns, ascending.
+  std::vector<int> goal_col_start;
+  std::vector<int> pair_cols;   // Per pair a <= b: the columns shared.
+  std::vector<int> pair_col_start;
   std::vector<double> tolerance;              // Per sorted goal.
   std::vector<double> orientation_tolerance;  // Per sorted goal.
   std::vector<char> active;  // Per joint: on a root-effector path.
