@@ -22,12 +22,12 @@
 namespace reach {
 namespace {
 
+using Eigen::Quaterniond;
+using Eigen::Vector3d;
 using ::reach::testing::Context;
 using ::reach::testing::MustRegister;
 using ::reach::testing::TestServer;
 using ::testing::HasSubstr;
-using Eigen::Quaterniond;
-using Eigen::Vector3d;
 
 // --- An independent forward kinematics over the wire skeleton -------------
 
@@ -219,8 +219,7 @@ v1::SolveRequest BodyFrame(const std::string& id, int frame) {
     // Hands in front of the chest, circling.
     *request.add_goals() = FullBodyGoal(
         side > 0 ? "l_arm" : "r_arm",
-        V(side * (0.3 + 0.05 * std::cos(t)), 1.2 + 0.05 * std::sin(t), 0.3),
-        1);
+        V(side * (0.3 + 0.05 * std::cos(t)), 1.2 + 0.05 * std::sin(t), 0.3), 1);
   }
   v1::Goal* look = request.add_goals();
   look->set_tip_joint("head");
@@ -403,8 +402,8 @@ TEST_F(FullBodyServiceTest, StreamFramesContinueThePreviousAnswer) {
       q->set_y(f.r.y());
       q->set_z(f.r.z());
     }
-    *start->mutable_root_translation() = V(pose[0].t.x(), pose[0].t.y(),
-                                           pose[0].t.z());
+    *start->mutable_root_translation() =
+        V(pose[0].t.x(), pose[0].t.y(), pose[0].t.z());
     v1::SolveResponse expected, from_rest;
     ASSERT_TRUE(Solve(from_previous, &expected).ok());
     ASSERT_TRUE(Solve(request, &from_rest).ok());
@@ -428,9 +427,10 @@ TEST_F(FullBodyServiceTest, StreamFramesContinueThePreviousAnswer) {
   stream->WritesDone();
   const grpc::Status status = stream->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
-  std::printf("full-body stream: %d iterations warm over %d frames, %d from "
-              "rest\n",
-              warm_iterations, kFrames - 1, rest_iterations);
+  std::printf(
+      "full-body stream: %d iterations warm over %d frames, %d from "
+      "rest\n",
+      warm_iterations, kFrames - 1, rest_iterations);
   EXPECT_LT(warm_iterations, rest_iterations);
 }
 
@@ -443,8 +443,9 @@ TEST_F(FullBodyServiceTest, BadInputIsNamedByField) {
   };
   const Case cases[] = {
       {"zero aim axis",
-       [](v1::SolveRequest* r) { *r->mutable_goals(4)->mutable_aim_axis() =
-                                     V(0, 0, 0); },
+       [](v1::SolveRequest* r) {
+         *r->mutable_goals(4)->mutable_aim_axis() = V(0, 0, 0);
+       },
        grpc::StatusCode::INVALID_ARGUMENT, "goals[4].aim_axis"},
       {"aim axis not finite",
        [](v1::SolveRequest* r) {
