@@ -4,8 +4,6 @@
 // percentiles, a histogram, status codes and how many goals were reached.
 // --full-body sends whole-body frames (feet, hands, head look-at) of a
 // humanoid to SOLVER_FULL_BODY instead of one goal per chain.
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
