@@ -97,6 +97,7 @@ absl::Status FromProto(const v1::Skeleton& skeleton, SkeletonDef* def) {
         OrInf(in.has_min_angle_rad(), in.min_angle_rad(), -kInf);
     out.max_angle_rad = OrInf(in.has_max_angle_rad(), in.max_angle_rad(), kInf);
     out.max_swing_rad = OrInf(in.has_max_swing_rad(), in.max_swing_rad(), kInf);
+    out.stiffness = in.stiffness();  // Unset: 0, turns freely.
   }
   def->chains.reserve(skeleton.chains_size());
   for (const v1::Chain& in : skeleton.chains()) {
@@ -131,6 +132,9 @@ void ToProto(const SkeletonDef& def, v1::Skeleton* skeleton) {
       out->set_max_angle_rad(in.max_angle_rad);
     if (std::isfinite(in.max_swing_rad))
       out->set_max_swing_rad(in.max_swing_rad);
+    // Left unset at its default, so a skeleton without stiffness keeps the
+    // bytes (and the content-hash id) it had before the field existed.
+    if (in.stiffness != 0.0) out->set_stiffness(in.stiffness);
   }
   for (const ChainDef& in : def.chains) {
     v1::Chain* out = skeleton->add_chains();
@@ -149,6 +153,9 @@ absl::Status FromProto(
     const v1::Goal& in = goals[i];
     Goal& goal = (*out)[i];
     goal = Goal();
+    // A full-body goal names an effector (the chain's tip, or tip_joint);
+    // its root_joint is optional. Any other goal names a chain.
+    const bool full_body = in.solver() == v1::SOLVER_FULL_BODY;
     if (!in.chain().empty()) {
       goal.chain = skeleton.FindChain(in.chain());
       if (goal.chain < 0) {
@@ -156,16 +163,24 @@ absl::Status FromProto(
             absl::StrCat(FieldName{"goals", i, "chain"}.ToString(),
                          ": no chain named '", in.chain(), "'"));
       }
-    } else if (in.root_joint().empty() || in.tip_joint().empty()) {
+    } else if (full_body && in.tip_joint().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          FieldName{"goals", i, "tip_joint"}.ToString(),
+          ": required: a SOLVER_FULL_BODY goal names its effector joint "
+          "(or a chain, whose tip is the effector)"));
+    } else if (!full_body &&
+               (in.root_joint().empty() || in.tip_joint().empty())) {
       return absl::InvalidArgumentError(
           absl::StrCat(FieldName{"goals", i, "chain"}.ToString(),
                        ": required (or both root_joint and tip_joint)"));
     } else {
-      goal.root_joint = skeleton.FindJoint(in.root_joint());
-      if (goal.root_joint < 0) {
-        return absl::NotFoundError(
-            absl::StrCat(FieldName{"goals", i, "root_joint"}.ToString(),
-                         ": no joint named '", in.root_joint(), "'"));
+      if (!in.root_joint().empty()) {
+        goal.root_joint = skeleton.FindJoint(in.root_joint());
+        if (goal.root_joint < 0) {
+          return absl::NotFoundError(
+              absl::StrCat(FieldName{"goals", i, "root_joint"}.ToString(),
+                           ": no joint named '", in.root_joint(), "'"));
+        }
       }
       goal.tip_joint = skeleton.FindJoint(in.tip_joint());
       if (goal.tip_joint < 0) {
@@ -201,7 +216,49 @@ absl::Status FromProto(
     goal.options.soft = options.soft();
     goal.options.max_stretch = options.max_stretch();
     goal.options.time_budget_ms = options.time_budget_ms();
+    // Full-body fields; reach::Solve refuses them on other solvers, naming
+    // the field, and checks their ranges.
+    if (in.has_aim_axis()) goal.aim_axis = FromProto(in.aim_axis());
+    goal.priority = in.priority();
   }
+  return absl::OkStatus();
+}
+
+absl::Status FromProto(const Skeleton& skeleton,
+                       const v1::FullBodyOptions& options,
+                       FullBodyOptions* out) {
+  *out = FullBodyOptions();
+  if (!options.root_joint().empty()) {
+    out->root_joint = skeleton.FindJoint(options.root_joint());
+    if (out->root_joint < 0) {
+      return absl::NotFoundError(absl::StrCat(
+          "full_body.root_joint: no joint named '", options.root_joint(),
+          "'"));
+    }
+  }
+  // proto3 enums are open: any number arrives as is.
+  if (!v1::RootMode_IsValid(options.root_mode())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("full_body.root_mode: unknown root mode ",
+                     static_cast<int>(options.root_mode())));
+  }
+  switch (options.root_mode()) {
+    case v1::ROOT_MODE_FREE:
+      out->root_mode = RootMode::kFree;
+      break;
+    case v1::ROOT_MODE_PINNED:
+      out->root_mode = RootMode::kPinned;
+      break;
+    case v1::ROOT_MODE_PRE_PULL:
+      out->root_mode = RootMode::kPrePull;
+      break;
+    case v1::RootMode_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case v1::RootMode_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  out->root_translation_stiffness = options.root_translation_stiffness();
+  out->max_iterations = options.max_iterations();
+  out->time_budget_ms = options.time_budget_ms();
   return absl::OkStatus();
 }
 

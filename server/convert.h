@@ -14,6 +14,7 @@
 #include "grpcpp/support/status.h"
 #include "reach/v1/ik_service.pb.h"
 #include "solvers/deadline.h"
+#include "solvers/full_body.h"
 #include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
@@ -38,10 +39,21 @@ void ToProto(const SkeletonDef& def, v1::Skeleton* skeleton);
 // The request's goals, names resolved against `skeleton`. `goals` is
 // overwritten; its capacity is reused. Unknown chains and joints are
 // NotFound; a missing target or an unknown solver value InvalidArgument,
-// both naming "goals[i].field". Ranges are checked later by reach::Solve.
+// both naming "goals[i].field". A SOLVER_FULL_BODY goal without a chain
+// needs tip_joint (its effector; root_joint optional), any other goal a
+// chain or both joints. Ranges (and aim_axis / priority on goals of other
+// solvers) are checked later by reach::Solve.
 absl::Status FromProto(const Skeleton& skeleton,
                        const google::protobuf::RepeatedPtrField<v1::Goal>& goals,
                        std::vector<Goal>* out);
+
+// A request's full-body options, the root joint's name resolved: unknown
+// is NotFound naming "full_body.root_joint", an unknown root_mode value
+// InvalidArgument naming "full_body.root_mode". Ranges are checked later by
+// reach::Solve. `out` is overwritten.
+absl::Status FromProto(const Skeleton& skeleton,
+                       const v1::FullBodyOptions& options,
+                       FullBodyOptions* out);
 
 // A start pose: one rotation per joint (errors name
 // "start_pose.rotations[i]"); translations and scales from the rest pose,

@@ -25,6 +25,9 @@ absl::Status SolvePose(const RegisteredSkeleton& registered,
   }
   absl::Status status = FromProto(skeleton, request.goals(), &scratch.goals);
   if (!status.ok()) return status;
+  FullBodyOptions full_body;
+  status = FromProto(skeleton, request.full_body(), &full_body);
+  if (!status.ok()) return status;
 
   if (request.has_start_pose()) {
     status = FromProto(skeleton, request.start_pose(), &scratch.start);
@@ -47,7 +50,7 @@ absl::Status SolvePose(const RegisteredSkeleton& registered,
 
   const absl::Time begin = absl::Now();
   status = Solve(skeleton, scratch.goals, scratch.ws, &scratch.pose,
-                 absl::MakeSpan(scratch.results), limits, deadline);
+                 absl::MakeSpan(scratch.results), limits, deadline, full_body);
   const absl::Duration elapsed = absl::Now() - begin;
   if (!status.ok()) return status;
 

@@ -42,7 +42,8 @@ struct SolveScratch {
   SolveTally tally;
 };
 
-// SolveOne's solve without its response: on success the start pose,
+// SolveOne's solve without its response (goals, request.full_body and the
+// start pose converted, then reach::Solve): on success the start pose,
 // solution and results are in scratch.start, scratch.pose and
 // scratch.results, and the solve's metrics are added to scratch.tally.
 // `deadline` (the call's, FromGrpcDeadline) bounds the solve: every goal

@@ -1,10 +1,14 @@
 // bench: a load generator in the manner of ghz. Workers send Solve,
 // SolveBatch or SolveStream traffic for a duration or a request count,
 // optionally at a fixed total rate, and report throughput, latency
-// percentiles, a histogram and status codes.
+// percentiles, a histogram, status codes and how many goals were reached.
+// --full-body sends whole-body frames (feet, hands, head look-at) of a
+// humanoid to SOLVER_FULL_BODY instead of one goal per chain.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <thread>
@@ -13,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/cli/common.h"
+#include "client/import/skeleton_file.h"
 #include "server/convert.h"
 
 namespace reach::cli {
@@ -29,7 +34,31 @@ struct BenchFlags {
   int window = 8;
   std::string solver = "auto";
   std::string format = "text";
+  bool full_body = false;
+  std::string skeleton_file;  // --full-body: the humanoid to register.
 };
+
+// --full-body's humanoid: the limited one when present, else the plain one,
+// looked up from the working directory, then from the source tree above a
+// build's client/reach.
+constexpr const char* kFullBodySkeletons[] = {
+    "examples/humanoid_limited.skeleton.json",
+    "examples/humanoid.skeleton.json"};
+
+std::string FindFullBodySkeleton() {
+  std::vector<std::filesystem::path> roots = {"."};
+  std::error_code error;
+  const std::filesystem::path exe =
+      std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) roots.push_back(exe.parent_path() / ".." / "..");
+  for (const char* name : kFullBodySkeletons) {
+    for (const std::filesystem::path& root : roots) {
+      const std::filesystem::path path = root / name;
+      if (std::filesystem::exists(path, error)) return path.lexically_normal();
+    }
+  }
+  return "";
+}
 
 // A character with four two-bone limbs: what a game server sends.
 SkeletonDef BenchRig() {
@@ -96,16 +125,130 @@ std::vector<v1::SolveRequest> MakeRequests(const Skeleton& skeleton,
   return requests;
 }
 
+// Whole-body frames for SOLVER_FULL_BODY on a humanoid with chains l_leg,
+// r_leg, l_arm, r_arm and a joint "head" (+Y up, +Z forward, as
+// examples/humanoid*.skeleton.json): both feet placed (position and their
+// rest orientation, priority 0, knees facing forward), both hands in front
+// of the chest (priority 1), the head looking at a point ahead (priority 2).
+// Every target moves smoothly with the frame along a 120-frame cycle, so
+// consecutive frames of a stream are close (warm starts have little to do)
+// and the pool (8 cycles) loops without a jump.
+absl::StatusOr<std::vector<v1::SolveRequest>> MakeFullBodyRequests(
+    const Skeleton& skeleton, const std::string& id) {
+  constexpr int kCycle = 120;
+  constexpr int kCount = 8 * kCycle;
+  const auto chain = [&](const char* name) -> absl::StatusOr<int> {
+    const int c = skeleton.FindChain(name);
+    if (c < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--full-body: the skeleton has no chain '", name,
+          "' (it needs l_leg, r_leg, l_arm, r_arm and a joint 'head')"));
+    }
+    return c;
+  };
+  const int head = skeleton.FindJoint("head");
+  if (head < 0) {
+    return absl::InvalidArgumentError(
+        "--full-body: the skeleton has no joint 'head'");
+  }
+  const absl::Span<const Transform> rest = skeleton.rest_globals();
+  struct Limb {
+    std::string name;
+    int root, tip;
+    double side;  // +1 left, -1 right.
+    double length;
+  };
+  std::vector<Limb> legs, arms;
+  for (const char* name : {"l_leg", "r_leg", "l_arm", "r_arm"}) {
+    absl::StatusOr<int> c = chain(name);
+    if (!c.ok()) return c.status();
+    const std::vector<int>& joints = skeleton.chain(*c).joints;
+    Limb limb{name, joints.front(), joints.back(), name[0] == 'l' ? 1.0 : -1.0,
+              0.0};
+    for (size_t k = 1; k < joints.size(); ++k) {
+      limb.length +=
+          (rest[joints[k]].translation - rest[joints[k - 1]].translation)
+              .norm();
+    }
+    (name[2] == 'l' ? legs : arms).push_back(limb);
+  }
+  // The head's forward axis in its own frame: model +Z at rest.
+  const Eigen::Vector3d aim =
+      rest[head].rotation.conjugate() * Eigen::Vector3d::UnitZ();
+  std::vector<v1::SolveRequest> requests(kCount);
+  for (int r = 0; r < kCount; ++r) {
+    const double t = 2.0 * M_PI * (r % kCycle) / kCycle;
+    v1::SolveRequest& request = requests[r];
+    request.set_skeleton_id(id);
+    request.set_sequence(r);
+    const auto add = [&](const Limb& limb, const Eigen::Vector3d& target,
+                         int priority) {
+      v1::Goal* goal = request.add_goals();
+      goal->set_chain(limb.name);
+      goal->set_solver(v1::SOLVER_FULL_BODY);
+      goal->set_priority(priority);
+      ToProto(target, goal->mutable_target());
+      return goal;
+    };
+    for (const Limb& leg : legs) {
+      // Striding in place: forward and back, lifted on the way forward,
+      // never quite straight.
+      const double phase = t + (leg.side > 0 ? 0.0 : M_PI);
+      const Eigen::Vector3d foot =
+          rest[leg.tip].translation +
+          leg.length *
+              Eigen::Vector3d(0.0, 0.06 + 0.05 * std::max(0.0, std::sin(phase)),
+                              0.12 * std::cos(phase));
+      v1::Goal* goal = add(leg, foot, 0);
+      ToProto(rest[leg.tip].rotation, goal->mutable_target_orientation());
+      // The knee faces forward.
+      ToProto(rest[leg.root].translation +
+                  leg.length * Eigen::Vector3d(0.0, -0.5, 1.0),
+              goal->mutable_pole());
+    }
+    for (const Limb& arm : arms) {
+      // In front of the chest, circling.
+      const Eigen::Vector3d hand =
+          rest[arm.root].translation +
+          arm.length * Eigen::Vector3d(arm.side * (0.1 + 0.1 * std::cos(t)),
+                                       -0.3 + 0.1 * std::sin(t), 0.55);
+      add(arm, hand, 1);
+    }
+    v1::Goal* look = request.add_goals();
+    look->set_tip_joint("head");
+    look->set_solver(v1::SOLVER_FULL_BODY);
+    look->set_priority(2);
+    const double height = rest[head].translation.y();
+    ToProto(rest[head].translation +
+                height * Eigen::Vector3d(0.4 * std::sin(t), 0.0, 1.5),
+            look->mutable_target());
+    ToProto(aim, look->mutable_aim_axis());
+  }
+  return requests;
+}
+
 struct Sample {
   absl::Duration latency;
   absl::StatusCode code;
+  int goals = 0;    // Results in the answer(s).
+  int reached = 0;  // Of them, reached.
+  int64_t iterations = 0;
 };
+
+// The goals of one answer, added to `sample`.
+void CountGoals(const v1::SolveResponse& response, Sample* sample) {
+  for (const v1::GoalResult& result : response.results()) {
+    ++sample->goals;
+    sample->reached += result.reached();
+    sample->iterations += result.iterations();
+  }
+}
 
 struct Shared {
   const BenchFlags* flags;
   absl::Time begin;
-  absl::Time end;                 // Duration mode.
-  std::atomic<int64_t> next{0};   // Requests claimed.
+  absl::Time end;                // Duration mode.
+  std::atomic<int64_t> next{0};  // Requests claimed.
   const std::vector<v1::SolveRequest>* requests;
 };
 
@@ -131,7 +274,7 @@ void UnaryWorker(Shared& shared, client::ReachClient& client,
   int64_t n;
   while (Claim(shared, &n)) {
     const absl::Time start = absl::Now();
-    absl::Status status;
+    Sample sample;
     if (f.rpc == "batch") {
       // Every request is on the one --skeleton: the batch names it once.
       batch.clear_items();
@@ -141,11 +284,21 @@ void UnaryWorker(Shared& shared, client::ReachClient& client,
         *item = pool[(n * f.batch_size + i) % pool.size()];
         item->clear_skeleton_id();
       }
-      status = client.SolveBatch(batch).status();
+      absl::StatusOr<v1::SolveBatchResponse> answer = client.SolveBatch(batch);
+      sample.code = answer.status().code();
+      if (answer.ok()) {
+        for (const v1::SolveResponse& item : answer->items()) {
+          CountGoals(item, &sample);
+        }
+      }
     } else {
-      status = client.Solve(pool[n % pool.size()]).status();
+      absl::StatusOr<v1::SolveResponse> answer =
+          client.Solve(pool[n % pool.size()]);
+      sample.code = answer.status().code();
+      if (answer.ok()) CountGoals(*answer, &sample);
     }
-    samples->push_back({absl::Now() - start, status.code()});
+    sample.latency = absl::Now() - start;
+    samples->push_back(sample);
   }
 }
 
@@ -157,15 +310,20 @@ void StreamWorker(Shared& shared, client::ReachClient& client,
       client.OpenStream(deadline, shared.flags->window);
   client::StreamResult result;
   const auto take = [&] {
-    samples->push_back(
-        {result.latency, result.response.has_error()
-                             ? static_cast<absl::StatusCode>(
-                                   result.response.error().code())
-                             : absl::StatusCode::kOk});
+    Sample sample;
+    sample.latency = result.latency;
+    sample.code =
+        result.response.has_error()
+            ? static_cast<absl::StatusCode>(result.response.error().code())
+            : absl::StatusCode::kOk;
+    CountGoals(result.response, &sample);
+    samples->push_back(sample);
   };
-  int64_t n;
+  // Each stream plays the pool from its start, frame after frame, as one
+  // character would (full-body frames then follow each other smoothly).
+  int64_t n, frame = 0;
   while (Claim(shared, &n)) {
-    if (!stream->Send(pool[n % pool.size()])) break;
+    if (!stream->Send(pool[frame++ % pool.size()])) break;
     while (stream->TryReceive(&result)) take();
   }
   while (stream->Receive(&result)) take();
@@ -192,10 +350,30 @@ int RunBench(const Globals& globals, const BenchFlags& flags) {
   if (!solver.ok()) return Fail(solver.status(), kExitUsage);
   auto client = MakeClient(globals);
 
-  // The skeleton: the one named, or the built-in four-limb rig.
+  // The skeleton: the one named, the full-body humanoid, or the built-in
+  // four-limb rig.
   std::string id = flags.skeleton;
+  std::string skeleton_file;
   SkeletonDef def;
-  if (id.empty()) {
+  if (flags.full_body) {
+    skeleton_file = flags.skeleton_file.empty() ? FindFullBodySkeleton()
+                                                : flags.skeleton_file;
+    if (skeleton_file.empty()) {
+      return Fail(absl::NotFoundError(absl::StrCat(
+                      "--full-body: found neither ", kFullBodySkeletons[0],
+                      " nor ", kFullBodySkeletons[1],
+                      " (run from the source tree, or pass --skeleton-file)")),
+                  kExitFileError);
+    }
+    absl::StatusOr<v1::Skeleton> wire = import::LoadSkeletonFile(skeleton_file);
+    if (!wire.ok()) return Fail(wire.status(), kExitFileError);
+    if (absl::Status s = FromProto(*wire, &def); !s.ok()) {
+      return Fail(s, kExitFileError);
+    }
+    auto registered = client->Register(*wire);
+    if (!registered.ok()) return FailRpc(registered.status());
+    id = registered->skeleton_id();
+  } else if (id.empty()) {
     def = BenchRig();
     v1::Skeleton wire;
     ToProto(def, &wire);
@@ -216,8 +394,15 @@ int RunBench(const Globals& globals, const BenchFlags& flags) {
     return Fail(absl::InvalidArgumentError("--skeleton: it has no chains"),
                 kExitUsage);
   }
-  const std::vector<v1::SolveRequest> pool =
-      MakeRequests(*skeleton, id, *solver, 1024);
+  std::vector<v1::SolveRequest> pool;
+  if (flags.full_body) {
+    absl::StatusOr<std::vector<v1::SolveRequest>> frames =
+        MakeFullBodyRequests(*skeleton, id);
+    if (!frames.ok()) return Fail(frames.status(), kExitFileError);
+    pool = *std::move(frames);
+  } else {
+    pool = MakeRequests(*skeleton, id, *solver, 1024);
+  }
 
   Shared shared;
   shared.flags = &flags;
@@ -252,12 +437,18 @@ int RunBench(const Globals& globals, const BenchFlags& flags) {
 
   std::vector<absl::Duration> latencies;
   std::map<std::string, int64_t> codes;
+  int64_t goals = 0, reached = 0, iterations = 0;
   for (const auto& per_worker : samples) {
     for (const Sample& s : per_worker) {
       latencies.push_back(s.latency);
       ++codes[absl::StatusCodeToString(s.code)];
+      goals += s.goals;
+      reached += s.reached;
+      iterations += s.iterations;
     }
   }
+  const double mean_iterations =
+      goals > 0 ? static_cast<double>(iterations) / goals : 0.0;
   for (const absl::Status& s : stream_status) {
     if (!s.ok()) ++codes[absl::StrCat("stream ", absl::StatusCodeToString(s.code()))];
   }
@@ -299,27 +490,38 @@ int RunBench(const Globals& globals, const BenchFlags& flags) {
                                           bucket_top(b), buckets[b]));
     }
     absl::PrintF(
-        "{\"rpc\":\"%s\",\"concurrency\":%d,\"batchSize\":%d,\"count\":%d,"
+        "{\"rpc\":\"%s\",\"fullBody\":%s,\"concurrency\":%d,"
+        "\"batchSize\":%d,\"count\":%d,"
         "\"seconds\":%.4f,\"rps\":%.2f,\"latencyMs\":{\"min\":%.4f,"
         "\"mean\":%.4f,\"p50\":%.4f,\"p90\":%.4f,\"p99\":%.4f,\"max\":%.4f},"
-        "\"histogram\":[%s],\"statusCodes\":{%s}}\n",
-        flags.rpc, flags.concurrency, flags.rpc == "batch" ? flags.batch_size : 1,
-        count, seconds, rate, Ms(lo), Ms(mean), Ms(pct(0.5)), Ms(pct(0.9)),
-        Ms(pct(0.99)), Ms(hi), absl::StrJoin(hist_json, ","),
-        absl::StrJoin(code_json, ","));
+        "\"histogram\":[%s],\"statusCodes\":{%s},"
+        "\"goals\":%d,\"goalsReached\":%d,\"meanIterations\":%.3f}\n",
+        flags.rpc, flags.full_body ? "true" : "false", flags.concurrency,
+        flags.rpc == "batch" ? flags.batch_size : 1, count, seconds, rate,
+        Ms(lo), Ms(mean), Ms(pct(0.5)), Ms(pct(0.9)), Ms(pct(0.99)), Ms(hi),
+        absl::StrJoin(hist_json, ","), absl::StrJoin(code_json, ","), goals,
+        reached, mean_iterations);
   } else {
-    absl::PrintF("Summary:\n  RPC:          %s%s\n  Concurrency:  %d\n"
-                 "  Count:        %d\n  Total:        %.2f s\n"
-                 "  Requests/s:   %.2f\n",
-                 flags.rpc,
-                 flags.rpc == "batch"
-                     ? absl::StrCat(" (", flags.batch_size, " characters)")
-                     : "",
-                 flags.concurrency, count, seconds, rate);
-    absl::PrintF("\nLatency (ms):\n  min %.3f  mean %.3f  p50 %.3f  p90 %.3f  "
-                 "p99 %.3f  max %.3f\n",
-                 Ms(lo), Ms(mean), Ms(pct(0.5)), Ms(pct(0.9)), Ms(pct(0.99)),
-                 Ms(hi));
+    absl::PrintF(
+        "Summary:\n  RPC:          %s%s%s\n  Concurrency:  %d\n"
+        "  Count:        %d\n  Total:        %.2f s\n"
+        "  Requests/s:   %.2f\n",
+        flags.rpc,
+        flags.rpc == "batch"
+            ? absl::StrCat(" (", flags.batch_size, " characters)")
+            : "",
+        flags.full_body ? absl::StrCat(", full-body frames of ", skeleton_file)
+                        : "",
+        flags.concurrency, count, seconds, rate);
+    absl::PrintF(
+        "  Goals:        %d, %d reached (%.2f%%), %.1f iterations "
+        "each on average\n",
+        goals, reached, goals > 0 ? 100.0 * reached / goals : 0.0,
+        mean_iterations);
+    absl::PrintF(
+        "\nLatency (ms):\n  min %.3f  mean %.3f  p50 %.3f  p90 %.3f  "
+        "p99 %.3f  max %.3f\n",
+        Ms(lo), Ms(mean), Ms(pct(0.5)), Ms(pct(0.9)), Ms(pct(0.99)), Ms(hi));
     absl::PrintF("\nLatency histogram (ms):\n");
     const int64_t peak = *std::max_element(buckets.begin(), buckets.end());
     for (int b = 0; b < kBuckets; ++b) {
@@ -358,9 +560,10 @@ void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run) {
   bench->add_option("--rps", flags->rps,
                     "Total requests per second (default: unlimited)")
       ->check(CLI::PositiveNumber);
-  bench->add_option("--skeleton", flags->skeleton,
-                    "Registered skeleton whose chains get goals (default: a "
-                    "built-in four-limb rig)");
+  auto* skeleton = bench->add_option(
+      "--skeleton", flags->skeleton,
+      "Registered skeleton whose chains get goals (default: a built-in "
+      "four-limb rig)");
   bench->add_option("--batch-size", flags->batch_size,
                     "Characters per SolveBatch call")
       ->capture_default_str()
@@ -368,8 +571,25 @@ void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run) {
   bench->add_option("--window", flags->window, "Stream frames in flight")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  bench->add_option("--solver", flags->solver, "One of: " + SolverNames())
-      ->capture_default_str();
+  auto* solver =
+      bench->add_option("--solver", flags->solver, "One of: " + SolverNames())
+          ->capture_default_str();
+  auto* full_body = bench->add_flag(
+      "--full-body", flags->full_body,
+      "Whole-body frames for SOLVER_FULL_BODY: registers "
+      "examples/humanoid_limited.skeleton.json (or, without it, "
+      "examples/humanoid.skeleton.json; from the working directory or the "
+      "source tree above the binary) and sends both feet (position and "
+      "orientation, priority 0), both hands (priority 1) and a head look-at "
+      "(priority 2), moving smoothly from frame to frame (each stream plays "
+      "them in order)");
+  bench
+      ->add_option("--skeleton-file", flags->skeleton_file,
+                   "--full-body: this humanoid instead (skeleton JSON; "
+                   "chains l_leg, r_leg, l_arm, r_arm and a joint 'head')")
+      ->needs(full_body);
+  full_body->excludes(solver);
+  full_body->excludes(skeleton);
   bench->add_option("--format", flags->format, "text or json")
       ->capture_default_str();
   bench->callback([=, &globals] {

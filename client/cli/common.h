@@ -52,8 +52,8 @@ absl::StatusOr<Eigen::Quaterniond> ParseQuat(const std::string& text,
                                              absl::string_view flag);
 
 // "auto", "two_bone", "fabrik", "ccd", "jacobian_transpose",
-// "jacobian_pinv", "jacobian_dls", "gradient_descent" (case-insensitive,
-// "-" or "_").
+// "jacobian_pinv", "jacobian_dls", "gradient_descent", "full_body"
+// (case-insensitive, "-" or "_"): every value of reach.v1.Solver.
 absl::StatusOr<v1::Solver> ParseSolver(const std::string& name);
 // The names ParseSolver accepts, for --help.
 std::string SolverNames();

@@ -365,6 +365,37 @@ TEST(SkeletonFileTest, LoadsEveryFormatByExtensionAndAppliesOverrides) {
   EXPECT_THAT(unknown.status().message(), HasSubstr("unknown skeleton format"));
 }
 
+TEST(SkeletonFileTest, JsonCarriesJointStiffness) {
+  // The full-body solver's per-joint stiffness, as a skeleton file spells
+  // it; kept when chain overrides rebuild the skeleton too.
+  const std::string path = absl::StrCat(::testing::TempDir(), "/reach_stiff_",
+                                        getpid(), ".skeleton.json");
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(R"({"name": "stiff", "joints": [
+        {"name": "hips", "parent": -1, "stiffness": 0.8},
+        {"name": "knee", "parent": 0, "rest": {"translation": {"y": -0.4}}},
+        {"name": "ankle", "parent": 1, "rest": {"translation": {"y": -0.4}},
+         "stiffness": 0.25}],
+      "chains": [{"name": "leg", "root": "hips", "tip": "ankle"}]})",
+               f);
+    std::fclose(f);
+  }
+  for (const bool overrides : {false, true}) {
+    SCOPED_TRACE(overrides ? "with a chain override" : "as read");
+    SkeletonFileOptions options;
+    if (overrides) options.chains.push_back({"shin", "knee", "ankle"});
+    absl::StatusOr<v1::Skeleton> s = LoadSkeletonFile(path, options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_EQ(s->joints_size(), 3);
+    EXPECT_TRUE(s->joints(0).has_stiffness());
+    EXPECT_EQ(s->joints(0).stiffness(), 0.8);
+    EXPECT_FALSE(s->joints(1).has_stiffness());
+    EXPECT_EQ(s->joints(2).stiffness(), 0.25);
+    EXPECT_EQ(s->chains_size(), overrides ? 2 : 1);
+  }
+}
+
 TEST(SkeletonFileTest, MalformedJsonNamesTheFile) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/reach_bad_", getpid(), ".json");
   {

@@ -230,6 +230,93 @@ TEST_F(CliTest, SolveJsonLandsOnTheTarget) {
   EXPECT_THAT(unknown.err, HasSubstr("goals[0].chain"));
 }
 
+TEST_F(CliTest, SolveRequestFilePrintsEveryGoal) {
+  const std::string humanoid = DataPath("../../examples/humanoid.skeleton.json");
+  const std::string request = DataPath("../../examples/full_body.request.json");
+  CliRun registered = Reach("register --json " + humanoid);
+  ASSERT_EQ(registered.exit_code, 0) << registered.err;
+  v1::RegisterSkeletonResponse id;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(registered.out, &id).ok());
+
+  // The example request: feet, hands and a head look-at, full-body; its
+  // skeletonId comes from --skeleton.
+  CliRun text = Reach("solve --request " + request + " --skeleton " +
+                      id.skeleton_id());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  CliRun json = Reach("solve --json --request " + request + " --skeleton " +
+                      id.skeleton_id());
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  v1::SolveResponse response;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json.out, &response).ok())
+      << json.out;
+  ASSERT_EQ(response.results_size(), 5);
+  // One line per goal, in order, with the numbers of the same
+  // (deterministic) solve.
+  const char* labels[] = {"goal 0 (chain l_leg)", "goal 1 (chain r_leg)",
+                          "goal 2 (chain l_arm, priority 1)",
+                          "goal 3 (chain r_arm, priority 1)",
+                          "goal 4 (joint head, look-at, priority 2)"};
+  size_t at = 0;
+  for (int i = 0; i < 5; ++i) {
+    const v1::GoalResult& r = response.results(i);
+    EXPECT_EQ(r.solver(), v1::SOLVER_FULL_BODY);
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "%s: %s, position error %.3g, orientation error %.3g rad, "
+                  "%d iterations, full_body\n",
+                  labels[i], r.reached() ? "reached" : "NOT reached",
+                  r.position_error(), r.orientation_error_rad(),
+                  r.iterations());
+    const size_t found = text.out.find(line, at);
+    ASSERT_NE(found, std::string::npos) << line << "\n" << text.out;
+    at = found;
+  }
+  EXPECT_THAT(text.out, HasSubstr("5 of 5 goals reached"));
+  EXPECT_THAT(text.out, HasSubstr("hips                     translation"));
+
+  // From stdin, naming the skeleton inside the request.
+  v1::SolveRequest with_id;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(Slurp(request),
+                                                          &with_id)
+                  .ok());
+  with_id.set_skeleton_id(id.skeleton_id());
+  std::string body;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(with_id, &body).ok());
+  const std::string file = Temp("request.json");
+  std::ofstream(file) << body;
+  CliRun piped = Reach("solve --request - < " + file);
+  EXPECT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_THAT(piped.out, HasSubstr("goal 4 (joint head, look-at, priority 2)"));
+
+  // The server's errors name the field; the file's name its file.
+  with_id.mutable_goals(2)->set_priority(99);
+  body.clear();  // MessageToJsonString appends.
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(with_id, &body).ok());
+  std::ofstream(file) << body;
+  CliRun refused = Reach("solve --request " + file);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(refused.err, HasSubstr("goals[2].priority"));
+  CliRun missing = Reach("solve --request /nonexistent/request.json");
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_THAT(missing.err, HasSubstr("/nonexistent/request.json"));
+  std::ofstream(file) << "{\"goals\": [{\"chain\": 3";
+  CliRun malformed = Reach("solve --request " + file);
+  EXPECT_EQ(malformed.exit_code, 3);
+  EXPECT_THAT(malformed.err, HasSubstr(file));
+  // A file without skeletonId needs --skeleton; it excludes one goal's
+  // flags.
+  CliRun no_skeleton = Reach("solve --request " + request);
+  EXPECT_EQ(no_skeleton.exit_code, 2);
+  EXPECT_THAT(no_skeleton.err, HasSubstr("--skeleton"));
+  EXPECT_EQ(Reach("solve --request " + request + " --skeleton " +
+                  id.skeleton_id() + " --chain l_leg")
+                .exit_code,
+            2);
+}
+
 TEST_F(CliTest, StreamReportsAndWritesBvh) {
   const std::string out = Temp("solved.bvh");
   CliRun stream = Reach("stream --json --max-rate --frames 120 --out " + out +
@@ -278,6 +365,48 @@ TEST_F(CliTest, BenchJsonCountsEveryRequest) {
   EXPECT_THAT(text.out, HasSubstr("OK: 20"));
   CliRun bad = Reach("bench --rpc nope --requests 1");
   EXPECT_EQ(bad.exit_code, 2);
+}
+
+TEST_F(CliTest, BenchFullBodySendsWholeBodyFrames) {
+  const std::string humanoid =
+      DataPath("../../examples/humanoid.skeleton.json");
+  for (const char* rpc : {"solve", "batch", "stream"}) {
+    SCOPED_TRACE(rpc);
+    CliRun bench = Reach(absl::StrCat(
+        "bench --full-body --skeleton-file ", humanoid,
+        " --format json --rpc ", rpc,
+        " --requests 24 --concurrency 2 --batch-size 3"));
+    ASSERT_EQ(bench.exit_code, 0) << bench.err << bench.out;
+    const nlohmann::json report = nlohmann::json::parse(bench.out);
+    EXPECT_EQ(report["fullBody"], true);
+    EXPECT_EQ(report["count"], 24);
+    EXPECT_EQ(report["statusCodes"]["OK"], 24);
+    // Five goals a frame: feet, hands, head.
+    const int frames = std::string(rpc) == "batch" ? 24 * 3 : 24;
+    EXPECT_EQ(report["goals"], 5 * frames);
+    EXPECT_EQ(report["goalsReached"], report["goals"]);
+    EXPECT_GT(report["meanIterations"].get<double>(), 0.0);
+  }
+  // The humanoid of the file was registered for them.
+  CliRun list = Reach("list --json");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr("\"jointCount\":31"));
+
+  // Without --skeleton-file: an example humanoid from the source tree
+  // (found from the binary's place, whatever the working directory).
+  CliRun text = Reach("bench --full-body --rpc stream --requests 10");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("full-body frames of "));
+  EXPECT_THAT(text.out, HasSubstr("examples/humanoid"));
+  EXPECT_THAT(text.out, HasSubstr("Goals:        50, "));
+  EXPECT_THAT(text.out, HasSubstr("OK: 10"));
+
+  CliRun missing = Reach("bench --full-body --skeleton-file /nonexistent.json "
+                         "--requests 1");
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_THAT(missing.err, HasSubstr("/nonexistent.json"));
+  EXPECT_EQ(Reach("bench --full-body --skeleton x --requests 1").exit_code, 2);
+  EXPECT_EQ(Reach("bench --skeleton-file x.json --requests 1").exit_code, 2);
 }
 
 }  // namespace

@@ -64,6 +64,131 @@ TEST(ConvertTest, UnsetFieldsMeanTheDocumentedDefaults) {
   EXPECT_EQ(out[0].solver, SolverKind::kAuto);
 }
 
+TEST(ConvertTest, StiffnessRoundTripsAndStaysUnsetAtItsDefault) {
+  SkeletonDef def = testing::HumanoidDef();
+  def.joints[0].stiffness = 0.8;
+  def.joints[11].stiffness = 0.25;
+  v1::Skeleton wire;
+  ToProto(def, &wire);
+  EXPECT_TRUE(wire.joints(0).has_stiffness());
+  EXPECT_EQ(wire.joints(0).stiffness(), 0.8);
+  EXPECT_EQ(wire.joints(11).stiffness(), 0.25);
+  // Joints at the default carry nothing, so their bytes (and a skeleton's
+  // content-hash id) are what they were before the field existed.
+  EXPECT_FALSE(wire.joints(1).has_stiffness());
+  SkeletonDef back;
+  ASSERT_TRUE(FromProto(wire, &back).ok());
+  for (size_t i = 0; i < def.joints.size(); ++i) {
+    EXPECT_EQ(back.joints[i].stiffness, def.joints[i].stiffness) << i;
+  }
+  // Out of range reaches Skeleton::Create, which names the joint.
+  wire.mutable_joints(3)->set_stiffness(1.5);
+  ASSERT_TRUE(FromProto(wire, &back).ok());
+  const absl::StatusOr<Skeleton> bad = Skeleton::Create(back);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("joints[3].stiffness"));
+}
+
+TEST(ConvertTest, FullBodyGoalNamesItsEffectorByTipJoint) {
+  const Skeleton skeleton = *Skeleton::Create(testing::HumanoidDef());
+  google::protobuf::RepeatedPtrField<v1::Goal> goals;
+  v1::Goal* look = goals.Add();
+  look->set_solver(v1::SOLVER_FULL_BODY);
+  look->set_tip_joint("head");
+  ToProto(Eigen::Vector3d(0, 1.7, 2), look->mutable_target());
+  ToProto(Eigen::Vector3d(0, 0, 2), look->mutable_aim_axis());
+  look->set_priority(2);
+  v1::Goal* hand = goals.Add();
+  hand->set_solver(v1::SOLVER_FULL_BODY);
+  hand->set_chain("l_arm");
+  ToProto(Eigen::Vector3d(0.3, 1.2, 0.3), hand->mutable_target());
+  hand->set_priority(1);
+  std::vector<Goal> out;
+  ASSERT_TRUE(FromProto(skeleton, goals, &out).ok());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].solver, SolverKind::kFullBody);
+  EXPECT_EQ(out[0].chain, -1);
+  EXPECT_EQ(out[0].tip_joint, skeleton.FindJoint("head"));
+  EXPECT_EQ(out[0].root_joint, -1);  // Optional for a full-body goal.
+  ASSERT_TRUE(out[0].aim_axis.has_value());
+  EXPECT_TRUE(*out[0].aim_axis == Eigen::Vector3d(0, 0, 2));
+  EXPECT_EQ(out[0].priority, 2);
+  EXPECT_EQ(out[1].chain, skeleton.FindChain("l_arm"));
+  EXPECT_FALSE(out[1].aim_axis.has_value());
+  EXPECT_EQ(out[1].priority, 1);
+
+  // root_joint, when given, names the limb the pole turns.
+  look->set_root_joint("neck");
+  ASSERT_TRUE(FromProto(skeleton, goals, &out).ok());
+  EXPECT_EQ(out[0].root_joint, skeleton.FindJoint("neck"));
+  look->set_root_joint("tail");
+  absl::Status status = FromProto(skeleton, goals, &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr("goals[0].root_joint"));
+  look->clear_root_joint();
+
+  // Without a chain the effector is required.
+  look->clear_tip_joint();
+  status = FromProto(skeleton, goals, &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("goals[0].tip_joint"));
+  look->set_tip_joint("nose");
+  status = FromProto(skeleton, goals, &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr("goals[0].tip_joint"));
+
+  // Any other solver still needs a chain or both joints.
+  look->set_tip_joint("head");
+  look->set_solver(v1::SOLVER_JACOBIAN_DLS);
+  status = FromProto(skeleton, goals, &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("goals[0].chain"));
+}
+
+TEST(ConvertTest, FullBodyOptionsResolveTheRootAndRejectUnknownValues) {
+  const Skeleton skeleton = *Skeleton::Create(testing::HumanoidDef());
+  FullBodyOptions out;
+  out.root_joint = 5;
+  out.max_iterations = 9;
+  // Unset: every default.
+  ASSERT_TRUE(FromProto(skeleton, v1::FullBodyOptions(), &out).ok());
+  EXPECT_EQ(out.root_joint, -1);
+  EXPECT_EQ(out.root_mode, RootMode::kFree);
+  EXPECT_EQ(out.root_translation_stiffness, 0.0);
+  EXPECT_EQ(out.max_iterations, 0);
+  EXPECT_EQ(out.time_budget_ms, 0.0);
+
+  v1::FullBodyOptions in;
+  in.set_root_joint("spine0");
+  in.set_root_translation_stiffness(0.5);
+  in.set_max_iterations(200);
+  in.set_time_budget_ms(3.5);
+  const std::pair<v1::RootMode, RootMode> modes[] = {
+      {v1::ROOT_MODE_FREE, RootMode::kFree},
+      {v1::ROOT_MODE_PINNED, RootMode::kPinned},
+      {v1::ROOT_MODE_PRE_PULL, RootMode::kPrePull}};
+  for (const auto& [wire, mode] : modes) {
+    in.set_root_mode(wire);
+    ASSERT_TRUE(FromProto(skeleton, in, &out).ok());
+    EXPECT_EQ(out.root_mode, mode);
+  }
+  EXPECT_EQ(out.root_joint, skeleton.FindJoint("spine0"));
+  EXPECT_EQ(out.root_translation_stiffness, 0.5);
+  EXPECT_EQ(out.max_iterations, 200);
+  EXPECT_EQ(out.time_budget_ms, 3.5);
+
+  in.set_root_mode(static_cast<v1::RootMode>(7));
+  absl::Status status = FromProto(skeleton, in, &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("full_body.root_mode"));
+  in.set_root_mode(v1::ROOT_MODE_FREE);
+  in.set_root_joint("pelvis");
+  status = FromProto(skeleton, in, &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr("full_body.root_joint"));
+  EXPECT_THAT(status.message(), HasSubstr("pelvis"));
+}
+
 TEST(ConvertTest, ResponseListsOnlyChangedJoints) {
   const Skeleton skeleton =
       *Skeleton::Create(testing::StraightChainDef(/*joints=*/4));

@@ -209,6 +209,10 @@ TEST(ServerProcessTest, MetricsPassPromtool) {
   *request.add_goals() = MakeGoal("leg", Eigen::Vector3d(0.1, -0.5, 0.2));
   v1::SolveResponse response;
   ASSERT_TRUE(server.stub().Solve(Context().get(), request, &response).ok());
+  // The full-body solver: its label is in the families too.
+  v1::SolveRequest full_body = request;
+  full_body.mutable_goals(0)->set_solver(v1::SOLVER_FULL_BODY);
+  ASSERT_TRUE(server.stub().Solve(Context().get(), full_body, &response).ok());
   request.set_skeleton_id("nope");
   EXPECT_FALSE(server.stub().Solve(Context().get(), request, &response).ok());
 
@@ -233,6 +237,10 @@ TEST(ServerProcessTest, MetricsPassPromtool) {
                               "grpc_method=\"Solve\",grpc_service=\"reach.v1."
                               "IkService\",grpc_type=\"unary\"} 1"));
   EXPECT_THAT(text, HasSubstr("reach_skeletons 1"));
+  EXPECT_THAT(text, HasSubstr("reach_solve_duration_seconds_count{solver="
+                              "\"full_body\"} 1"));
+  EXPECT_THAT(text, HasSubstr("reach_goals_total{outcome=\"reached\","
+                              "solver=\"full_body\"} 1"));
   const std::string promtool =
       absl::StrCat("promtool check metrics < ", metrics_file, " 2>&1");
   FILE* pipe = popen(promtool.c_str(), "r");
