@@ -848,7 +848,8 @@ void FullBodySolve::ComputeStep(double damping) {
     const int s = level_start_[level];
     const int m = level_start_[level + 1] - s;
     auto r = s_.rhs.head(m);
-    r = s_.error.segment(s, m) - G.middleRows(s, m) * c;
+    r = s_.error.segment(s, m);
+    r.noalias() -= G.middleRows(s, m) * c;
     auto H = s_.small.topLeftCorner(m, m);
     H = G.block(s, s, m, m);
     dc.setZero();

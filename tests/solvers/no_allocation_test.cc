@@ -224,6 +224,49 @@ TEST(NoAllocationTest, TimedSolvesAllocateNothingOnceWarm) {
   }
 }
 
+// The full-body solver on the humanoid: feet with orientation and poles,
+// hands, a head look-at, pelvis free; a warm-started second frame too.
+TEST(NoAllocationTest, FullBodySolvesAllocateNothingOnceWarm) {
+  const Skeleton body = MustCreate(testing::HumanoidDef());
+  std::vector<Goal> goals;
+  auto add = [&](const char* joint, Eigen::Vector3d target, int priority) {
+    Goal g;
+    g.solver = SolverKind::kFullBody;
+    g.tip_joint = body.FindJoint(joint);
+    g.target = target;
+    g.priority = priority;
+    goals.push_back(g);
+    return &goals.back();
+  };
+  add("l_ankle", Eigen::Vector3d(0.1, 0.08, 0.05), 0)->pole =
+      Eigen::Vector3d(0.1, 0.5, 1.0);
+  add("r_ankle", Eigen::Vector3d(-0.1, 0.05, -0.05), 0)->target_orientation =
+      Eigen::Quaterniond::Identity();
+  add("l_wrist", Eigen::Vector3d(0.4, 1.0, 0.3), 1);
+  add("r_wrist", Eigen::Vector3d(-0.4, 1.2, 0.3), 1);
+  add("head", Eigen::Vector3d(0.5, 1.6, 1.0), 2)->aim_axis =
+      Eigen::Vector3d::UnitZ();
+  Workspace ws;
+  const Pose rest = RestPose(body);
+  Pose pose = rest;
+  std::vector<GoalResult> results(goals.size());
+  ASSERT_TRUE(Solve(body, goals, ws, &pose, absl::MakeSpan(results)).ok());
+  for (int round = 0; round < 3; ++round) {
+    if (round < 2) pose.local = rest.local;  // The last one warm-starts.
+    goals[2].target.x() += 0.01;
+    long count;
+    absl::Status status;
+    {
+      AllocationGuard guard;
+      status = Solve(body, goals, ws, &pose, absl::MakeSpan(results));
+      count = guard.count();
+    }
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(count, 0) << "allocations during a warm full-body solve";
+    EXPECT_GT(results[0].iterations, 0);
+  }
+}
+
 TEST(NoAllocationTest, GuardCatchesAnAllocation) {
   // The counter must see a plain allocation, or the test above proves
   // nothing.
