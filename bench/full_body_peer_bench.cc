@@ -42,6 +42,9 @@
 // twist axis (x within the twist range, y and z within +-cone), which
 // contains the cone but is not it — DART has no cone limit. The "in lim"
 // column checks every solution against our limits (reach::WithinLimits).
+// Joint stiffness (JointDef::stiffness, read from the file's "stiffness"
+// fields) weights our solver's steps; DART gets it as gradient component
+// weights of 1 - stiffness per DOF.
 // Joints on no path from the root to an effector move no effector; they
 // are welded in DART (--dart_weld_unused=0 keeps them) so DART's
 // null-space projections run on the DOFs that matter, as ours do.
@@ -77,6 +80,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -91,9 +95,12 @@
 #include <dart/dynamics/Skeleton.hpp>
 #include <dart/dynamics/WeldJoint.hpp>
 #include <dart/optimizer/GradientDescentSolver.hpp>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/import/skeleton_file.h"
+#include "reach/v1/skeleton.pb.h"
 #include "server/convert.h"
 #include "solvers/full_body.h"
 #include "solvers/limits.h"
@@ -804,7 +811,21 @@ class DartSolver {
     }
   }
 
+  // Which of our joints each DART DOF belongs to, and each joint's first.
+  void MapDofs() {
+    dof_joint_.assign(dart_->getNumDofs(), -1);
+    first_dof_.assign(skeleton_.num_joints(), 0);
+    for (int j = 0; j < skeleton_.num_joints(); ++j) {
+      if (joints_[j]->getNumDofs() == 0) continue;
+      first_dof_[j] = joints_[j]->getIndexInSkeleton(0);
+      for (size_t k = 0; k < joints_[j]->getNumDofs(); ++k) {
+        dof_joint_[joints_[j]->getIndexInSkeleton(k)] = j;
+      }
+    }
+  }
+
   void SetUpIk(double tolerance, const Config& config) {
+    MapDofs();
     // A box inside the tolerance ball: within it every component is within
     // tolerance / sqrt(3), so the distance (angle) is within tolerance.
     const double linear = tolerance / std::sqrt(3.0);
@@ -832,13 +853,24 @@ class DartSolver {
           error.setAngularBounds(-inf, inf);
         }
       }
-      // JacobianDLS (the default) with the root's six DOFs weighted, as
-      // DART's Atlas whole-body example does for its hands.
+      // JacobianDLS (the default). Its gradient's components are weighted
+      // by 1 - stiffness of their joint (our joints' stiffness; the root's
+      // translation is free), and the root's six by --dart_root_weight in
+      // the modules below priority 0, as DART's Atlas example weights its
+      // hands'.
       static_cast<dd::InverseKinematics::JacobianDLS&>(ik->getGradientMethod())
           .setDampingCoefficient(config.dart_damping);
-      if (config.dart_root_weight != 1.0 && e.priority > 0) {
-        ik->getGradientMethod().setComponentWeights(
-            Eigen::VectorXd::Constant(6, config.dart_root_weight));
+      const std::vector<size_t>& dofs = ik->getDofs();
+      Eigen::VectorXd weights = Eigen::VectorXd::Ones(dofs.size());
+      for (size_t k = 0; k < dofs.size(); ++k) {
+        const int j = dof_joint_[dofs[k]];
+        const bool root = skeleton_.joint(j).parent < 0;
+        const bool translation = root && dofs[k] - first_dof_[j] >= 3;
+        if (!translation) weights[k] = 1.0 - skeleton_.joint(j).stiffness;
+        if (root && e.priority > 0) weights[k] *= config.dart_root_weight;
+      }
+      if (!weights.isOnes()) {
+        ik->getGradientMethod().setComponentWeights(weights);
       }
     }
     const std::shared_ptr<dd::WholeBodyIK>& whole = dart_->getIK(true);
@@ -858,17 +890,44 @@ class DartSolver {
   std::vector<dd::Joint*> joints_;
   std::vector<dd::BodyNode*> bodies_;
   std::vector<bool> welded_;
+  std::vector<int> dof_joint_;
+  std::vector<size_t> first_dof_;
   std::vector<std::shared_ptr<dd::SimpleFrame>> frames_;
   std::shared_ptr<dart::optimizer::GradientDescentSolver> solver_;
 };
 
 // ---------------------------------------------------------------------------
 
+// A skeleton JSON file (the protobuf JSON of reach.v1.Skeleton) with each
+// joint's "stiffness" (JointDef::stiffness) when it has one: the examples
+// carry it for the full-body solver although the wire message has no such
+// field, so it is read beside the message (through a Struct), not dropped.
 absl::StatusOr<Skeleton> LoadRig(const std::string& path) {
-  absl::StatusOr<v1::Skeleton> wire = import::LoadSkeletonFile(path);
-  if (!wire.ok()) return wire.status();
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  v1::Skeleton wire;
+  if (auto s = google::protobuf::util::JsonStringToMessage(text.str(), &wire,
+                                                            options);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.ToString()));
+  }
   SkeletonDef def;
-  if (absl::Status s = FromProto(*wire, &def); !s.ok()) return s;
+  if (absl::Status s = FromProto(wire, &def); !s.ok()) return s;
+  google::protobuf::Struct json;
+  if (auto s = google::protobuf::util::JsonStringToMessage(text.str(), &json);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.ToString()));
+  }
+  const auto& joints = json.fields().at("joints").list_value().values();
+  for (int i = 0; i < joints.size() && i < static_cast<int>(def.joints.size());
+       ++i) {
+    const auto& fields = joints[i].struct_value().fields();
+    const auto it = fields.find("stiffness");
+    if (it != fields.end()) def.joints[i].stiffness = it->second.number_value();
+  }
   return Skeleton::Create(std::move(def));
 }
 
@@ -969,6 +1028,15 @@ void RunRig(const RigSpec& spec, const Config& config) {
                  kKinds[static_cast<int>(e.kind)] + " p" +
                  std::to_string(e.priority);
   }
+
+  std::string stiff;
+  for (const Joint& j : skeleton.joints()) {
+    if (j.stiffness > 0.0) {
+      stiff += absl::StrCat(stiff.empty() ? "" : ", ", j.name, " ",
+                            j.stiffness);
+    }
+  }
+  if (!stiff.empty()) described += "\n   stiffness: " + stiff;
 
   DartSolver dart(skeleton, effectors, tolerance, config);
   OurSolver ours(skeleton, effectors, tolerance, config.our_iterations);
