@@ -3,7 +3,8 @@
 // order, names and a second skin; rest poses are checked against the node
 // hierarchy's world matrices computed here with plain 4x4 products, and
 // against the inverse bind matrices. One file per error the importer
-// reports.
+// reports. And the benchmark rig made from a real 54-joint skin with this
+// importer (bench/data/).
 #include "client/import/gltf.h"
 
 #include <gmock/gmock.h>
@@ -15,6 +16,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "client/import/skeleton_file.h"
+#include "server/convert.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
 #include "tests/testing/models.h"
@@ -322,6 +325,49 @@ TEST(GltfImportTest, RejectsBadFilesNamingFileAndElement) {
     EXPECT_THAT(std::string(result.status().message()),
                 HasSubstr(absl::StrCat(path, bad.message)));
   }
+}
+
+// bench/data/bcn_epileptic.skeleton.json, made from BCN_Epileptic.glb by
+// this importer (bench/data/make_bcn_epileptic), is a valid skeleton of
+// the skin's 54 joints, one root, with the four limb chains and the rig's
+// own proportions (shins longer than thighs).
+TEST(GltfImportTest, BenchRigBcnEpilepticLoadsWithItsLimbChains) {
+  const absl::StatusOr<v1::Skeleton> wire = LoadSkeletonFile(absl::StrCat(
+      REACH_TEST_DATA, "/../../bench/data/bcn_epileptic.skeleton.json"));
+  ASSERT_TRUE(wire.ok()) << wire.status();
+  SkeletonDef def;
+  ASSERT_TRUE(FromProto(*wire, &def).ok());
+  const absl::StatusOr<Skeleton> skeleton = Skeleton::Create(def);
+  ASSERT_TRUE(skeleton.ok()) << skeleton.status();
+  ASSERT_EQ(skeleton->num_joints(), 54);
+  int roots = 0;
+  for (const Joint& j : skeleton->joints()) {
+    roots += j.parent < 0;
+    EXPECT_EQ(j.type, JointType::kBall) << j.name;
+  }
+  EXPECT_EQ(roots, 1);
+  EXPECT_EQ(skeleton->joint(0).name, "B_Root_Pelvis_L");
+  const std::vector<std::pair<std::string, std::vector<std::string>>> chains =
+      {{"left_leg", {"B_Hip_Left", "B_Knee_Left", "B_Ankle_Left"}},
+       {"right_leg", {"B_Hip_Right", "B_Knee_Right", "B_Ankle_Right"}},
+       {"left_arm", {"B_UpperArm_Left", "B_ForeArm_Left", "B_Hand_Left"}},
+       {"right_arm", {"B_UpperArm_Right", "B_ForeArm_Right", "B_Hand_Right"}}};
+  ASSERT_EQ(skeleton->num_chains(), 4);
+  for (const auto& [name, joints] : chains) {
+    const int c = skeleton->FindChain(name);
+    ASSERT_GE(c, 0) << name;
+    std::vector<std::string> names;
+    for (int j : skeleton->chain(c).joints) {
+      names.push_back(skeleton->joint(j).name);
+    }
+    EXPECT_EQ(names, joints) << name;
+  }
+  const auto& rest = skeleton->rest_globals();
+  const auto at = [&](const char* name) {
+    return rest[skeleton->FindJoint(name)].translation;
+  };
+  EXPECT_NEAR((at("B_Knee_Left") - at("B_Hip_Left")).norm(), 0.3875, 1e-3);
+  EXPECT_NEAR((at("B_Ankle_Left") - at("B_Knee_Left")).norm(), 0.438, 1e-3);
 }
 
 }  // namespace
