@@ -303,6 +303,37 @@ Quaterniond Exp(const Vector3d& v) {
   return AxisAngle(v / angle, angle);
 }
 
+// In-place Cholesky of the leading n x n block of `a` (lower triangle
+// read and written): a = L L^T. A pivot below `floor` (rounding on a
+// singular Gram matrix) is raised to it.
+void CholeskyInPlace(Eigen::MatrixXd& a, int n, double floor) {
+  for (int j = 0; j < n; ++j) {
+    double d = a(j, j);
+    for (int k = 0; k < j; ++k) d -= a(j, k) * a(j, k);
+    d = std::sqrt(std::max(d, floor));
+    a(j, j) = d;
+    for (int i = j + 1; i < n; ++i) {
+      double v = a(i, j);
+      for (int k = 0; k < j; ++k) v -= a(i, k) * a(j, k);
+      a(i, j) = v / d;
+    }
+  }
+}
+
+// Solves (L L^T) x = b in place for the factor CholeskyInPlace left.
+void CholeskySolveInPlace(const Eigen::MatrixXd& l, int n, double* b) {
+  for (int i = 0; i < n; ++i) {
+    double v = b[i];
+    for (int k = 0; k < i; ++k) v -= l(i, k) * b[k];
+    b[i] = v / l(i, i);
+  }
+  for (int i = n - 1; i >= 0; --i) {
+    double v = b[i];
+    for (int k = i + 1; k < n; ++k) v -= l(k, i) * b[k];
+    b[i] = v / l(i, i);
+  }
+}
+
 // The solve of one request's full-body goals.
 class FullBodySolve {
  public:
@@ -844,35 +875,47 @@ void FullBodySolve::ComputeStep(double damping) {
   step.setZero();
   const double lambda2 = damping * damping;
   const int levels = num_levels_;
+  // One Cholesky factor L of G + mu I serves every level: for a level's
+  // rows k below the rows a above it, L_ka^T = L_a^-1 G_ak, so
+  // X^T = (G_aa + mu)^-1 G_ak = L_a^-T L_ka^T, and the projected level's
+  // Gram matrix G_kk - G_ka X^T = L_kk L_kk^T - mu.
+  Eigen::MatrixXd& L = s_.cross;
+  for (int col = 0; col < rows_; ++col) {
+    for (int row = col; row < rows_; ++row) L(row, col) = G(row, col);
+    L(col, col) += kProjectionRegulariser;
+  }
+  CholeskyInPlace(L, rows_, kProjectionRegulariser);
   for (int level = 0; level < levels; ++level) {
     const int s = level_start_[level];
     const int m = level_start_[level + 1] - s;
     auto r = s_.rhs.head(m);
     r = s_.error.segment(s, m);
     r.noalias() -= G.middleRows(s, m) * c;
-    auto H = s_.small.topLeftCorner(m, m);
-    H = G.block(s, s, m, m);
+    Eigen::MatrixXd& H = s_.small;
+    for (int a = 0; a < m; ++a) {
+      for (int b = 0; b <= a; ++b) {
+        double sum = 0.0;
+        for (int t = 0; t <= b; ++t) sum += L(s + a, s + t) * L(s + b, s + t);
+        H(a, b) = sum;
+      }
+      H(a, a) += lambda2 - kProjectionRegulariser;
+    }
+    CholeskyInPlace(H, m, 1e-300);
+    CholeskySolveInPlace(H, m, r.data());
     dc.setZero();
+    dc.segment(s, m) = r;
     if (s > 0) {
-      // X^T = M^-1 C^T with M the Gram matrix of the rows above.
-      auto M = s_.cross.topLeftCorner(s, s);
-      M = G.topLeftCorner(s, s);
-      M.diagonal().array() += kProjectionRegulariser;
-      Eigen::LLT<MatrixRef> above(M);
-      auto Xt = s_.cross.block(0, s, s, m);
-      Xt = G.block(0, s, s, m);
-      above.solveInPlace(Xt);
-      H.noalias() -= G.block(s, 0, m, s) * Xt;
-      H.diagonal().array() += lambda2;
-      Eigen::LLT<MatrixRef> level_llt(H);
-      level_llt.solveInPlace(r);
-      dc.segment(s, m) = r;
-      dc.head(s).noalias() = -Xt * r;
-    } else {
-      H.diagonal().array() += lambda2;
-      Eigen::LLT<MatrixRef> level_llt(H);
-      level_llt.solveInPlace(r);
-      dc.segment(s, m) = r;
+      // dc_a = -X^T z = -L_a^-T (L_ka^T z).
+      for (int t = 0; t < s; ++t) {
+        double sum = 0.0;
+        for (int a = 0; a < m; ++a) sum += L(s + a, t) * r(a);
+        dc(t) = -sum;
+      }
+      for (int t = s - 1; t >= 0; --t) {
+        double value = dc(t);
+        for (int u = t + 1; u < s; ++u) value -= L(u, t) * dc(u);
+        dc(t) = value / L(t, t);
+      }
     }
     // delta = W J^T dc, over each goal's own columns.
     delta.setZero();
