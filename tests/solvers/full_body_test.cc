@@ -74,6 +74,17 @@ double AngleError(const Outcome& o, const Goal& g) {
   return o.fk.rotation[g.tip_joint].angularDistance(*g.target_orientation);
 }
 
+// Every goal within kTolerance and 1e-4 rad by the independent FK, and
+// reported reached.
+void ExpectReached(const Outcome& o, const std::vector<Goal>& goals) {
+  for (size_t i = 0; i < goals.size(); ++i) {
+    EXPECT_LE(PositionError(o, goals[i]), kTolerance)
+        << i << " after " << o.results[i].iterations << " iterations";
+    EXPECT_LE(AngleError(o, goals[i]), 1e-4) << i;
+    EXPECT_TRUE(o.results[i].reached) << i;
+  }
+}
+
 // Every joint within its limits (1e-6 rad), every rotation unit and
 // finite, every translation finite, bone lengths as at rest.
 void ExpectValidPose(const Skeleton& skeleton, const Outcome& o) {
@@ -136,12 +147,7 @@ TEST(FullBodyTest, ReachDownBendsKneesAndKeepsTheSpineWithin90Degrees) {
   }
   const Outcome o = SolveBody(skeleton, goals, RestPose(skeleton));
   ASSERT_TRUE(o.status.ok()) << o.status;
-  for (size_t i = 0; i < goals.size(); ++i) {
-    EXPECT_LE(PositionError(o, goals[i]), kTolerance)
-        << i << " after " << o.results[i].iterations << " iterations";
-    EXPECT_LE(AngleError(o, goals[i]), 1e-4) << i;
-    EXPECT_TRUE(o.results[i].reached) << i;
-  }
+  ExpectReached(o, goals);
   ExpectValidPose(skeleton, o);
   const int hips = skeleton.FindJoint("hips");
   EXPECT_LT(o.fk.position[hips].y(), 0.95 - 0.05);  // The pelvis lowers.
@@ -172,11 +178,7 @@ TEST(FullBodyTest, CrouchLowersThePelvisWithKneesTowardTheirPoles) {
   goals.push_back(pelvis);
   const Outcome o = SolveBody(skeleton, goals, RestPose(skeleton));
   ASSERT_TRUE(o.status.ok()) << o.status;
-  for (size_t i = 0; i < goals.size(); ++i) {
-    EXPECT_LE(PositionError(o, goals[i]), kTolerance)
-        << i << " after " << o.results[i].iterations << " iterations";
-    EXPECT_LE(AngleError(o, goals[i]), 1e-4) << i;
-  }
+  ExpectReached(o, goals);
   ExpectValidPose(skeleton, o);
   for (int k = 0; k < 2; ++k) {
     const char* side = k == 0 ? "l" : "r";
