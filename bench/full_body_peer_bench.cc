@@ -42,9 +42,9 @@
 // twist axis (x within the twist range, y and z within +-cone), which
 // contains the cone but is not it — DART has no cone limit. The "in lim"
 // column checks every solution against our limits (reach::WithinLimits).
-// Joint stiffness (JointDef::stiffness, read from the file's "stiffness"
-// fields) weights our solver's steps; DART gets it as gradient component
-// weights of 1 - stiffness per DOF.
+// Joint stiffness (Joint.stiffness in the rig files) weights our solver's
+// steps; DART gets it as gradient component weights of 1 - stiffness per
+// DOF.
 // Joints on no path from the root to an effector move no effector; they
 // are welded in DART (--dart_weld_unused=0 keeps them) so DART's
 // null-space projections run on the DOFs that matter, as ours do.
@@ -80,7 +80,6 @@
 #include <fstream>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -95,16 +94,13 @@
 #include <dart/dynamics/Skeleton.hpp>
 #include <dart/dynamics/WeldJoint.hpp>
 #include <dart/optimizer/GradientDescentSolver.hpp>
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "reach/v1/skeleton.pb.h"
-#include "server/convert.h"
 #include "solvers/full_body.h"
 #include "solvers/limits.h"
 #include "solvers/solve.h"
+#include "tests/testing/full_body.h"
 
 #ifndef REACH_SOURCE_DIR
 #define REACH_SOURCE_DIR "."
@@ -898,37 +894,12 @@ class DartSolver {
 
 // ---------------------------------------------------------------------------
 
-// A skeleton JSON file (the protobuf JSON of reach.v1.Skeleton) with each
-// joint's "stiffness" (JointDef::stiffness) when it has one: the examples
-// carry it for the full-body solver although the wire message has no such
-// field, so it is read beside the message (through a Struct), not dropped.
+// A skeleton JSON file (the protobuf JSON of reach.v1.Skeleton, stiffness
+// included), read as the solver tests and solver_bench read it.
 absl::StatusOr<Skeleton> LoadRig(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  v1::Skeleton wire;
-  if (auto s = google::protobuf::util::JsonStringToMessage(text.str(), &wire,
-                                                            options);
-      !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.ToString()));
-  }
-  SkeletonDef def;
-  if (absl::Status s = FromProto(wire, &def); !s.ok()) return s;
-  google::protobuf::Struct json;
-  if (auto s = google::protobuf::util::JsonStringToMessage(text.str(), &json);
-      !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.ToString()));
-  }
-  const auto& joints = json.fields().at("joints").list_value().values();
-  for (int i = 0; i < joints.size() && i < static_cast<int>(def.joints.size());
-       ++i) {
-    const auto& fields = joints[i].struct_value().fields();
-    const auto it = fields.find("stiffness");
-    if (it != fields.end()) def.joints[i].stiffness = it->second.number_value();
-  }
-  return Skeleton::Create(std::move(def));
+  absl::StatusOr<SkeletonDef> def = testing::LoadSkeletonJson(path);
+  if (!def.ok()) return def.status();
+  return Skeleton::Create(*std::move(def));
 }
 
 // Our FK against DART's on a random pose (joints welded in DART at rest),

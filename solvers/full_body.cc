@@ -71,7 +71,7 @@ bool IsAncestorOrSelf(const Skeleton& skeleton, int ancestor, int j) {
 }
 
 std::string Field(int i, absl::string_view field) {
-  return absl::StrCat("goals[", i, "].", field);
+  return FieldName{"goals", i, field}.ToString();
 }
 
 int ResolveRoot(const Skeleton& skeleton, absl::Span<const Goal> goals,
@@ -105,14 +105,6 @@ auto SortKey(const Skeleton& skeleton, const Goal& g) {
       LimbRootOf(skeleton, g));
 }
 
-// Rotation vector (axis times angle, angle in [0, pi]) of the unit
-// quaternion q.
-Vector3d RotationVector(Quaterniond q) {
-  if (q.w() < 0.0) q.coeffs() = -q.coeffs();
-  const double s = q.vec().norm();
-  if (s < 1e-300) return 2.0 * q.vec();
-  return (2.0 * std::atan2(s, q.w()) / s) * q.vec();
-}
 
 }  // namespace
 
@@ -149,10 +141,8 @@ absl::Status ValidateFullBody(const Skeleton& skeleton,
     return absl::InvalidArgumentError(absl::StrCat(
         "full_body.root_mode = ", mode, " is not a known root mode"));
   }
-  if (auto s = ValidateRange(options.root_translation_stiffness,
-                             {"full_body", 0, "root_translation_stiffness"},
-                             0.0, 1.0);
-      !s.ok()) {
+  if (!(options.root_translation_stiffness >= 0.0 &&
+        options.root_translation_stiffness <= 1.0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("full_body.root_translation_stiffness = ",
                      options.root_translation_stiffness,
@@ -281,9 +271,6 @@ absl::Status ValidateFullBody(const Skeleton& skeleton,
 namespace reach {
 namespace {
 
-// A matrix block or vector segment the in-place Cholesky works on.
-using MatrixRef = Eigen::Ref<Eigen::MatrixXd>;
-
 // Grows `m` to at least rows x cols (never shrinks, so a warmed-up scratch
 // does not reallocate).
 void Reserve(Eigen::MatrixXd& m, int rows, int cols) {
@@ -296,11 +283,13 @@ void Reserve(Eigen::VectorXd& v, int size) {
   if (v.size() < size) v.resize(size);
 }
 
-// exp of a rotation vector.
-Quaterniond Exp(const Vector3d& v) {
-  const double angle = v.norm();
-  if (!(angle > 1e-300)) return Quaterniond::Identity();
-  return AxisAngle(v / angle, angle);
+// `local` (a joint's local rotation, whose parent's model-space rotation
+// is `parent`) turned in model space by the rotation vector `turn` about the
+// joint: parent^-1 exp(turn) parent local.
+Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
+                        const Quaterniond& local) {
+  return (FromRotationVector(RotateVector(parent.conjugate(), turn)) * local)
+      .normalized();
 }
 
 // In-place Cholesky of the leading n x n block of `a` (lower triangle
@@ -399,8 +388,8 @@ class FullBodySolve {
     level_excess_ = saved_excess_;
   }
   void RestoreLocals(const std::vector<Transform>& from);
-  bool Better(const std::array<double, kMaxPriority + 2>& a,
-              const std::array<double, kMaxPriority + 2>& b) const;
+  bool Better(const std::array<double, kMaxPriority + 1>& a,
+              const std::array<double, kMaxPriority + 1>& b) const;
 
   const Skeleton& skeleton_;
   absl::Span<const Goal> goals_;
@@ -414,9 +403,9 @@ class FullBodySolve {
   int rows_ = 0;
   int cols_ = 0;
   int num_levels_ = 0;
-  std::array<int, kMaxPriority + 3> level_start_{};  // Rows.
-  std::array<double, kMaxPriority + 2> level_excess_{};
-  std::array<double, kMaxPriority + 2> saved_excess_{};
+  std::array<int, kMaxPriority + 2> level_start_{};  // Rows, + end.
+  std::array<double, kMaxPriority + 1> level_excess_{};
+  std::array<double, kMaxPriority + 1> saved_excess_{};
   int num_poles_ = 0;  // Goals with a pole.
 };
 
@@ -759,12 +748,10 @@ void FullBodySolve::ApplyPoles() {
       if (!(axis.norm() > 0.0) || !(lower.norm() > 0.0)) continue;
       const double turn = 2.0 * delta.norm() / lower.norm();
       pose_.local[mid].rotation =
-          ConstrainRotation(
-              middle,
-              (Exp(RotateVector(s_.globals[middle.parent].rotation.conjugate(),
-                                turn * axis.normalized())) *
-               pose_.local[mid].rotation)
-                  .normalized())
+          ConstrainRotation(middle,
+                            TurnedLocal(s_.globals[middle.parent].rotation,
+                                        turn * axis.normalized(),
+                                        pose_.local[mid].rotation))
               .normalized();
       ForwardKinematics();
       continue;
@@ -958,11 +945,10 @@ bool FullBodySolve::ApplyStep() {
       const Quaterniond& parent =
           j == root_ ? root_parent_.rotation
                      : s_.globals[joint.parent].rotation;
-      local = Exp(RotateVector(parent.conjugate(), turn)) * local;
+      local = TurnedLocal(parent, turn, local);
     } else {
-      local = local * AxisAngle(joint.axis, step(col));
+      local = (local * AxisAngle(joint.axis, step(col))).normalized();
     }
-    local.normalize();
     if (joint.IsConstrained()) {
       const Quaterniond inside = ConstrainRotation(joint, local).normalized();
       if (AngleBetween(inside, local) > kClampedBy) {
@@ -976,16 +962,11 @@ bool FullBodySolve::ApplyStep() {
         if (joint.type == JointType::kHinge) {
           lock(col);
         } else {
-          const Quaterniond delta =
-              (joint.rest.rotation.conjugate() * local).normalized();
-          const double along = delta.vec().dot(joint.axis);
-          const double twist =
-              std::remainder(2.0 * std::atan2(along, delta.w()), 2 * M_PI);
-          const Quaterniond twist_q =
-              Quaterniond(delta.w(), along * joint.axis.x(),
-                          along * joint.axis.y(), along * joint.axis.z())
-                  .normalized();
-          const Quaterniond swing_q = delta * twist_q.conjugate();
+          Quaterniond swing_q;
+          const double twist = std::remainder(
+              SwingTwist((joint.rest.rotation.conjugate() * local).normalized(),
+                         joint.axis, &swing_q),
+              2 * M_PI);
           const double swing =
               2.0 * std::atan2(swing_q.vec().norm(), std::abs(swing_q.w()));
           bool any = false;
@@ -1067,13 +1048,10 @@ void FullBodySolve::Unstraighten() {
     const Vector3d to_pole = *goal.pole - origin;
     const Vector3d axis = to_pole.cross(line);
     if (!(axis.norm() > 1e-12 * to_pole.norm() * line.norm())) continue;
-    const Quaterniond parent = s_.globals[joint.parent].rotation;
     pose_.local[mid].rotation =
-        ConstrainRotation(
-            joint, (Exp(RotateVector(parent.conjugate(),
-                                     kBend * axis.normalized())) *
-                    pose_.local[mid].rotation)
-                       .normalized())
+        ConstrainRotation(joint, TurnedLocal(s_.globals[joint.parent].rotation,
+                                             kBend * axis.normalized(),
+                                             pose_.local[mid].rotation))
             .normalized();
     ForwardKinematics();
   }
@@ -1086,12 +1064,12 @@ void FullBodySolve::RestoreLocals(const std::vector<Transform>& from) {
   for (int j : s_.active_joints) pose_.local[j] = from[j];
 }
 
-bool FullBodySolve::Better(const std::array<double, kMaxPriority + 2>& a,
-                           const std::array<double, kMaxPriority + 2>& b) const {
-  // A merit that weighs each level 1e4 times the next (errors 100 times):
-  // a step may cost an earlier level a little while a later one gains
-  // much more (the nonlinearity of a long step); the next step, solved
-  // for the earlier level first, gives it back. The poles count last.
+bool FullBodySolve::Better(const std::array<double, kMaxPriority + 1>& a,
+                           const std::array<double, kMaxPriority + 1>& b) const {
+  // A merit that weighs each level's squared excess 100 times the next
+  // level's: a step may cost an earlier level a little while a later one
+  // gains much more (the nonlinearity of a long step); the next step,
+  // solved for the earlier level first, gives it back.
   double merit_a = 0.0, merit_b = 0.0, weight = 1.0;
   for (int level = 0; level < num_levels_; ++level) {
     merit_a += weight * a[level];
@@ -1124,7 +1102,7 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
   // damping raised; one that helps is kept and the damping lowered.
   double damping = kDamping;
   bool reached = Evaluate();
-  std::array<double, kMaxPriority + 2> current = level_excess_;
+  std::array<double, kMaxPriority + 1> current = level_excess_;
   int iterations = 0;
   int pole_rounds = num_poles_ > 0 ? 2 : 0;
   for (;;) {

@@ -12,11 +12,13 @@
 // (Siciliano-Slotine task priority, Gauss-Newton steps): the degrees of
 // freedom are the rotations of the joints on the paths from the solver's
 // root to the effectors (three per ball joint, one per hinge) and the
-// root's translation, each weighted by 1 - stiffness. After every step the
-// joints are projected onto their limits; joints held at a limit leave the
-// next step's Jacobian so the others take up the motion. Poles turn a
-// limb about its root-effector line (which never moves the effector). Bone
-// lengths never change: only rotations (and the root's translation) move.
+// root's translation, each weighted by 1 - stiffness; steps are accepted
+// Levenberg-Marquardt style. After every step the joints are projected
+// onto their limits; when one was held at a limit the step is solved again
+// without the column(s) that crossed it, so the others take up the motion.
+// Once the goals are reached, poles turn a limb about its root-effector
+// line (which never moves the effector). Bone lengths never change: only
+// rotations (and the root's translation) move.
 //
 // The result does not depend on the order of the goals (they are sorted by
 // content first) and is deterministic: the same input gives bit-identical
@@ -26,7 +28,6 @@
 
 #include <vector>
 
-#include <Eigen/Cholesky>
 #include <Eigen/Core>
 
 #include "absl/status/status.h"
