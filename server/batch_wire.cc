@@ -165,6 +165,40 @@ absl::Status SplitBatchItems(absl::string_view request, int max_items,
       input.CurrentPosition(), " of ", request.size(), ")"));
 }
 
+bool ScanSolveRequest(absl::string_view request, absl::string_view* skeleton_id,
+                      bool* return_globals) {
+  constexpr int kRequestSkeletonIdField = 1;   // SolveRequest.skeleton_id
+  constexpr int kReturnGlobalsField = 5;       // SolveRequest.return_globals
+  *skeleton_id = absl::string_view();
+  *return_globals = false;
+  google::protobuf::io::CodedInputStream input(
+      reinterpret_cast<const uint8_t*>(request.data()),
+      static_cast<int>(request.size()));
+  while (true) {
+    const int offset = input.CurrentPosition();
+    const uint32_t tag = input.ReadTag();
+    if (tag == 0) return offset == static_cast<int>(request.size());
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const auto type = WireFormatLite::GetTagWireType(tag);
+    if (field == kRequestSkeletonIdField &&
+        type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      uint32_t size = 0;
+      if (!input.ReadVarint32(&size)) return false;
+      const int start = input.CurrentPosition();
+      if (size > request.size() - static_cast<size_t>(start)) return false;
+      *skeleton_id = request.substr(start, size);
+      if (!input.Skip(static_cast<int>(size))) return false;
+    } else if (field == kReturnGlobalsField &&
+               type == WireFormatLite::WIRETYPE_VARINT) {
+      uint64_t value = 0;
+      if (!input.ReadVarint64(&value)) return false;
+      *return_globals = value != 0;
+    } else if (!WireFormatLite::SkipField(&input, tag)) {
+      return false;
+    }
+  }
+}
+
 void AppendBatchItem(const google::protobuf::MessageLite& response,
                      std::string* out) {
   const size_t size = response.ByteSizeLong();

@@ -35,6 +35,14 @@ struct BatchRequestView {
 absl::Status SplitBatchItems(absl::string_view request, int max_items,
                              BatchRequestView* out);
 
+// Reads a serialized SolveRequest's top-level `skeleton_id` and
+// `return_globals` (the last of each wins, as when parsing) without parsing
+// the rest, so a batch's response size can be bounded before any item is
+// solved. False when the bytes are malformed at the top level (the item's
+// own parse then reports it).
+bool ScanSolveRequest(absl::string_view request, absl::string_view* skeleton_id,
+                      bool* return_globals);
+
 // Appends `response` (a SolveResponse) serialized as an `items` entry of a
 // SolveBatchResponse: the concatenation of such entries is the message.
 void AppendBatchItem(const google::protobuf::MessageLite& response,

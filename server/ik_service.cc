@@ -20,18 +20,94 @@ bool DeadlinePassed(const grpc::CallbackServerContext* context) {
   return context->deadline() <= std::chrono::system_clock::now();
 }
 
-grpc::Status QueueFull(const SolverPool& pool) {
-  return grpc::Status(
-      grpc::StatusCode::RESOURCE_EXHAUSTED,
-      absl::StrCat("the solver queue is full (", pool.queue_depth(),
-                   " tasks waiting); retry with backoff"));
-}
-
 const grpc::Status kDeadlineBeforeSolve(
     grpc::StatusCode::DEADLINE_EXCEEDED,
     "the deadline passed before a solver thread was free");
+const grpc::Status kCancelled(grpc::StatusCode::CANCELLED,
+                              "the call was cancelled");
+
+std::string Milliseconds(absl::Duration d) {
+  return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
+}
+
+grpc::Status OverBudget(const MemoryBudget& budget, int64_t bytes) {
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("the server's buffers are full (", budget.used(), " of ",
+                   budget.limit(), " bytes held, --max_buffered_bytes; this "
+                   "call needs ", bytes, "); retry with backoff"));
+}
+
+// Bytes a Solve's response may take at most: every joint's rotation and
+// translation, the goals' results, and the globals when asked for.
+int64_t ResponseBound(int joints, int goals, bool return_globals) {
+  constexpr int64_t kJointBytes = 96;     // Index, rotation, translation.
+  constexpr int64_t kGlobalBytes = 96;    // A Transform.
+  constexpr int64_t kResultBytes = 64;    // A GoalResult.
+  return 64 + joints * kJointBytes + goals * kResultBytes +
+         (return_globals ? joints * kGlobalBytes : 0);
+}
 
 }  // namespace
+
+grpc::Status IkService::CheckQueueWait(absl::Duration waited) const {
+  if (waited <= options_.max_queue_wait) return grpc::Status::OK;
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("waited ", Milliseconds(waited),
+                   " for a solver thread (--max_queue_wait=",
+                   Milliseconds(options_.max_queue_wait),
+                   "); the server is overloaded, retry with backoff"));
+}
+
+grpc::Status IkService::Submit(const grpc::CallbackServerContext* context,
+                               absl::Span<SolverPool::Task> tasks) {
+  absl::Duration max_wait = options_.max_queue_wait;
+  bool deadline_first = false;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    const absl::Duration left =
+        absl::FromChrono(context->deadline() - std::chrono::system_clock::now());
+    if (left < max_wait) {
+      max_wait = left;
+      deadline_first = true;
+    }
+  }
+  switch (pool_->Submit(tasks, max_wait)) {
+    case SolverPool::Admission::kQueued:
+      return grpc::Status::OK;
+    case SolverPool::Admission::kQueueFull:
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the solver queue is full (", pool_->queue_depth(),
+                       " tasks waiting, --queue_capacity); retry with "
+                       "backoff"));
+    case SolverPool::Admission::kWaitTooLong:
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the solver queue's expected wait (",
+                       Milliseconds(pool_->EstimatedWait()),
+                       ") is longer than ",
+                       deadline_first
+                           ? std::string("the call's deadline")
+                           : absl::StrCat("--max_queue_wait=",
+                                          Milliseconds(max_wait)),
+                       "; the server is overloaded, retry with backoff"));
+    case SolverPool::Admission::kStopping:
+      break;
+  }
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "the server is shutting down");
+}
+
+Deadline IkService::SolveDeadline(const grpc::CallbackServerContext* context,
+                                  const std::atomic<bool>* cancelled) const {
+  Deadline deadline = FromGrpcDeadline(context->deadline());
+  if (options_.max_solve > absl::ZeroDuration()) {
+    deadline = deadline.WithBudget(absl::ToDoubleMilliseconds(options_.max_solve));
+  }
+  deadline.cancelled = cancelled;
+  return deadline;
+}
 
 // A SolveBatch call in flight: its items are split into chunks, one pool
 // task each. A chunk's worker parses, solves and serializes its own items
@@ -39,13 +115,24 @@ const grpc::Status kDeadlineBeforeSolve(
 // response and finishes the call.
 struct BatchCall {
   IkService::UnaryCall unary;
+  IkService::WatchedReactor* reactor;
   grpc::CallbackServerContext* context;
   grpc::Slice request;  // The request's bytes, contiguous.
   BatchRequestView view;  // Items and default skeleton id, into `request`.
   std::vector<std::string> outputs;  // Serialized response items per chunk.
   grpc::ByteBuffer* response;
   std::atomic<int> remaining{0};
-  std::atomic<bool> expired{false};
+  // The first refusal of a chunk (waited too long, cancelled, deadline),
+  // guarded by the chunks' order: written before `remaining` drops.
+  std::atomic<bool> refused{false};
+  grpc::Status refusal;
+  absl::Mutex refusal_mu;
+  // When the items' solving must stop (steady-clock nanoseconds), set by
+  // the first chunk to start: max_solve over the chunks that can run at
+  // once, so all the workers together spend at most max_solve.
+  std::atomic<int64_t> solve_until_ns{0};
+  int parallel = 1;
+  std::atomic<int64_t> output_bytes{0};
 };
 
 namespace {
@@ -68,16 +155,24 @@ grpc::ByteBuffer JoinOutputs(std::vector<std::string>& outputs) {
 
 IkService::IkService(Registry* registry, SolverPool* pool, Metrics* metrics,
                      const ServiceOptions& options)
-    : registry_(registry), pool_(pool), metrics_(metrics), options_(options) {
+    : registry_(registry),
+      pool_(pool),
+      metrics_(metrics),
+      options_(options),
+      budget_(options.max_buffered_bytes) {
   metrics_->SetSkeletons(registry_->size());
   SetMessageAllocatorFor_Solve(&solve_allocator_);
 }
 
 IkService::UnaryCall IkService::BeginUnary(grpc::CallbackServerContext* context,
-                                           Rpc rpc) {
+                                           Rpc rpc, bool watched) {
   metrics_->RpcStarted(rpc);
   metrics_->MessageReceived(rpc);
-  return UnaryCall{context->DefaultReactor(), rpc, absl::Now()};
+  WatchedReactor* reactor = watched ? new WatchedReactor() : nullptr;
+  return UnaryCall{reactor != nullptr
+                       ? static_cast<grpc::ServerUnaryReactor*>(reactor)
+                       : context->DefaultReactor(),
+                   reactor, rpc, absl::Now()};
 }
 
 grpc::ServerUnaryReactor* IkService::Finish(const UnaryCall& call,
@@ -178,44 +273,85 @@ grpc::ServerUnaryReactor* IkService::DeleteSkeleton(
 grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
                                            const v1::SolveRequest* request,
                                            v1::SolveResponse* response) {
-  const UnaryCall call = BeginUnary(context, Rpc::kSolve);
+  const UnaryCall call = BeginUnary(context, Rpc::kSolve, /*watched=*/true);
   std::shared_ptr<const RegisteredSkeleton> skeleton =
       registry_->Find(request->skeleton_id());
   if (skeleton == nullptr) {
     return Finish(call, ToGrpcStatus(UnknownSkeleton(request->skeleton_id())));
   }
+  // The request is held until the call is done, and the response grows to
+  // at most this.
+  const int64_t bytes =
+      static_cast<int64_t>(request->ByteSizeLong()) +
+      ResponseBound(skeleton->skeleton.num_joints(), request->goals_size(),
+                    request->return_globals());
+  if (!call.watched->charge.TryAdd(&budget_, bytes)) {
+    return Finish(call, OverBudget(budget_, bytes));
+  }
   SolverPool::Task task = [this, context, request, response, call,
                            skeleton =
                                std::move(skeleton)](SolveScratch& scratch) {
-    if (context->IsCancelled()) {
-      Finish(call, grpc::Status::CANCELLED);
+    const std::atomic<bool>& cancelled = call.watched->cancelled;
+    if (cancelled.load(std::memory_order_relaxed)) {
+      Finish(call, kCancelled);
       return;
     }
     if (DeadlinePassed(context)) {
       Finish(call, kDeadlineBeforeSolve);
       return;
     }
+    if (grpc::Status waited = CheckQueueWait(absl::Now() - call.start);
+        !waited.ok()) {
+      Finish(call, waited);
+      return;
+    }
     const absl::Status status = SolveOne(
         *skeleton, *request, /*warm_start=*/nullptr, options_.solve_limits,
-        FromGrpcDeadline(context->deadline()), scratch, response);
+        SolveDeadline(context, &cancelled), scratch, response);
     metrics_->Record(scratch.tally);
-    if (!status.ok()) response->Clear();
-    Finish(call, ToGrpcStatus(status));
+    if (!status.ok()) {
+      response->Clear();
+      Finish(call, ToGrpcStatus(status));
+    } else if (cancelled.load(std::memory_order_relaxed)) {
+      response->Clear();  // Stopped early; nobody is waiting for it.
+      Finish(call, kCancelled);
+    } else {
+      Finish(call, grpc::Status::OK);
+    }
   };
-  if (!pool_->TrySubmit(task)) {
-    return Finish(call, QueueFull(*pool_));
+  if (grpc::Status queued = Submit(context, absl::MakeSpan(&task, 1));
+      !queued.ok()) {
+    return Finish(call, queued);
   }
   return call.reactor;
 }
 
+namespace {
+
+// The status of a SolveBatch whose request never arrived whole.
+grpc::Status UploadFailed(const grpc::CallbackServerContext* context) {
+  if (context->deadline() <= std::chrono::system_clock::now()) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the deadline passed while the request was arriving");
+  }
+  if (context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        "the call was cancelled while the request was "
+                        "arriving");
+  }
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "request: no bytes could be read");
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* IkService::SolveBatch(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  const UnaryCall call = BeginUnary(context, Rpc::kSolveBatch);
+  const UnaryCall call = BeginUnary(context, Rpc::kSolveBatch, /*watched=*/true);
   auto batch = std::make_shared<BatchCall>();
-  if (!request->DumpToSingleSlice(&batch->request).ok()) {
-    return Finish(call, grpc::Status(grpc::StatusCode::INTERNAL,
-                                     "could not read the request's bytes"));
+  if (!request->Valid() || !request->DumpToSingleSlice(&batch->request).ok()) {
+    return Finish(call, UploadFailed(context));
   }
   const absl::Status split = SplitBatchItems(
       absl::string_view(reinterpret_cast<const char*>(batch->request.begin()),
@@ -238,13 +374,53 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
                      absl::StrCat("items: has ", n, " entries; allowed 1 to ",
                                   options_.max_batch, " (--max_batch)")));
   }
+  // The response's size is bounded before anything is solved: globals are
+  // every joint of every item that asks for them.
+  int64_t response_bound = 0;
+  {
+    std::shared_ptr<const RegisteredSkeleton> skeleton;
+    for (const absl::string_view item : batch->view.items) {
+      absl::string_view id;
+      bool globals = false;
+      int joints = 0;
+      if (ScanSolveRequest(item, &id, &globals) && globals) {
+        if (id.empty()) id = batch->view.skeleton_id;
+        if (skeleton == nullptr || skeleton->id != id) {
+          skeleton = registry_->Find(id);
+        }
+        if (skeleton != nullptr) joints = skeleton->skeleton.num_joints();
+      }
+      response_bound += ResponseBound(0, 0, false) +
+                        (globals ? ResponseBound(joints, 0, true) -
+                                       ResponseBound(joints, 0, false)
+                                 : 0);
+    }
+  }
+  if (options_.max_response_bytes > 0 &&
+      response_bound > options_.max_response_bytes) {
+    return Finish(
+        call, grpc::Status(
+                  grpc::StatusCode::RESOURCE_EXHAUSTED,
+                  absl::StrCat("the response would take at least ",
+                               response_bound, " bytes (--max_response_bytes=",
+                               options_.max_response_bytes,
+                               "); split the batch, or ask return_globals on "
+                               "fewer items")));
+  }
+  const int64_t bytes =
+      static_cast<int64_t>(batch->request.size()) + response_bound;
+  if (!call.watched->charge.TryAdd(&budget_, bytes)) {
+    return Finish(call, OverBudget(budget_, bytes));
+  }
 
   const int chunks = std::min(n, 2 * pool_->threads());
   batch->unary = call;
+  batch->reactor = call.watched;
   batch->context = context;
   batch->response = response;
   batch->outputs.resize(chunks);
   batch->remaining = chunks;
+  batch->parallel = std::min(chunks, pool_->threads());
 
   std::vector<SolverPool::Task> tasks;
   tasks.reserve(chunks);
@@ -253,34 +429,96 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
     const int end =
         static_cast<int>(static_cast<int64_t>(n) * (c + 1) / chunks);
     tasks.push_back([this, batch, c, begin, end](SolveScratch& scratch) {
-      if (batch->context->IsCancelled() || DeadlinePassed(batch->context)) {
-        batch->expired = true;
-      } else {
-        SolveBatchItems(batch->view, begin, end, *registry_,
-                        options_.solve_limits,
-                        FromGrpcDeadline(batch->context->deadline()), metrics_,
-                        scratch, &batch->outputs[c]);
-      }
-      if (batch->remaining.fetch_sub(1) == 1) {
-        if (batch->expired) {
-          Finish(batch->unary, batch->context->IsCancelled()
-                                   ? grpc::Status::CANCELLED
-                                   : kDeadlineBeforeSolve);
-        } else {
-          grpc::ByteBuffer joined = JoinOutputs(batch->outputs);
-          batch->response->Swap(&joined);
-          Finish(batch->unary, grpc::Status::OK);
-        }
-      }
+      RunBatchChunk(*batch, c, begin, end, scratch);
     });
   }
-  if (!pool_->TrySubmitAll(absl::MakeSpan(tasks))) {
-    return Finish(call, QueueFull(*pool_));
+  if (grpc::Status queued = Submit(context, absl::MakeSpan(tasks));
+      !queued.ok()) {
+    return Finish(call, queued);
   }
   return call.reactor;
 }
 
-grpc::ServerBidiReactor<v1::SolveRequest, v1::SolveResponse>*
+void IkService::RunBatchChunk(BatchCall& batch, int chunk, int begin, int end,
+                              SolveScratch& scratch) {
+  const std::atomic<bool>& cancelled = batch.reactor->cancelled;
+  grpc::Status refusal;
+  if (batch.refused.load(std::memory_order_acquire)) {
+    // Another chunk was refused; the call fails, so do no work.
+  } else if (cancelled.load(std::memory_order_relaxed)) {
+    refusal = kCancelled;
+  } else if (DeadlinePassed(batch.context)) {
+    refusal = kDeadlineBeforeSolve;
+  } else {
+    refusal = CheckQueueWait(absl::Now() - batch.unary.start);
+  }
+  if (!refusal.ok()) {
+    absl::MutexLock lock(&batch.refusal_mu);
+    if (!batch.refused.exchange(true)) batch.refusal = refusal;
+  } else if (!batch.refused.load(std::memory_order_acquire)) {
+    Deadline deadline = FromGrpcDeadline(batch.context->deadline());
+    deadline.cancelled = &cancelled;
+    if (options_.max_solve > absl::ZeroDuration()) {
+      // The batch's solving ends max_solve / parallel after its first chunk
+      // starts: the chunks that run at once then spend max_solve in all.
+      const int64_t now_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(
+              Deadline::Clock::now().time_since_epoch())
+              .count();
+      int64_t until_ns =
+          now_ns + absl::ToInt64Nanoseconds(options_.max_solve) / batch.parallel;
+      int64_t expected = 0;
+      if (!batch.solve_until_ns.compare_exchange_strong(expected, until_ns)) {
+        until_ns = expected;
+      }
+      const Deadline::Clock::time_point until{std::chrono::nanoseconds(until_ns)};
+      if (until < deadline.at) deadline.at = until;
+    }
+    std::string& out = batch.outputs[chunk];
+    SolveBatchItems(batch.view, begin, end, *registry_, options_.solve_limits,
+                    deadline, metrics_, scratch, &out);
+    batch.output_bytes.fetch_add(static_cast<int64_t>(out.size()));
+  }
+  if (batch.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+
+  // The last chunk finishes the call.
+  if (batch.refused.load(std::memory_order_acquire)) {
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&batch.refusal_mu);
+      status = batch.refusal;
+    }
+    Finish(batch.unary, status);
+    return;
+  }
+  if (cancelled.load(std::memory_order_relaxed)) {
+    Finish(batch.unary, kCancelled);
+    return;
+  }
+  const int64_t produced = batch.output_bytes.load();
+  if (options_.max_response_bytes > 0 &&
+      produced > options_.max_response_bytes) {
+    Finish(batch.unary,
+           grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("the response took ", produced,
+                                     " bytes (--max_response_bytes=",
+                                     options_.max_response_bytes,
+                                     "); split the batch")));
+    return;
+  }
+  // What the outputs took beyond the bound charged at the door.
+  const int64_t extra = produced - batch.reactor->charge.bytes() +
+                        static_cast<int64_t>(batch.request.size());
+  if (extra > 0 && !batch.reactor->charge.TryAdd(&budget_, extra)) {
+    Finish(batch.unary, OverBudget(budget_, extra));
+    return;
+  }
+  grpc::ByteBuffer joined = JoinOutputs(batch.outputs);
+  batch.response->Swap(&joined);
+  Finish(batch.unary, grpc::Status::OK);
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 IkService::SolveStream(grpc::CallbackServerContext* context) {
   metrics_->RpcStarted(Rpc::kSolveStream);
   absl::MutexLock lock(&streams_mu_);

@@ -5,19 +5,27 @@
 #ifndef REACH_SERVER_IK_SERVICE_H_
 #define REACH_SERVER_IK_SERVICE_H_
 
+#include <atomic>
+#include <cstdint>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "reach/v1/ik_service.grpc.pb.h"
 #include "server/arena_allocator.h"
 #include "server/log.h"
+#include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/registry.h"
 #include "server/solver_pool.h"
+#include "solvers/deadline.h"
 #include "solvers/solve.h"
 
 namespace reach {
 
 class SolveStreamReactor;
+struct BatchCall;
+struct SolveScratch;
 
 struct ServiceOptions {
   SolveLimits solve_limits;  // max_goals per request, max_iterations.
@@ -25,13 +33,44 @@ struct ServiceOptions {
   int max_streams = 1000;    // Concurrent SolveStream calls.
   int stream_window = 64;    // Frames a stream reads ahead / keeps unsent.
   int max_page_size = 1000;  // ListSkeletons.
+  // The longest any one request may solve, whatever its options ask: a
+  // Solve, a stream frame, or a SolveBatch's items all together (its
+  // workers share the time, so the batch costs at most this much CPU).
+  // A solve that runs out stops with its best pose (reached = false).
+  // Zero or less: no cap.
+  absl::Duration max_solve = absl::Milliseconds(500);
+  // Work that would wait longer than this for a solver thread is refused
+  // with RESOURCE_EXHAUSTED: at the door when the queue's expected wait is
+  // already longer (or longer than the call's deadline), and when it
+  // starts if it did wait longer.
+  absl::Duration max_queue_wait = absl::Seconds(1);
+  // Bytes the service may hold for calls at once (requests queued for a
+  // solver, stream frames read ahead and answers not yet sent, solve and
+  // batch outputs); beyond it new work gets RESOURCE_EXHAUSTED. <= 0: no
+  // budget.
+  int64_t max_buffered_bytes = int64_t{256} << 20;
+  // A stream stops reading while its frames read ahead and answers unsent
+  // hold this many bytes (as well as stream_window frames).
+  int64_t stream_window_bytes = int64_t{8} << 20;
+  // Largest response a call may produce (a SolveBatch asking
+  // return_globals on many items); checked before solving.
+  int64_t max_response_bytes = int64_t{64} << 20;
 };
 
 // SolveBatch is a raw method (bytes in, bytes out) so that the solver
 // workers parse and serialize its items in parallel; see batch_wire.h.
-class IkService final
-    : public v1::IkService::WithRawCallbackMethod_SolveBatch<
-          v1::IkService::CallbackService> {
+// SolveStream is raw so that a frame that does not parse gets an answer
+// instead of ending the stream; see solve_stream.h.
+using IkServiceBase = v1::IkService::WithCallbackMethod_RegisterSkeleton<
+    v1::IkService::WithCallbackMethod_GetSkeleton<
+        v1::IkService::WithCallbackMethod_ListSkeletons<
+            v1::IkService::WithCallbackMethod_DeleteSkeleton<
+                v1::IkService::WithCallbackMethod_Solve<
+                    v1::IkService::WithRawCallbackMethod_SolveBatch<
+                        v1::IkService::WithRawCallbackMethod_SolveStream<
+                            v1::IkService::Service>>>>>>>;
+
+class IkService final : public IkServiceBase {
  public:
   // Every pointer must outlive the service.
   IkService(Registry* registry, SolverPool* pool, Metrics* metrics,
@@ -66,7 +105,8 @@ class IkService final
   grpc::ServerUnaryReactor* SolveBatch(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
-  grpc::ServerBidiReactor<v1::SolveRequest, v1::SolveResponse>* SolveStream(
+  // Frames as bytes, parsed by the reactor (see solve_stream.h).
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SolveStream(
       grpc::CallbackServerContext* context) override;
 
   // For the stream reactor.
@@ -77,16 +117,54 @@ class IkService final
   RateLimitedLog& error_log() { return error_log_; }
   void StreamDone(SolveStreamReactor* stream);
 
+  MemoryBudget& budget() { return budget_; }
+
+  // A unary call's reactor that its solve watches: OnCancel (the client
+  // gave up, its deadline passed, or the server's grace ran out) raises
+  // `cancelled`, which the solve's Deadline points at; `charge` holds the
+  // call's bytes on the memory budget until gRPC is done with the call.
+  // Owned by gRPC: deleted in OnDone, after Finish.
+  class WatchedReactor final : public grpc::ServerUnaryReactor {
+   public:
+    std::atomic<bool> cancelled{false};
+    BudgetCharge charge;
+    void OnCancel() override {
+      cancelled.store(true, std::memory_order_relaxed);
+    }
+    void OnDone() override { delete this; }
+  };
+
   // A unary call being handled: its reactor, method and start time.
+  // `watched` is the reactor when it is a WatchedReactor (Solve,
+  // SolveBatch), else null.
   struct UnaryCall {
     grpc::ServerUnaryReactor* reactor;
+    WatchedReactor* watched;
     Rpc rpc;
     absl::Time start;
   };
 
+  // The deadline a solve that starts now gets: the call's deadline or
+  // max_solve from now, whichever comes first, and `cancelled`.
+  Deadline SolveDeadline(const grpc::CallbackServerContext* context,
+                         const std::atomic<bool>* cancelled) const;
+  // Why work that waited `waited` for a thread is refused, or OK.
+  grpc::Status CheckQueueWait(absl::Duration waited) const;
+  // Submits `tasks` with the service's wait bound (max_queue_wait, or what
+  // is left of the call's deadline when that is sooner); OK when queued,
+  // else the status the call should get.
+  grpc::Status Submit(const grpc::CallbackServerContext* context,
+                      absl::Span<SolverPool::Task> tasks);
+
  private:
-  // Counts the call as started and its request as received.
-  UnaryCall BeginUnary(grpc::CallbackServerContext* context, Rpc rpc);
+  // Counts the call as started and its request as received. `watched`:
+  // the call gets a WatchedReactor instead of the default one.
+  UnaryCall BeginUnary(grpc::CallbackServerContext* context, Rpc rpc,
+                       bool watched = false);
+  // One pool task of a SolveBatch: items [begin, end) into outputs[chunk];
+  // the last chunk to finish answers the call.
+  void RunBatchChunk(BatchCall& batch, int chunk, int begin, int end,
+                     SolveScratch& scratch);
   // Records the outcome in the metrics, then finishes the call.
   grpc::ServerUnaryReactor* Finish(const UnaryCall& call,
                                    const grpc::Status& status);
@@ -96,6 +174,7 @@ class IkService final
   Metrics* const metrics_;
   const ServiceOptions options_;
   RateLimitedLog error_log_{10, absl::Seconds(10)};
+  MemoryBudget budget_;
   ArenaMessageAllocator<v1::SolveRequest, v1::SolveResponse> solve_allocator_;
 
   mutable absl::Mutex streams_mu_;

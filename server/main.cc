@@ -40,6 +40,23 @@ ABSL_FLAG(int, max_streams, 1000,
 ABSL_FLAG(int, stream_window, 64,
           "Frames a stream reads ahead and responses it holds unsent "
           "before it stops reading (back-pressure)");
+ABSL_FLAG(int64_t, stream_window_bytes, int64_t{8} << 20,
+          "Bytes a stream's frames read ahead and responses unsent may hold "
+          "before it stops reading (with --stream_window)");
+ABSL_FLAG(int, max_solve_ms, 500,
+          "Longest any one request may solve (a Solve, a stream frame, or a "
+          "SolveBatch's items together), whatever its options; it then "
+          "stops with its best pose (reached=false). 0: no cap");
+ABSL_FLAG(absl::Duration, max_queue_wait, absl::Seconds(1),
+          "Work that would wait (or did wait) longer for a solver thread "
+          "gets RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_buffered_bytes, int64_t{256} << 20,
+          "Bytes the server may hold for calls at once (queued requests, "
+          "stream read-ahead and unsent answers, batch outputs); beyond it "
+          "RESOURCE_EXHAUSTED. 0: no budget");
+ABSL_FLAG(int64_t, max_response_bytes, int64_t{64} << 20,
+          "Largest response one call may produce, checked before solving "
+          "(RESOURCE_EXHAUSTED)");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT: how long in-flight work may take to finish");
 
@@ -77,6 +94,11 @@ int main(int argc, char** argv) {
   options.service.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.service.max_streams = absl::GetFlag(FLAGS_max_streams);
   options.service.stream_window = absl::GetFlag(FLAGS_stream_window);
+  options.service.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
+  options.service.max_solve = absl::Milliseconds(absl::GetFlag(FLAGS_max_solve_ms));
+  options.service.max_queue_wait = absl::GetFlag(FLAGS_max_queue_wait);
+  options.service.max_buffered_bytes = absl::GetFlag(FLAGS_max_buffered_bytes);
+  options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
 
   absl::StatusOr<std::unique_ptr<reach::ReachServer>> server =
@@ -107,6 +129,11 @@ int main(int argc, char** argv) {
       " max_message_bytes=", o.max_message_bytes,
       " max_streams=", o.service.max_streams,
       " stream_window=", o.service.stream_window,
+      " stream_window_bytes=", o.service.stream_window_bytes,
+      " max_solve_ms=", absl::ToInt64Milliseconds(o.service.max_solve),
+      " max_queue_wait=", absl::FormatDuration(o.service.max_queue_wait),
+      " max_buffered_bytes=", o.service.max_buffered_bytes,
+      " max_response_bytes=", o.service.max_response_bytes,
       " shutdown_grace=", absl::FormatDuration(o.shutdown_grace)));
 
   int signal_number = 0;

@@ -44,6 +44,12 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   if (o.service.stream_window < 1) {
     return absl::InvalidArgumentError("--stream_window must be >= 1");
   }
+  if (o.service.stream_window_bytes < 1) {
+    return absl::InvalidArgumentError("--stream_window_bytes must be >= 1");
+  }
+  if (o.service.max_queue_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--max_queue_wait must be >= 0");
+  }
 
   s->metrics_ = std::make_unique<Metrics>();
   absl::StatusOr<std::unique_ptr<SkeletonStore>> store = OpenStore(o);

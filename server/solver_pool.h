@@ -21,9 +21,10 @@ class SolverPool {
  public:
   using Task = absl::AnyInvocable<void(SolveScratch&)>;
 
-  // Called with no lock held: when a task is queued (by the submitting
-  // thread) and when it starts (by the worker), with how long it waited and
-  // how many tasks are queued.
+  // Called with the pool's lock held, so the depths arrive in order and the
+  // last one published is the queue's (keep them cheap): when tasks are
+  // queued (by the submitting thread) and when one starts (by the worker),
+  // with how long it waited and how many tasks are queued.
   class Observer {
    public:
     virtual ~Observer() = default;
@@ -37,16 +38,31 @@ class SolverPool {
   // Runs every queued task, then joins the workers.
   ~SolverPool();
 
-  // Queues `task`; false (and `task` untouched) when the queue is full or
-  // the pool is stopping.
+  // What Submit did with the tasks.
+  enum class Admission {
+    kQueued,
+    kQueueFull,    // Fewer free slots than tasks.
+    kWaitTooLong,  // EstimatedWait() exceeds the caller's max_wait.
+    kStopping,     // Shutdown has begun.
+  };
+
+  // Queues all of `tasks` or none of them (refused: all untouched). Work
+  // that would wait longer than `max_wait` for a thread is refused at the
+  // door rather than left to time out in the queue.
+  Admission Submit(absl::Span<Task> tasks, absl::Duration max_wait);
+  // Submit with no wait bound; true when queued.
   bool TrySubmit(Task& task);
-  // Queues all of `tasks` or none of them (false: all untouched).
   bool TrySubmitAll(absl::Span<Task> tasks);
+
+  // How long a task queued now would wait for a thread: the tasks queued
+  // ahead of it times the mean task's run time (a moving average over about
+  // the last 32 tasks), over the threads. Zero when the queue is empty.
+  absl::Duration EstimatedWait() const;
   // Stops accepting, runs what is queued, joins the workers. Idempotent.
   void Shutdown();
 
   int queue_depth() const;
-  int threads() const { return static_cast<int>(workers_.size()); }
+  int threads() const { return threads_; }
 
  private:
   struct Item {
@@ -54,7 +70,9 @@ class SolverPool {
     absl::Time enqueued;
   };
   void Work();
+  absl::Duration EstimatedWaitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const int threads_;
   const int capacity_;
   Observer* const observer_;
   mutable absl::Mutex mu_;
@@ -62,6 +80,7 @@ class SolverPool {
   int head_ ABSL_GUARDED_BY(mu_) = 0;
   int size_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  double mean_task_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
   std::vector<std::thread> workers_;
 };
 
