@@ -219,7 +219,10 @@ grpc::ServerUnaryReactor* IkService::GetSkeleton(
   }
   response->set_skeleton_id(found->id);
   response->set_version(found->version);
-  *response->mutable_skeleton() = found->definition;
+  if (!response->mutable_skeleton()->ParseFromString(found->definition_bytes)) {
+    return Finish(call, grpc::Status(grpc::StatusCode::INTERNAL,
+                                     "the stored definition does not parse"));
+  }
   return Finish(call, grpc::Status::OK);
 }
 
@@ -246,10 +249,10 @@ grpc::ServerUnaryReactor* IkService::ListSkeletons(
     v1::SkeletonSummary* summary = response->add_skeletons();
     summary->set_skeleton_id(skeleton->id);
     summary->set_version(skeleton->version);
-    summary->set_name(skeleton->definition.name());
+    summary->set_name(skeleton->name);
     summary->set_joint_count(skeleton->skeleton.num_joints());
-    for (const v1::Chain& chain : skeleton->definition.chains()) {
-      summary->add_chains(chain.name());
+    for (int c = 0; c < skeleton->skeleton.num_chains(); ++c) {
+      summary->add_chains(skeleton->skeleton.chain(c).name);
     }
   }
   response->set_next_page_token(page->next_page_token);
@@ -315,6 +318,10 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
     } else if (cancelled.load(std::memory_order_relaxed)) {
       response->Clear();  // Stopped early; nobody is waiting for it.
       Finish(call, kCancelled);
+    } else if (DeadlinePassed(context)) {
+      response->Clear();  // Stopped at the deadline; too late to answer.
+      Finish(call, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                "the deadline passed while solving"));
     } else {
       Finish(call, grpc::Status::OK);
     }

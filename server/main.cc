@@ -29,6 +29,12 @@ ABSL_FLAG(std::string, data_dir, "reach-data",
 ABSL_FLAG(bool, in_memory, false,
           "Keep the registry in memory only (nothing survives a restart)");
 ABSL_FLAG(int, max_joints, 1024, "Joints per skeleton (INVALID_ARGUMENT)");
+ABSL_FLAG(int, max_name_bytes, 256,
+          "Longest skeleton, joint or chain name in bytes (INVALID_ARGUMENT)");
+ABSL_FLAG(int64_t, max_registry_bytes, int64_t{128} << 20,
+          "Memory all registered skeletons may take; beyond it "
+          "RegisterSkeleton gets RESOURCE_EXHAUSTED, and stored skeletons "
+          "beyond it are skipped at start. 0: no limit");
 ABSL_FLAG(int, max_goals, 64, "Goals per solve request (INVALID_ARGUMENT)");
 ABSL_FLAG(int, max_iterations, 100000,
           "Cap on a goal's options.max_iterations (INVALID_ARGUMENT)");
@@ -87,6 +93,8 @@ int main(int argc, char** argv) {
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.in_memory_store = absl::GetFlag(FLAGS_in_memory);
   options.max_joints = absl::GetFlag(FLAGS_max_joints);
+  options.max_name_bytes = absl::GetFlag(FLAGS_max_name_bytes);
+  options.max_registry_bytes = absl::GetFlag(FLAGS_max_registry_bytes);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.service.solve_limits.max_goals = absl::GetFlag(FLAGS_max_goals);
   options.service.solve_limits.max_iterations =
@@ -123,6 +131,9 @@ int main(int argc, char** argv) {
                         : o.data_dir + "/registry.sqlite3",
       " skeletons=", (*server)->service().registry().size(),
       " max_joints=", o.max_joints,
+      " max_name_bytes=", o.max_name_bytes,
+      " max_registry_bytes=", o.max_registry_bytes,
+      " registry_bytes=", (*server)->service().registry().total_bytes(),
       " max_goals=", o.service.solve_limits.max_goals,
       " max_iterations=", o.service.solve_limits.max_iterations,
       " max_batch=", o.service.max_batch,

@@ -71,8 +71,51 @@ std::string SkeletonId(const v1::Skeleton& definition) {
       reinterpret_cast<const char*>(digest), SHA256_DIGEST_LENGTH));
 }
 
+namespace {
+
+// InvalidArgument naming the first name longer than `max_bytes`.
+absl::Status CheckNames(const v1::Skeleton& definition, int max_bytes) {
+  const auto check = [max_bytes](const std::string& name,
+                                 const auto&... field) -> absl::Status {
+    if (static_cast<int>(name.size()) <= max_bytes) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(field..., ": ", name.size(), " bytes; the limit is ",
+                     max_bytes, " (--max_name_bytes)"));
+  };
+  absl::Status status = check(definition.name(), "name");
+  for (int i = 0; status.ok() && i < definition.joints_size(); ++i) {
+    status = check(definition.joints(i).name(), "joints[", i, "].name");
+  }
+  for (int i = 0; status.ok() && i < definition.chains_size(); ++i) {
+    const v1::Chain& chain = definition.chains(i);
+    status = check(chain.name(), "chains[", i, "].name");
+    if (status.ok()) status = check(chain.root(), "chains[", i, "].root");
+    if (status.ok()) status = check(chain.tip(), "chains[", i, "].tip");
+  }
+  return status;
+}
+
+// About what a registered skeleton holds in memory: its stored bytes, its
+// name, and the validated Skeleton's joints, chains and names.
+int64_t MemoryBytes(const RegisteredSkeleton& entry) {
+  const Skeleton& skeleton = entry.skeleton;
+  int64_t bytes = sizeof(RegisteredSkeleton) + entry.id.capacity() +
+                  entry.definition_bytes.capacity() + entry.name.capacity();
+  // A joint, its rest transform and the skeleton's per-joint tables.
+  bytes += skeleton.num_joints() *
+           static_cast<int64_t>(sizeof(Joint) + 4 * sizeof(Transform));
+  for (const Joint& joint : skeleton.joints()) bytes += joint.name.capacity();
+  for (int i = 0; i < skeleton.num_chains(); ++i) {
+    const Chain& chain = skeleton.chain(i);
+    bytes += static_cast<int64_t>(sizeof(Chain)) + chain.name.capacity();
+  }
+  return bytes;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Registry>> Registry::Create(
-    std::unique_ptr<SkeletonStore> store, const SkeletonLimits& limits,
+    std::unique_ptr<SkeletonStore> store, const RegistryLimits& limits,
     std::vector<std::string>* skipped) {
   absl::StatusOr<std::vector<StoredSkeleton>> records = store->LoadAll();
   if (!records.ok()) return records.status();
@@ -90,11 +133,13 @@ absl::StatusOr<std::unique_ptr<Registry>> Registry::Create(
       continue;
     }
     absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> built =
-        registry->Build(definition, record.id, record.version);
-    if (!built.ok()) {
+        registry->Build(definition, std::move(record.definition), record.id,
+                        record.version);
+    absl::Status status = built.status();
+    if (status.ok()) status = registry->CheckRoom(**built);
+    if (!status.ok()) {
       if (skipped != nullptr) {
-        skipped->push_back(
-            absl::StrCat(record.id, ": ", built.status().message()));
+        skipped->push_back(absl::StrCat(record.id, ": ", status.message()));
       }
       continue;
     }
@@ -104,24 +149,49 @@ absl::StatusOr<std::unique_ptr<Registry>> Registry::Create(
 }
 
 absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> Registry::Build(
-    const v1::Skeleton& definition, std::string id, int64_t version) const {
-  SkeletonDef def;
-  absl::Status status = FromProto(definition, &def);
+    const v1::Skeleton& definition, std::string bytes, std::string id,
+    int64_t version) const {
+  absl::Status status = CheckNames(definition, limits_.max_name_bytes);
   if (!status.ok()) return status;
-  absl::StatusOr<Skeleton> skeleton = Skeleton::Create(std::move(def), limits_);
+  SkeletonDef def;
+  status = FromProto(definition, &def);
+  if (!status.ok()) return status;
+  absl::StatusOr<Skeleton> skeleton =
+      Skeleton::Create(std::move(def), limits_.skeleton);
   if (!skeleton.ok()) return skeleton.status();
-  auto out = std::make_shared<RegisteredSkeleton>(RegisteredSkeleton{
-      std::move(id), version, definition, *std::move(skeleton)});
+  auto out = std::make_shared<RegisteredSkeleton>(
+      RegisteredSkeleton{std::move(id), version, std::move(bytes),
+                         definition.name(), *std::move(skeleton)});
+  out->memory_bytes = MemoryBytes(*out);
   return std::shared_ptr<const RegisteredSkeleton>(std::move(out));
 }
 
+absl::Status Registry::CheckRoom(const RegisteredSkeleton& skeleton) const {
+  if (limits_.max_total_bytes <= 0 ||
+      total_bytes_ + skeleton.memory_bytes <= limits_.max_total_bytes) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the registry holds ", total_bytes_, " bytes of skeletons and this one "
+      "takes ", skeleton.memory_bytes, "; the limit is ",
+      limits_.max_total_bytes,
+      " (--max_registry_bytes); delete skeletons first"));
+}
+
 void Registry::Publish(std::shared_ptr<const RegisteredSkeleton> skeleton) {
+  total_bytes_ += skeleton->memory_bytes;
   by_version_[skeleton->version] = skeleton;
   by_id_[skeleton->id] = std::move(skeleton);
 }
 
 absl::StatusOr<RegisterResult> Registry::Register(
     const v1::Skeleton& definition) {
+  // Names first: they are the one unbounded part, and hashing a definition
+  // with megabyte names would cost before it is refused.
+  if (absl::Status names = CheckNames(definition, limits_.max_name_bytes);
+      !names.ok()) {
+    return names;
+  }
   std::string id = SkeletonId(definition);
   if (std::shared_ptr<const RegisteredSkeleton> known = Find(id)) {
     return RegisterResult{known->id, known->version, false};
@@ -132,9 +202,13 @@ absl::StatusOr<RegisterResult> Registry::Register(
     return RegisterResult{known->id, known->version, false};
   }
   absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> built =
-      Build(definition, id, next_version_);
+      Build(definition, definition.SerializeAsString(), id, next_version_);
   if (!built.ok()) return built.status();
-  StoredSkeleton record{id, next_version_, definition.SerializeAsString()};
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (absl::Status room = CheckRoom(**built); !room.ok()) return room;
+  }
+  StoredSkeleton record{id, next_version_, (*built)->definition_bytes};
   absl::Status status = store_->Put(record);
   if (!status.ok()) return status;
   ++next_version_;
@@ -157,6 +231,7 @@ absl::Status Registry::Delete(absl::string_view id) {
   absl::Status status = store_->Delete(id);
   if (!status.ok()) return status;
   absl::MutexLock lock(&mu_);
+  total_bytes_ -= known->memory_bytes;
   by_version_.erase(known->version);
   by_id_.erase(known->id);
   return absl::OkStatus();
@@ -182,6 +257,11 @@ absl::StatusOr<SkeletonPage> Registry::List(
     page.skeletons.push_back(it->second);
   }
   return page;
+}
+
+int64_t Registry::total_bytes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return total_bytes_;
 }
 
 int Registry::size() const {

@@ -54,8 +54,10 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   s->metrics_ = std::make_unique<Metrics>();
   absl::StatusOr<std::unique_ptr<SkeletonStore>> store = OpenStore(o);
   if (!store.ok()) return store.status();
-  SkeletonLimits limits;
-  limits.max_joints = o.max_joints;
+  RegistryLimits limits;
+  limits.skeleton.max_joints = o.max_joints;
+  limits.max_name_bytes = o.max_name_bytes;
+  limits.max_total_bytes = o.max_registry_bytes;
   std::vector<std::string> skipped;
   absl::StatusOr<std::unique_ptr<Registry>> registry =
       Registry::Create(*std::move(store), limits, &skipped);

@@ -30,6 +30,9 @@ struct ServerOptions {
   std::string data_dir = "reach-data";
   bool in_memory_store = false;
   int max_joints = 1024;                    // Per skeleton.
+  int max_name_bytes = 256;  // Skeleton, joint and chain names.
+  // Memory all registered skeletons may take (RegistryLimits).
+  int64_t max_registry_bytes = int64_t{128} << 20;
   int max_message_bytes = 16 * 1024 * 1024;  // Received messages.
   ServiceOptions service;
   // How long in-flight work may take to finish on Shutdown().

@@ -538,7 +538,15 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in,
   GoalResult& result = *result_out;
   result = GoalResult();
   result.solver = kind;
-  result.iterations = RunChainSolver(kind, problem, goal, ws, *pose);
+  // A goal already met, with no pole to turn the bend to, leaves its chain
+  // as it found it (bit for bit): nothing to solve.
+  const Transform& tip = ws.chain_globals[n - 1];
+  const bool met =
+      !goal.pole && (tip.translation - goal.target).norm() <= problem.tolerance &&
+      (!goal.target_orientation ||
+       AngleBetween(tip.rotation, *goal.target_orientation) <=
+           problem.orientation_tolerance_rad);
+  result.iterations = met ? 0 : RunChainSolver(kind, problem, goal, ws, *pose);
   if (kind == SolverKind::kTwoBone && goal_in.solver == SolverKind::kAuto &&
       skeleton.joint(chain[0]).IsConstrained()) {
     // AUTO sent a limb with a limited root to TWO_BONE, which turns the
@@ -573,7 +581,12 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in,
     }
   }
 
-  if (goal.weight < 1.0) {
+  if (!(goal.weight > 0.0)) {
+    // Weight 0 asks for nothing: the chain keeps its start, bit for bit.
+    for (int k = 0; k < n; ++k) {
+      pose->local[chain[k]].rotation = ws.start_rotations[k];
+    }
+  } else if (goal.weight < 1.0) {
     // Partial weight: each joint moves that fraction of the way from its
     // start rotation, then back inside its limits.
     for (int k = 0; k < n; ++k) {
@@ -581,6 +594,15 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in,
       q = ConstrainRotation(skeleton.joint(chain[k]),
                             ws.start_rotations[k].slerp(goal.weight, q))
               .normalized();
+    }
+  }
+  // A rotation that moved only in its last bits (a goal already met,
+  // renormalised) is the start's: the response then reports no change.
+  for (int k = 0; k < n; ++k) {
+    Eigen::Quaterniond& q = pose->local[chain[k]].rotation;
+    if ((q.coeffs() - ws.start_rotations[k].coeffs()).cwiseAbs().maxCoeff() <=
+        1e-15) {
+      q = ws.start_rotations[k];
     }
   }
   result.tolerance = problem.tolerance;

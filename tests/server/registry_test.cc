@@ -51,7 +51,7 @@ TEST(RegistryTest, SqliteKeepsRegistrationsAndDeletesAcrossReopen) {
   EXPECT_EQ(reopened->size(), 2);
   auto leg = reopened->Find(leg_id);
   ASSERT_NE(leg, nullptr);
-  EXPECT_EQ(leg->definition.name(), "leg");
+  EXPECT_EQ(leg->name, "leg");
   EXPECT_EQ(leg->version, 1);
   EXPECT_EQ(leg->skeleton.num_joints(), 3);
   auto humanoid = reopened->Find(humanoid_id);

@@ -1,0 +1,450 @@
+// Issue 16's bounds against a real server on loopback: solving stops at
+// --max_solve_ms and when its call is cancelled, overload is refused instead
+// of timing out in the queue, the byte budget and response cap refuse what
+// does not fit, an unparseable stream frame is answered in band, the queue
+// depth reads zero when idle, and a drain with streams, batches and a long
+// solve in flight answers what it read and ends within the grace.
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/impl/codegen/sync_stream.h"
+#include "gtest/gtest.h"
+#include "server/convert.h"
+#include "server/metrics.h"
+#include "tests/testing/models.h"
+#include "tests/testing/service.h"
+
+namespace reach {
+namespace {
+
+using ::reach::testing::Context;
+using ::reach::testing::MakeGoal;
+using ::reach::testing::MustRegister;
+using ::reach::testing::TestServer;
+using ::reach::testing::TestServerOptions;
+using ::reach::testing::ToWire;
+using ::testing::HasSubstr;
+
+constexpr int kChainJoints = 32;
+
+// The most expensive request within the default limits: 64 goals on a
+// 32-joint chain, each on a target out of reach with a time budget of
+// 60 s of restarts of up to 100000 iterations (restarts run until the
+// budget is spent while the goal is unreached): 64 minutes of CPU without
+// a cap.
+v1::SolveRequest ExpensiveRequest(const std::string& id) {
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  for (int i = 0; i < 64; ++i) {
+    v1::Goal goal = MakeGoal(
+        "chain", Eigen::Vector3d(5.0, 5.0 + 0.01 * i, 5.0),
+        v1::SOLVER_JACOBIAN_DLS);
+    goal.mutable_options()->set_max_iterations(100000);
+    goal.mutable_options()->set_time_budget_ms(60000);
+    *request.add_goals() = goal;
+  }
+  return request;
+}
+
+v1::SolveRequest TrivialRequest(const std::string& id) {
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  *request.add_goals() = MakeGoal("chain", Eigen::Vector3d(1.0, 1.0, 0.0));
+  return request;
+}
+
+class HardeningTest : public ::testing::Test {
+ protected:
+  void Start(const ServerOptions& options) {
+    server_ = std::make_unique<TestServer>(options);
+    id_ = MustRegister(*server_->stub,
+                       ToWire(testing::StraightChainDef(kChainJoints), "c"));
+  }
+  static ServerOptions OneThread() {
+    ServerOptions options = TestServerOptions();
+    options.solver_threads = 1;
+    return options;
+  }
+
+  std::unique_ptr<TestServer> server_;
+  std::string id_;
+};
+
+TEST_F(HardeningTest, MaxSolveCapsTheMostExpensiveRequest) {
+  ServerOptions options = OneThread();
+  options.service.max_solve = absl::Milliseconds(200);
+  Start(options);
+  v1::SolveResponse response;
+  // Without the cap this call would take hours; the deadline fails the test.
+  const grpc::Status status = server_->stub->Solve(
+      Context(60).get(), ExpensiveRequest(id_), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.results_size(), 64);
+  int64_t iterations = 0;
+  for (const v1::GoalResult& result : response.results()) {
+    EXPECT_FALSE(result.reached());
+    iterations += result.iterations();
+  }
+  // Far below the 6.4e9 iterations the options allow.
+  EXPECT_LT(iterations, 64 * 100000);
+}
+
+TEST_F(HardeningTest, AnAbandonedCallStopsSolving) {
+  ServerOptions options = OneThread();
+  options.service.max_solve = absl::ZeroDuration();  // No cap: only the call.
+  Start(options);
+  v1::SolveResponse response;
+  // The client gives up after 0.5 s of a call whose deadline is far away.
+  auto context = Context(600);
+  std::thread give_up([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    context->TryCancel();
+  });
+  const grpc::Status expensive =
+      server_->stub->Solve(context.get(), ExpensiveRequest(id_), &response);
+  give_up.join();
+  EXPECT_EQ(expensive.error_code(), grpc::StatusCode::CANCELLED);
+  // The only worker is free again: it stopped when the call was cancelled
+  // (else it would solve for an hour and this call would time out).
+  const grpc::Status trivial = server_->stub->Solve(
+      Context(5).get(), TrivialRequest(id_), &response);
+  EXPECT_TRUE(trivial.ok()) << trivial.error_message();
+}
+
+TEST_F(HardeningTest, OverloadIsRefusedInsteadOfTimingOutInTheQueue) {
+  ServerOptions options = OneThread();
+  options.service.max_solve = absl::Seconds(2);
+  options.service.max_queue_wait = absl::Milliseconds(100);
+  Start(options);
+  std::thread expensive([&] {
+    v1::SolveResponse response;
+    server_->stub->Solve(Context(60).get(), ExpensiveRequest(id_), &response);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<grpc::StatusCode> codes(16);
+  std::vector<std::string> messages(16);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 16; ++i) {
+    callers.emplace_back([&, i] {
+      v1::SolveResponse response;
+      const grpc::Status status = server_->stub->Solve(
+          Context(30).get(), TrivialRequest(id_), &response);
+      codes[i] = status.error_code();
+      messages[i] = status.error_message();
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  expensive.join();
+  int refused = 0;
+  for (int i = 0; i < 16; ++i) {
+    // Never left to hit the 30 s deadline in the queue.
+    EXPECT_THAT(codes[i], ::testing::AnyOf(grpc::StatusCode::OK,
+                                           grpc::StatusCode::RESOURCE_EXHAUSTED))
+        << messages[i];
+    if (codes[i] == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++refused;
+      EXPECT_THAT(messages[i], HasSubstr("--max_queue_wait"));
+    }
+  }
+  EXPECT_GT(refused, 0);
+}
+
+TEST_F(HardeningTest, ByteBudgetRefusesWhatDoesNotFitAndRecovers) {
+  ServerOptions options = TestServerOptions();
+  options.service.max_buffered_bytes = 256 << 10;
+  Start(options);
+  v1::SolveRequest big = TrivialRequest(id_);
+  big.mutable_goals(0)->set_chain(std::string(300 << 10, 'x'));
+  v1::SolveResponse response;
+  const grpc::Status refused =
+      server_->stub->Solve(Context().get(), big, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("--max_buffered_bytes"));
+  // Its bytes were given back: small calls still fit.
+  EXPECT_TRUE(
+      server_->stub->Solve(Context().get(), TrivialRequest(id_), &response)
+          .ok());
+  // (A call gives its bytes back when gRPC is done with it, just after the
+  // client has its answer.)
+  for (int i = 0; i < 500 && server_->server->service().budget().used() != 0;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server_->server->service().budget().used(), 0);
+
+  // On a stream the frame that does not fit is answered in band.
+  auto context = Context();
+  auto stream = server_->stub->SolveStream(context.get());
+  big.set_sequence(1);
+  v1::SolveRequest small = TrivialRequest(id_);
+  small.set_sequence(2);
+  ASSERT_TRUE(stream->Write(big));
+  ASSERT_TRUE(stream->Write(small));
+  stream->WritesDone();
+  v1::SolveResponse first, second;
+  ASSERT_TRUE(stream->Read(&first));
+  ASSERT_TRUE(stream->Read(&second));
+  EXPECT_EQ(first.sequence(), 1u);
+  EXPECT_EQ(first.error().code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(second.sequence(), 2u);
+  EXPECT_FALSE(second.has_error());
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(HardeningTest, BatchResponseIsBoundedBeforeSolving) {
+  ServerOptions options = TestServerOptions();
+  options.service.max_response_bytes = 64 << 10;
+  Start(options);
+  v1::SolveBatchRequest batch;
+  batch.set_skeleton_id(id_);
+  for (int i = 0; i < 50; ++i) {
+    v1::SolveRequest* item = batch.add_items();
+    *item = TrivialRequest("");
+    item->set_return_globals(true);  // 50 x 32 transforms: ~150 KB.
+  }
+  v1::SolveBatchResponse response;
+  const grpc::Status refused =
+      server_->stub->SolveBatch(Context().get(), batch, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("--max_response_bytes"));
+  for (v1::SolveRequest& item : *batch.mutable_items()) {
+    item.set_return_globals(false);
+  }
+  const grpc::Status ok =
+      server_->stub->SolveBatch(Context().get(), batch, &response);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(response.items_size(), 50);
+}
+
+TEST_F(HardeningTest, WeightZeroAndAGoalAlreadyMetKeepTheStartBitForBit) {
+  Start(TestServerOptions());
+  const Skeleton chain = *Skeleton::Create(testing::StraightChainDef(kChainJoints));
+  Pose start = RestPose(chain);
+  for (int i = 0; i < kChainJoints; ++i) {
+    start.local[i].rotation = Eigen::Quaterniond(Eigen::AngleAxisd(
+        0.05 * (i % 5) - 0.1, Eigen::Vector3d(1, 2, 3).normalized()));
+  }
+  // The tip where the start pose puts it (forward kinematics here).
+  const Eigen::Vector3d tip =
+      testing::PositionOf(chain, start, kChainJoints - 1);
+  for (const v1::Solver solver :
+       {v1::SOLVER_AUTO, v1::SOLVER_CCD, v1::SOLVER_FABRIK,
+        v1::SOLVER_JACOBIAN_DLS, v1::SOLVER_JACOBIAN_TRANSPOSE,
+        v1::SOLVER_GRADIENT_DESCENT}) {
+    for (const bool met : {false, true}) {
+      v1::SolveRequest request;
+      request.set_skeleton_id(id_);
+      *request.add_goals() =
+          MakeGoal("chain", met ? tip : Eigen::Vector3d(1, 1, 1), solver);
+      if (!met) request.mutable_goals(0)->set_weight(0.0);
+      for (const Transform& local : start.local) {
+        ToProto(local.rotation, request.mutable_start_pose()->add_rotations());
+      }
+      v1::SolveResponse response;
+      const grpc::Status status =
+          server_->stub->Solve(Context().get(), request, &response);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+      const std::string what = absl::StrCat(
+          v1::Solver_Name(solver), met ? " goal already met" : " weight 0");
+      EXPECT_EQ(response.rotated_joints_size(), 0) << what;
+      EXPECT_EQ(response.translated_joints_size(), 0) << what;
+      // The client's pose is the start, bit for bit.
+      const Pose solved = testing::ApplyResponse(start, response);
+      for (int i = 0; i < kChainJoints; ++i) {
+        EXPECT_EQ(0, std::memcmp(solved.local[i].rotation.coeffs().data(),
+                                 start.local[i].rotation.coeffs().data(),
+                                 4 * sizeof(double)))
+            << what << " joint " << i;
+      }
+    }
+  }
+}
+
+// A bidi stream of raw bytes, as a client with a broken encoder sends them.
+using RawStream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+
+std::unique_ptr<RawStream> OpenRawStream(grpc::Channel* channel,
+                                         grpc::ClientContext* context) {
+  return std::unique_ptr<RawStream>(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer,
+                                                grpc::ByteBuffer>::
+          Create(channel,
+                 grpc::internal::RpcMethod(
+                     "/reach.v1.IkService/SolveStream",
+                     grpc::internal::RpcMethod::BIDI_STREAMING),
+                 context));
+}
+
+grpc::ByteBuffer Bytes(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+TEST_F(HardeningTest, UnparseableStreamFrameIsAnsweredInBandAndTheStreamGoesOn) {
+  Start(TestServerOptions());
+  auto context = Context();
+  std::unique_ptr<RawStream> stream =
+      OpenRawStream(server_->channel.get(), context.get());
+  v1::SolveRequest first = TrivialRequest(id_);
+  first.set_sequence(1);
+  v1::SolveRequest third = TrivialRequest(id_);
+  third.set_sequence(3);
+  ASSERT_TRUE(stream->Write(Bytes(first.SerializeAsString())));
+  // A string field (chain name) holding invalid UTF-8, as grpc-js sends a
+  // lone UTF-16 surrogate: not a valid proto3 message.
+  v1::SolveRequest bad = TrivialRequest(id_);
+  bad.set_sequence(2);
+  bad.mutable_goals(0)->set_chain("\xed\xa0\x80");
+  std::string bad_bytes;
+  bad.SerializePartialToString(&bad_bytes);
+  ASSERT_TRUE(stream->Write(Bytes(bad_bytes)));
+  ASSERT_TRUE(stream->Write(Bytes("\xff\xff\xff\xff")));
+  ASSERT_TRUE(stream->Write(Bytes(third.SerializeAsString())));
+  stream->WritesDone();
+  std::vector<v1::SolveResponse> answers;
+  grpc::ByteBuffer buffer;
+  while (stream->Read(&buffer)) {
+    v1::SolveResponse& answer = answers.emplace_back();
+    ASSERT_TRUE(grpc::SerializationTraits<v1::SolveResponse>::Deserialize(
+                    &buffer, &answer)
+                    .ok());
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  ASSERT_EQ(answers.size(), 4u);
+  EXPECT_EQ(answers[0].sequence(), 1u);
+  EXPECT_FALSE(answers[0].has_error());
+  for (int i : {1, 2}) {
+    EXPECT_EQ(answers[i].sequence(), 0u);
+    EXPECT_EQ(answers[i].error().code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(answers[i].error().message(),
+                HasSubstr(absl::StrCat("frame ", i + 1, " ")));
+  }
+  EXPECT_EQ(answers[3].sequence(), 3u);
+  EXPECT_FALSE(answers[3].has_error());
+}
+
+double GaugeValue(ReachServer& server, const std::string& name) {
+  for (const prometheus::MetricFamily& family :
+       server.service().metrics().registry()->Collect()) {
+    if (family.name == name && !family.metric.empty()) {
+      return family.metric[0].gauge.value;
+    }
+  }
+  ADD_FAILURE() << "no gauge " << name;
+  return -1;
+}
+
+TEST_F(HardeningTest, QueueDepthReadsZeroWhenIdle) {
+  Start(TestServerOptions());
+  for (int round = 0; round < 5; ++round) {
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 8; ++t) {
+      callers.emplace_back([&] {
+        auto stub = server_->NewStub();
+        v1::SolveResponse response;
+        for (int i = 0; i < 40; ++i) {
+          stub->Solve(Context().get(), TrivialRequest(id_), &response);
+        }
+      });
+    }
+    for (std::thread& t : callers) t.join();
+    EXPECT_EQ(GaugeValue(*server_->server, "reach_queue_depth"), 0)
+        << "round " << round;
+  }
+}
+
+// One drain: two streams sending until refused, a batch loop and an
+// uncapped long solve in flight, then Shutdown. Every stream's answers are
+// in order, and a stream ended by the drain was answered for every frame
+// the server says it read.
+void DrainOnce(int round) {
+  ServerOptions options = TestServerOptions();
+  options.solver_threads = 2;
+  options.service.max_solve = absl::ZeroDuration();
+  options.shutdown_grace = absl::Milliseconds(300);
+  TestServer server(options);
+  const std::string id = MustRegister(
+      *server.stub, ToWire(testing::StraightChainDef(kChainJoints), "c"));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int s = 0; s < 2; ++s) {
+    clients.emplace_back([&, s] {
+      auto stub = server.NewStub();
+      auto context = Context(30);
+      auto stream = stub->SolveStream(context.get());
+      // A client keeps a window of frames in flight (as reach_client does).
+      std::atomic<uint64_t> answered{0};
+      std::thread writer([&] {
+        for (uint64_t seq = 1; !stop; ++seq) {
+          while (!stop && seq > answered + 8) std::this_thread::yield();
+          v1::SolveRequest frame = TrivialRequest(id);
+          frame.set_sequence(seq);
+          if (!stream->Write(frame)) break;
+        }
+        stream->WritesDone();
+      });
+      v1::SolveResponse answer;
+      while (stream->Read(&answer)) {
+        EXPECT_EQ(answer.sequence(), answered + 1) << "round " << round;
+        ++answered;
+      }
+      stop = true;
+      writer.join();
+      const grpc::Status status = stream->Finish();
+      if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        // "... all N frames it read were answered"
+        const std::string message = status.error_message();
+        const size_t at = message.find("all ");
+        ASSERT_NE(at, std::string::npos) << message;
+        uint64_t read = 0;
+        ASSERT_TRUE(absl::SimpleAtoi(
+            message.substr(at + 4, message.find(' ', at + 4) - at - 4), &read))
+            << message;
+        EXPECT_EQ(read, answered.load())
+            << "stream " << s << " round " << round << ": " << message;
+      }
+    });
+  }
+  clients.emplace_back([&] {
+    auto stub = server.NewStub();
+    v1::SolveBatchRequest batch;
+    batch.set_skeleton_id(id);
+    for (int i = 0; i < 64; ++i) *batch.add_items() = TrivialRequest("");
+    v1::SolveBatchResponse response;
+    while (!stop) {
+      if (!stub->SolveBatch(Context(30).get(), batch, &response).ok()) break;
+    }
+  });
+  clients.emplace_back([&] {
+    auto stub = server.NewStub();
+    v1::SolveResponse response;
+    stub->Solve(Context(30).get(), ExpensiveRequest(id), &response);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto begin = std::chrono::steady_clock::now();
+  server.server->Shutdown();
+  const double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - begin)
+                             .count();
+  stop = true;
+  for (std::thread& t : clients) t.join();
+  // The uncapped solve was cancelled at the grace (0.3 s); a hang guard,
+  // not a timing measurement.
+  EXPECT_LT(seconds, 10.0) << "round " << round;
+}
+
+TEST(DrainTest, FiftyDrainsUnderLoadAnswerWhatTheyReadAndEndInTime) {
+  for (int round = 0; round < 50; ++round) {
+    DrainOnce(round);
+    if (HasFatalFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace reach
