@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -114,6 +115,67 @@ TEST(RegistryTest, StoredSkeletonOverTheLimitIsSkippedNotLost) {
   EXPECT_THAT(skipped[0], HasSubstr(id));
   // Still stored: a registry with the old limit sees it again.
   EXPECT_EQ(Open(path)->size(), 1);
+}
+
+TEST(RegistryTest, LongNamesAreRefusedNamingTheField) {
+  RegistryLimits limits;
+  limits.max_name_bytes = 16;
+  auto registry = *Registry::Create(NewMemoryStore(), limits);
+  v1::Skeleton leg = ToWire(testing::TwoBoneLegDef(), "leg");
+  EXPECT_TRUE(registry->Register(leg).ok());
+  for (const auto& [set, field] :
+       std::vector<std::pair<std::function<void(v1::Skeleton*)>, std::string>>{
+           {[](v1::Skeleton* s) { s->set_name(std::string(17, 'n')); },
+            "name"},
+           {[](v1::Skeleton* s) {
+              s->mutable_joints(1)->set_name(std::string(1 << 20, 'j'));
+            },
+            "joints[1].name"},
+           {[](v1::Skeleton* s) {
+              s->mutable_chains(0)->set_tip(std::string(17, 't'));
+            },
+            "chains[0].tip"}}) {
+    v1::Skeleton bad = leg;
+    set(&bad);
+    const absl::Status status = registry->Register(bad).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_THAT(status.message(), HasSubstr(field + ": "));
+    EXPECT_THAT(status.message(), HasSubstr("--max_name_bytes"));
+    // Short: the name itself is not echoed.
+    EXPECT_LT(status.message().size(), 200u);
+  }
+}
+
+TEST(RegistryTest, TotalBytesAreBoundedAndSkippedAtStartWhenOver) {
+  const std::string path = TempDir() + "/registry.sqlite3";
+  const v1::Skeleton humanoid = ToWire(testing::HumanoidDef(), "h");
+  const v1::Skeleton panda = ToWire(testing::PandaDef(), "panda");
+  int64_t one = 0;
+  {
+    std::unique_ptr<Registry> registry = Open(path);
+    ASSERT_TRUE(registry->Register(humanoid).ok());
+    one = registry->total_bytes();
+    // The stored bytes once, plus the solver's fixed cost per joint: not
+    // several copies of the definition.
+    const int64_t bytes = static_cast<int64_t>(humanoid.ByteSizeLong());
+    EXPECT_GT(one, bytes);
+    EXPECT_LT(one, 2 * bytes + 1024 * humanoid.joints_size());
+    ASSERT_TRUE(registry->Register(panda).ok());
+  }
+  RegistryLimits limits;
+  limits.max_total_bytes = one + 16;  // Room for the humanoid only.
+  std::vector<std::string> skipped;
+  auto registry = *Registry::Create(*OpenSqliteStore(path), limits, &skipped);
+  EXPECT_EQ(registry->size(), 1);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_THAT(skipped[0], HasSubstr("--max_registry_bytes"));
+  const auto refused = registry->Register(panda);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max_registry_bytes"));
+  // Deleting makes room.
+  ASSERT_TRUE(registry->Delete(SkeletonId(humanoid)).ok());
+  EXPECT_EQ(registry->total_bytes(), 0);
+  EXPECT_TRUE(registry->Register(panda).ok());
 }
 
 TEST(RegistryTest, UnopenableStoreIsAClearError) {
