@@ -5,7 +5,9 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -26,6 +28,13 @@ absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenStore(
   }
   return OpenSqliteStore(options.data_dir + "/registry.sqlite3");
 }
+
+// /metrics: civetweb reads each request with a worker thread, waiting up to
+// request_timeout_ms for its bytes, so an idle connection holds a worker
+// that long. Several workers and a short timeout keep a scrape from
+// waiting behind idle or slow connections.
+constexpr int kMetricsThreads = 4;
+constexpr int kMetricsRequestTimeoutMs = 2000;
 
 }  // namespace
 
@@ -67,7 +76,11 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
 
   if (!o.metrics_address.empty()) {
     try {
-      s->exposer_ = std::make_unique<prometheus::Exposer>(o.metrics_address, 1);
+      s->exposer_ =
+          std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+              "listening_ports", o.metrics_address,  //
+              "num_threads", std::to_string(kMetricsThreads),
+              "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs)});
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(
           "--metrics_address=", o.metrics_address, ": ", e.what()));
