@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/ext/health_check_service_server_builder_option.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
 #include "server/skeleton_store.h"
 
@@ -91,28 +91,31 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     s->metrics_port_ = ports.empty() ? 0 : ports[0];
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
+  s->health_ = std::make_unique<HealthService>();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen_address, grpc::InsecureServerCredentials(),
                            &s->port_);
   builder.SetMaxReceiveMessageSize(o.max_message_bytes);
   builder.RegisterService(s->service_.get());
+  // Our own health service instead of gRPC's default (see health.h),
+  // whatever grpc::EnableDefaultHealthCheckService says.
+  builder.SetOption(
+      std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
+  builder.RegisterService(s->health_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->pool_->Shutdown();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on --listen=", o.listen_address));
   }
-  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  s->health_->SetServing(true);
   return s;
 }
 
 ReachServer::~ReachServer() { Shutdown(); }
 
-void ReachServer::SetServing(bool serving) {
-  server_->GetHealthCheckService()->SetServingStatus(serving);
-}
+void ReachServer::SetServing(bool serving) { health_->SetServing(serving); }
 
 void ReachServer::Shutdown() {
   {
@@ -121,7 +124,9 @@ void ReachServer::Shutdown() {
     shut_down_ = true;
   }
   if (server_ != nullptr) {
-    server_->GetHealthCheckService()->SetServingStatus(false);
+    // First, so open Health.Watch calls end rather than hold the shutdown
+    // below for its whole grace.
+    health_->Shutdown();
     service_->BeginShutdown();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoNanoseconds(options_.shutdown_grace));
