@@ -14,6 +14,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
+#include "server/call_interceptor.h"
 #include "server/skeleton_store.h"
 
 namespace reach {
@@ -92,6 +93,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   }
 
   s->health_ = std::make_unique<HealthService>();
+  s->unknown_method_ = std::make_unique<UnknownMethodService>();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen_address, grpc::InsecureServerCredentials(),
@@ -103,6 +105,13 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   builder.SetOption(
       std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
   builder.RegisterService(s->health_.get());
+  builder.RegisterCallbackGenericService(s->unknown_method_.get());
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(
+      std::make_unique<CallInterceptorFactory>(s->metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->pool_->Shutdown();

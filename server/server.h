@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "server/health.h"
 #include "server/ik_service.h"
+#include "server/unknown_method.h"
 
 namespace prometheus {
 class Exposer;
@@ -70,6 +71,7 @@ class ReachServer {
   std::unique_ptr<SolverPool> pool_;
   std::unique_ptr<IkService> service_;
   std::unique_ptr<HealthService> health_;
+  std::unique_ptr<UnknownMethodService> unknown_method_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;

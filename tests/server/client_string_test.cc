@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/call_interceptor.h"
 #include "server/convert.h"
 #include "tests/testing/models.h"
 #include "tests/testing/service.h"
@@ -107,6 +108,14 @@ TEST(ClientStringServiceTest, MegabyteNamesGetShortErrors) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(status.error_message(), HasSubstr("goals[0].tip_joint"));
   EXPECT_LT(status.error_message().size(), 300u);
+
+  // The skeleton id is echoed outside convert.cc; the server's cap on
+  // status messages still keeps it short.
+  v1::SolveRequest skeleton = chain;
+  skeleton.set_skeleton_id(huge);
+  status = server.stub->Solve(Context().get(), skeleton, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LE(status.error_message().size(), kMaxStatusMessageBytes + 32);
 }
 
 }  // namespace
