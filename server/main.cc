@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
       "reach-server: the Reach inverse-kinematics gRPC service.\n"
       "  reach-server [--listen=127.0.0.1:50051] [--data_dir=reach-data] ...");
   absl::ParseCommandLine(argc, argv);
+  reach::RouteLibraryLogs();
   if (!reach::RetainFreedMemory()) {
     reach::LogInfo(
         "the allocator ignored mallopt (a sanitizer build?): freed memory "
