@@ -1,5 +1,5 @@
-// The reach-server binary's own surface: what it writes to stderr when a
-// client floods it with requests that make libraries log.
+// The reach-server binary's own surface: --help, and what it writes to
+// stderr when a client floods it with requests that make libraries log.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -44,6 +44,47 @@ int CountContaining(const std::vector<std::string>& lines,
   int n = 0;
   for (const std::string& line : lines) n += absl::StrContains(line, what);
   return n;
+}
+
+// `command`'s stdout and exit status.
+std::string RunCommand(const std::string& command, int* exit_status) {
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  if (pipe == nullptr) return output;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
+    output.append(buffer, n);
+  }
+  const int status = pclose(pipe);
+  *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
+TEST(ServerBinaryTest, HelpListsEveryFlagWithItsDefaultAndExitsZero) {
+  for (const char* help : {"--help", "-h"}) {
+    int exit_status = -1;
+    const std::string out =
+        RunCommand(absl::StrCat(REACH_SERVER_BINARY, " ", help), &exit_status);
+    EXPECT_EQ(exit_status, 0) << help;
+    EXPECT_THAT(out, ::testing::Not(HasSubstr("No flags matched"))) << help;
+    for (const char* flag :
+         {"--listen  (default: \"127.0.0.1:50051\")",
+          "--metrics_listen  (default: \"127.0.0.1:9464\")", "--solver_threads",
+          "--queue_capacity  (default: \"1024\")",
+          "--data_dir  (default: \"reach-data\")", "--in_memory",
+          "--max_joints", "--max_goals", "--max_iterations", "--max_batch",
+          "--max_message_bytes", "--max_streams", "--stream_window",
+          "--shutdown_grace  (default: \"10s\")"}) {
+      EXPECT_THAT(out, HasSubstr(flag)) << help;
+    }
+    EXPECT_THAT(out, HasSubstr("gRPC listen address")) << help;
+    // Sorted.
+    const size_t flags = out.find("Flags:");
+    ASSERT_NE(flags, std::string::npos) << help;
+    EXPECT_LT(out.find("--data_dir", flags), out.find("--listen", flags));
+    EXPECT_LT(out.find("--listen", flags), out.find("--shutdown_grace", flags));
+  }
 }
 
 // A reach-server child on kernel-picked ports, its stderr in a file.
