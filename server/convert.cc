@@ -1,5 +1,6 @@
 #include "server/convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -36,7 +37,60 @@ Transform FromProto(const v1::Transform& t) {
   return out;
 }
 
+// The length of the well-formed UTF-8 sequence (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF) at the start of `s`, or 0.
+size_t Utf8SequenceLength(absl::string_view s) {
+  const auto byte = [&s](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char b0 = byte(0);
+  if (b0 < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // Range of the second byte.
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    n = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    if (b0 == 0xE0) lo = 0xA0;  // Overlong.
+    if (b0 == 0xED) hi = 0x9F;  // Surrogates.
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    if (b0 == 0xF0) lo = 0x90;  // Overlong.
+    if (b0 == 0xF4) hi = 0x8F;  // Above U+10FFFF.
+  } else {
+    return 0;
+  }
+  if (s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
+  for (size_t i = 2; i < n; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return n;
+}
+
 }  // namespace
+
+std::string ClientString(absl::string_view s, size_t max_bytes) {
+  constexpr absl::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD.
+  std::string out;
+  out.reserve(std::min(s.size(), max_bytes) + 32);
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t n = Utf8SequenceLength(s.substr(i));
+    const bool control =
+        n == 1 && (static_cast<unsigned char>(s[i]) < 0x20 || s[i] == 0x7F);
+    const size_t written = n == 0 || control ? kReplacement.size() : n;
+    if (out.size() + written > max_bytes) break;
+    if (n == 0 || control) {
+      out.append(kReplacement.data(), kReplacement.size());
+      n = 1;
+    } else {
+      out.append(s.data() + i, n);
+    }
+    i += n;
+  }
+  if (i < s.size()) {
+    absl::StrAppend(&out, "\xE2\x80\xA6(", s.size(), " bytes)");  // "…".
+  }
+  return out;
+}
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -161,7 +215,7 @@ absl::Status FromProto(
       if (goal.chain < 0) {
         return absl::NotFoundError(
             absl::StrCat(FieldName{"goals", i, "chain"}.ToString(),
-                         ": no chain named '", in.chain(), "'"));
+                         ": no chain named '", ClientString(in.chain()), "'"));
       }
     } else if (full_body && in.tip_joint().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -177,16 +231,16 @@ absl::Status FromProto(
       if (!in.root_joint().empty()) {
         goal.root_joint = skeleton.FindJoint(in.root_joint());
         if (goal.root_joint < 0) {
-          return absl::NotFoundError(
-              absl::StrCat(FieldName{"goals", i, "root_joint"}.ToString(),
-                           ": no joint named '", in.root_joint(), "'"));
+          return absl::NotFoundError(absl::StrCat(
+              FieldName{"goals", i, "root_joint"}.ToString(),
+              ": no joint named '", ClientString(in.root_joint()), "'"));
         }
       }
       goal.tip_joint = skeleton.FindJoint(in.tip_joint());
       if (goal.tip_joint < 0) {
-        return absl::NotFoundError(
-            absl::StrCat(FieldName{"goals", i, "tip_joint"}.ToString(),
-                         ": no joint named '", in.tip_joint(), "'"));
+        return absl::NotFoundError(absl::StrCat(
+            FieldName{"goals", i, "tip_joint"}.ToString(), ": no joint named '",
+            ClientString(in.tip_joint()), "'"));
       }
     }
     if (!v1::Solver_IsValid(in.solver())) {
@@ -231,9 +285,9 @@ absl::Status FromProto(const Skeleton& skeleton,
   if (!options.root_joint().empty()) {
     out->root_joint = skeleton.FindJoint(options.root_joint());
     if (out->root_joint < 0) {
-      return absl::NotFoundError(absl::StrCat(
-          "full_body.root_joint: no joint named '", options.root_joint(),
-          "'"));
+      return absl::NotFoundError(
+          absl::StrCat("full_body.root_joint: no joint named '",
+                       ClientString(options.root_joint()), "'"));
     }
   }
   // proto3 enums are open: any number arrives as is.

@@ -7,9 +7,11 @@
 
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "grpcpp/support/status.h"
 #include "reach/v1/ik_service.pb.h"
@@ -20,6 +22,17 @@
 #include "solvers/skeleton.h"
 
 namespace reach {
+
+// A string the client sent (a skeleton id, a chain, joint or method name),
+// fit for an error message or a log line: at most `max_bytes` of it, cut on a
+// code-point boundary, with "…(N bytes)" appended when cut; bytes that are not
+// UTF-8 and control characters become U+FFFD, so the result is valid UTF-8 on
+// one line. Every message that echoes a client string goes through this, so an
+// error stays short (a long one would reach the client as RESOURCE_EXHAUSTED
+// instead) and a log line stays a line.
+inline constexpr size_t kMaxClientStringBytes = 200;
+std::string ClientString(absl::string_view s,
+                         size_t max_bytes = kMaxClientStringBytes);
 
 // absl::Status -> grpc::Status, code for code.
 grpc::Status ToGrpcStatus(const absl::Status& status);

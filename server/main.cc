@@ -2,12 +2,16 @@
 // ServerOptions. SIGTERM / SIGINT shut down gracefully (exit 0).
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "server/log.h"
@@ -66,11 +70,57 @@ ABSL_FLAG(int64_t, max_response_bytes, int64_t{64} << 20,
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT: how long in-flight work may take to finish");
 
+namespace {
+
+constexpr char kUsage[] =
+    "reach-server: the Reach inverse-kinematics gRPC service.\n"
+    "  reach-server [--listen=127.0.0.1:50051] [--data_dir=reach-data] ...";
+
+// --help / -h: the flags defined in this file, sorted, with their help and
+// defaults, on stdout. (Abseil's own --help lists only flags in a file
+// named like the program, finds none here, and exits 1; --helpfull lists
+// Abseil's flags as well.)
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) return false;
+    if (std::strcmp(argv[i], "--help") == 0 ||
+        std::strcmp(argv[i], "-help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void PrintHelp() {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->Filename() == __FILE__) flags.push_back(flag);
+  }
+  std::sort(flags.begin(), flags.end(),
+            [](const absl::CommandLineFlag* a, const absl::CommandLineFlag* b) {
+              return a->Name() < b->Name();
+            });
+  std::string out = absl::StrCat(kUsage, "\n\nFlags:\n");
+  for (const absl::CommandLineFlag* flag : flags) {
+    absl::StrAppend(&out, "  --", flag->Name(), "  (default: \"",
+                    flag->DefaultValue(), "\")\n      ", flag->Help(), "\n");
+  }
+  absl::StrAppend(&out,
+                  "\n--helpfull also lists Abseil's own flags (--flagfile, "
+                  "--fromenv, ...).\n");
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "reach-server: the Reach inverse-kinematics gRPC service.\n"
-      "  reach-server [--listen=127.0.0.1:50051] [--data_dir=reach-data] ...");
+  if (WantsHelp(argc, argv)) {
+    PrintHelp();
+    return 0;
+  }
+  absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
+  reach::RouteLibraryLogs();
   if (!reach::RetainFreedMemory()) {
     reach::LogInfo(
         "the allocator ignored mallopt (a sanitizer build?): freed memory "

@@ -13,20 +13,37 @@
 namespace reach {
 namespace {
 
-constexpr const char* kService = "reach.v1.IkService";
-
 struct RpcInfo {
+  const char* service;
   const char* method;
   const char* type;  // grpc_type as go-grpc-prometheus names it.
+  const char* path;  // What a request's :path says; "" for kUnknownMethod.
+  const char* request_type;  // IkService only.
 };
 constexpr std::array<RpcInfo, kNumRpcs> kRpcInfo = {{
-    {"RegisterSkeleton", "unary"},
-    {"GetSkeleton", "unary"},
-    {"ListSkeletons", "unary"},
-    {"DeleteSkeleton", "unary"},
-    {"Solve", "unary"},
-    {"SolveBatch", "unary"},
-    {"SolveStream", "bidi_stream"},
+    {"reach.v1.IkService", "RegisterSkeleton", "unary",
+     "/reach.v1.IkService/RegisterSkeleton",
+     "reach.v1.RegisterSkeletonRequest"},
+    {"reach.v1.IkService", "GetSkeleton", "unary",
+     "/reach.v1.IkService/GetSkeleton", "reach.v1.GetSkeletonRequest"},
+    {"reach.v1.IkService", "ListSkeletons", "unary",
+     "/reach.v1.IkService/ListSkeletons", "reach.v1.ListSkeletonsRequest"},
+    {"reach.v1.IkService", "DeleteSkeleton", "unary",
+     "/reach.v1.IkService/DeleteSkeleton", "reach.v1.DeleteSkeletonRequest"},
+    {"reach.v1.IkService", "Solve", "unary", "/reach.v1.IkService/Solve",
+     "reach.v1.SolveRequest"},
+    {"reach.v1.IkService", "SolveBatch", "unary",
+     "/reach.v1.IkService/SolveBatch", "reach.v1.SolveBatchRequest"},
+    {"reach.v1.IkService", "SolveStream", "bidi_stream",
+     "/reach.v1.IkService/SolveStream", "reach.v1.SolveRequest"},
+    {"grpc.health.v1.Health", "Check", "unary", "/grpc.health.v1.Health/Check",
+     ""},
+    {"grpc.health.v1.Health", "Watch", "server_stream",
+     "/grpc.health.v1.Health/Watch", ""},
+    {"grpc.reflection.v1alpha.ServerReflection", "ServerReflectionInfo",
+     "bidi_stream",
+     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", ""},
+    {"unknown", "unknown", "unknown", "", ""},
 }};
 
 constexpr std::array<const char*, kNumGrpcCodes> kCodeNames = {
@@ -89,6 +106,20 @@ class ProcessCollector : public prometheus::Collectable {
 
 }  // namespace
 
+Rpc RpcForPath(absl::string_view path) {
+  for (int r = 0; r < kNumRpcs; ++r) {
+    if (r != static_cast<int>(Rpc::kUnknownMethod) &&
+        path == kRpcInfo[r].path) {
+      return static_cast<Rpc>(r);
+    }
+  }
+  return Rpc::kUnknownMethod;
+}
+
+absl::string_view RequestTypeName(Rpc rpc) {
+  return kRpcInfo[static_cast<int>(rpc)].request_type;
+}
+
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       process_(std::make_shared<ProcessCollector>()) {
@@ -120,7 +151,7 @@ Metrics::Metrics()
   // 50 us .. ~6.5 s.
   const auto latency_buckets = ExponentialBuckets(50e-6, 2.0, 18);
   for (int r = 0; r < kNumRpcs; ++r) {
-    const prometheus::Labels labels = {{"grpc_service", kService},
+    const prometheus::Labels labels = {{"grpc_service", kRpcInfo[r].service},
                                        {"grpc_method", kRpcInfo[r].method},
                                        {"grpc_type", kRpcInfo[r].type}};
     RpcChildren& c = rpcs_[r];

@@ -9,6 +9,7 @@
 #include <array>
 #include <memory>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/status.h"
 #include "prometheus/counter.h"
@@ -21,8 +22,13 @@
 
 namespace reach {
 
-// The RPCs of reach.v1.IkService, for the grpc_server_* families.
+// The RPCs the grpc_server_* families count. IkService's handlers count
+// their own calls; the server's CallInterceptor counts the IkService calls
+// refused before a handler ran (unparseable, oversize) and every call of
+// the other services: health, reflection, and methods the server does not
+// know (all under grpc_method="unknown", never the client's string).
 enum class Rpc {
+  // reach.v1.IkService.
   kRegisterSkeleton,
   kGetSkeleton,
   kListSkeletons,
@@ -30,8 +36,21 @@ enum class Rpc {
   kSolve,
   kSolveBatch,
   kSolveStream,
+  // Other services.
+  kHealthCheck,           // grpc.health.v1.Health/Check
+  kHealthWatch,           // grpc.health.v1.Health/Watch
+  kServerReflectionInfo,  // grpc.reflection.v1alpha.ServerReflection
+  kUnknownMethod,         // Anything else.
 };
-inline constexpr int kNumRpcs = 7;
+inline constexpr int kNumRpcs = 11;
+inline constexpr int kNumIkServiceRpcs = 7;  // kRegisterSkeleton..kSolveStream.
+
+// The method a request path ("/package.Service/Method") names, or
+// kUnknownMethod.
+Rpc RpcForPath(absl::string_view path);
+// The full name of the request message of an IkService rpc
+// ("reach.v1.SolveRequest"); "" for the others.
+absl::string_view RequestTypeName(Rpc rpc);
 inline constexpr int kNumGrpcCodes = 17;  // OK .. UNAUTHENTICATED.
 
 class Metrics : public SolverPool::Observer {

@@ -5,13 +5,16 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/ext/health_check_service_server_builder_option.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
+#include "server/call_interceptor.h"
 #include "server/skeleton_store.h"
 
 namespace reach {
@@ -26,6 +29,13 @@ absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenStore(
   }
   return OpenSqliteStore(options.data_dir + "/registry.sqlite3");
 }
+
+// /metrics: civetweb reads each request with a worker thread, waiting up to
+// request_timeout_ms for its bytes, so an idle connection holds a worker
+// that long. Several workers and a short timeout keep a scrape from
+// waiting behind idle or slow connections.
+constexpr int kMetricsThreads = 4;
+constexpr int kMetricsRequestTimeoutMs = 2000;
 
 }  // namespace
 
@@ -75,7 +85,11 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
 
   if (!o.metrics_address.empty()) {
     try {
-      s->exposer_ = std::make_unique<prometheus::Exposer>(o.metrics_address, 1);
+      s->exposer_ =
+          std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+              "listening_ports", o.metrics_address,  //
+              "num_threads", std::to_string(kMetricsThreads),
+              "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs)});
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(
           "--metrics_address=", o.metrics_address, ": ", e.what()));
@@ -86,28 +100,39 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     s->metrics_port_ = ports.empty() ? 0 : ports[0];
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
+  s->health_ = std::make_unique<HealthService>();
+  s->unknown_method_ = std::make_unique<UnknownMethodService>();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen_address, grpc::InsecureServerCredentials(),
                            &s->port_);
   builder.SetMaxReceiveMessageSize(o.max_message_bytes);
   builder.RegisterService(s->service_.get());
+  // Our own health service instead of gRPC's default (see health.h),
+  // whatever grpc::EnableDefaultHealthCheckService says.
+  builder.SetOption(
+      std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
+  builder.RegisterService(s->health_.get());
+  builder.RegisterCallbackGenericService(s->unknown_method_.get());
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(
+      std::make_unique<CallInterceptorFactory>(s->metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->pool_->Shutdown();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on --listen=", o.listen_address));
   }
-  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  s->health_->SetServing(true);
   return s;
 }
 
 ReachServer::~ReachServer() { Shutdown(); }
 
-void ReachServer::SetServing(bool serving) {
-  server_->GetHealthCheckService()->SetServingStatus(serving);
-}
+void ReachServer::SetServing(bool serving) { health_->SetServing(serving); }
 
 void ReachServer::Shutdown() {
   {
@@ -116,7 +141,9 @@ void ReachServer::Shutdown() {
     shut_down_ = true;
   }
   if (server_ != nullptr) {
-    server_->GetHealthCheckService()->SetServingStatus(false);
+    // First, so open Health.Watch calls end rather than hold the shutdown
+    // below for its whole grace.
+    health_->Shutdown();
     service_->BeginShutdown();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoNanoseconds(options_.shutdown_grace));

@@ -10,7 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/health.h"
 #include "server/ik_service.h"
+#include "server/unknown_method.h"
 
 namespace prometheus {
 class Exposer;
@@ -51,13 +53,16 @@ class ReachServer {
   const ServerOptions& options() const { return options_; }
   IkService& service() { return *service_; }
 
-  // Sets the health status of every service (SERVING or NOT_SERVING), e.g.
-  // to take a replica out of a load balancer before maintenance.
+  // Sets the health status of the server ("" and "reach.v1.IkService":
+  // SERVING or NOT_SERVING), e.g. to take a replica out of a load balancer
+  // before maintenance.
   void SetServing(bool serving);
+  HealthService& health() { return *health_; }
 
-  // Graceful: health turns NOT_SERVING, streams are asked to finish, new
-  // calls are refused, in-flight calls get up to shutdown_grace, then the
-  // pool drains and the threads stop. Idempotent.
+  // Graceful: health turns NOT_SERVING for good and open Health.Watch
+  // calls end, streams are asked to finish, new calls are refused,
+  // in-flight calls get up to shutdown_grace, then the pool drains and the
+  // threads stop. Idempotent.
   void Shutdown();
 
  private:
@@ -68,6 +73,8 @@ class ReachServer {
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<SolverPool> pool_;
   std::unique_ptr<IkService> service_;
+  std::unique_ptr<HealthService> health_;
+  std::unique_ptr<UnknownMethodService> unknown_method_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
