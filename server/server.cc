@@ -140,6 +140,12 @@ void ReachServer::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
+  // The metrics endpoint stops beside the drain: civetweb takes about a
+  // second to stop its workers, which would otherwise come on top of the
+  // grace (no scrapes are served while the server drains).
+  std::thread stop_metrics([exposer = std::move(exposer_)]() mutable {
+    exposer.reset();
+  });
   if (server_ != nullptr) {
     // First, so open Health.Watch calls end rather than hold the shutdown
     // below for its whole grace.
@@ -149,7 +155,7 @@ void ReachServer::Shutdown() {
                       absl::ToChronoNanoseconds(options_.shutdown_grace));
   }
   if (pool_ != nullptr) pool_->Shutdown();
-  exposer_.reset();
+  stop_metrics.join();
 }
 
 }  // namespace reach
