@@ -16,7 +16,7 @@ namespace reach {
 absl::Status UnknownSkeleton(absl::string_view id) {
   if (id.empty()) return absl::InvalidArgumentError("skeleton_id: required");
   return absl::NotFoundError(
-      absl::StrCat("skeleton_id: no skeleton '", id, "'"));
+      absl::StrCat("skeleton_id: no skeleton '", ClientString(id), "'"));
 }
 
 namespace {
@@ -242,7 +242,8 @@ absl::StatusOr<SkeletonPage> Registry::List(
   int64_t after = 0;
   if (!page_token.empty() &&
       (!absl::SimpleAtoi(page_token, &after) || after < 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("page_token: '", page_token,
+    return absl::InvalidArgumentError(absl::StrCat("page_token: '",
+                                                   ClientString(page_token),
                                                    "' is not a token from ",
                                                    "ListSkeletons"));
   }
