@@ -33,23 +33,8 @@ using ::testing::HasSubstr;
 
 constexpr int kChainJoints = 32;
 
-// The most expensive request within the default limits: 64 goals on a
-// 32-joint chain, each on a target out of reach with a time budget of
-// 60 s of restarts of up to 100000 iterations (restarts run until the
-// budget is spent while the goal is unreached): 64 minutes of CPU without
-// a cap.
 v1::SolveRequest ExpensiveRequest(const std::string& id) {
-  v1::SolveRequest request;
-  request.set_skeleton_id(id);
-  for (int i = 0; i < 64; ++i) {
-    v1::Goal goal = MakeGoal(
-        "chain", Eigen::Vector3d(5.0, 5.0 + 0.01 * i, 5.0),
-        v1::SOLVER_JACOBIAN_DLS);
-    goal.mutable_options()->set_max_iterations(100000);
-    goal.mutable_options()->set_time_budget_ms(60000);
-    *request.add_goals() = goal;
-  }
-  return request;
+  return testing::ExpensiveSolveRequest(id);
 }
 
 v1::SolveRequest TrivialRequest(const std::string& id) {

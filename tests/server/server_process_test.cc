@@ -254,5 +254,27 @@ TEST(ServerProcessTest, MetricsPassPromtool) {
   EXPECT_EQ(output, "") << output;
 }
 
+TEST(ServerProcessTest, SigtermWithALongSolveRunningExitsWithinTheGrace) {
+  const std::string dir = TempDir();
+  ServerProcess server(dir, {"--in_memory", "--max_solve_ms=0",
+                             "--shutdown_grace=2s", "--solver_threads=1"});
+  const std::string id = MustRegister(
+      server.stub(), ToWire(testing::StraightChainDef(32), "chain"));
+  grpc::Status status;
+  std::thread call([&] {
+    v1::SolveResponse response;
+    // Uncapped, this solve would run for an hour.
+    status = server.stub().Solve(Context(600).get(),
+                                 testing::ExpensiveSolveRequest(id), &response);
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  server.Signal(SIGTERM);
+  // The grace (2 s) lets it run, then it is cancelled and stops within a
+  // few iterations; a generous hang guard, not a timing measurement.
+  EXPECT_EQ(server.WaitForExit(absl::Seconds(8)), 0) << server.log();
+  call.join();
+  EXPECT_FALSE(status.ok());
+}
+
 }  // namespace
 }  // namespace reach

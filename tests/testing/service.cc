@@ -99,4 +99,17 @@ Eigen::Vector3d PositionOf(const Skeleton& skeleton, const Pose& pose,
   return globals[joint].translation;
 }
 
+v1::SolveRequest ExpensiveSolveRequest(const std::string& skeleton_id) {
+  v1::SolveRequest request;
+  request.set_skeleton_id(skeleton_id);
+  for (int i = 0; i < 64; ++i) {
+    v1::Goal goal = MakeGoal("chain", Eigen::Vector3d(5.0, 5.0 + 0.01 * i, 5.0),
+                             v1::SOLVER_JACOBIAN_DLS);
+    goal.mutable_options()->set_max_iterations(100000);
+    goal.mutable_options()->set_time_budget_ms(60000);
+    *request.add_goals() = goal;
+  }
+  return request;
+}
+
 }  // namespace reach::testing

@@ -43,6 +43,13 @@ std::string MustRegister(v1::IkService::Stub& stub, const v1::Skeleton& skeleton
 v1::Goal MakeGoal(const std::string& chain, const Eigen::Vector3d& target,
                   v1::Solver solver = v1::SOLVER_AUTO);
 
+// The most expensive request within the server's default limits, for a
+// skeleton holding StraightChainDef(32) (chain "chain"): 64 goals on
+// targets out of reach, each with a time budget of 60 s of restarts of up
+// to 100000 iterations (restarts run until the budget is spent while the
+// goal is unreached): 64 minutes of CPU without --max_solve_ms.
+v1::SolveRequest ExpensiveSolveRequest(const std::string& skeleton_id);
+
 // `start` with the response's joints applied.
 Pose ApplyResponse(const Pose& start, const v1::SolveResponse& response);
 
