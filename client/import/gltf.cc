@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -368,16 +369,52 @@ std::string Extension(absl::string_view path) {
   return absl::AsciiStrToLower(path.substr(dot + 1));
 }
 
+// The skeleton of a loader's result: its error (with the JSON line for
+// .gltf) when it did not load, else skin `skin_index` of `model`.
+absl::StatusOr<ImportedSkeleton> ReadLoaded(bool loaded,
+                                            const tinygltf::Model& model,
+                                            const std::string& err,
+                                            const std::string& warn,
+                                            const std::string& file,
+                                            bool binary, int skin_index) {
+  if (!loaded) {
+    std::string message = absl::StrCat("cannot load glTF: ", OneLine(err));
+    if (!warn.empty()) absl::StrAppend(&message, " (", OneLine(warn), ")");
+    const int line = binary ? 0 : JsonErrorLine(err);
+    return ImportError(file, line, "", message);
+  }
+  return GltfReader(file, model).Read(skin_index);
+}
+
+absl::Status UnknownExtension(const std::string& file) {
+  return ImportError(file, 0, "",
+                     "unknown extension; a glTF file ends in .gltf (JSON) "
+                     "or .glb (binary)");
+}
+
+// File system callbacks for content in memory: every file is missing, so
+// tinygltf reports an external buffer as not found, naming its uri.
+bool NoFileExists(const std::string&, void*) { return false; }
+std::string SamePath(const std::string& path, void*) { return path; }
+bool NoReadWholeFile(std::vector<unsigned char>*, std::string* err,
+                     const std::string& path, void*) {
+  if (err != nullptr) {
+    absl::StrAppend(err, "'", path, "' is an external file; only embedded ",
+                    "buffers are read from memory\n");
+  }
+  return false;
+}
+bool NoWriteWholeFile(std::string*, const std::string&,
+                      const std::vector<unsigned char>&, void*) {
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<ImportedSkeleton> ImportGltf(const std::string& path,
                                             int skin_index) {
   const std::string extension = Extension(path);
-  if (extension != "gltf" && extension != "glb") {
-    return ImportError(path, 0, "",
-                       "unknown extension; a glTF file ends in .gltf (JSON) "
-                       "or .glb (binary)");
-  }
+  if (extension != "gltf" && extension != "glb") return UnknownExtension(path);
   // tinygltf reports a missing file as a read error like any other; look
   // first so that it is NotFound, as from ReadFile.
   if (std::ifstream probe(path, std::ios::binary); !probe) {
@@ -392,16 +429,37 @@ absl::StatusOr<ImportedSkeleton> ImportGltf(const std::string& path,
   loader.SetImageLoader(&SkipImage, nullptr);
   tinygltf::Model model;
   std::string err, warn;
-  const bool loaded = extension == "glb"
+  const bool binary = extension == "glb";
+  const bool loaded = binary
                           ? loader.LoadBinaryFromFile(&model, &err, &warn, path)
                           : loader.LoadASCIIFromFile(&model, &err, &warn, path);
-  if (!loaded) {
-    std::string message = absl::StrCat("cannot load glTF: ", OneLine(err));
-    if (!warn.empty()) absl::StrAppend(&message, " (", OneLine(warn), ")");
-    const int line = extension == "gltf" ? JsonErrorLine(err) : 0;
-    return ImportError(path, line, "", message);
+  return ReadLoaded(loaded, model, err, warn, path, binary, skin_index);
+}
+
+absl::StatusOr<ImportedSkeleton> ParseGltf(absl::string_view contents,
+                                           const std::string& file,
+                                           int skin_index) {
+  const std::string extension = Extension(file);
+  if (extension != "gltf" && extension != "glb") return UnknownExtension(file);
+  if (contents.size() > std::numeric_limits<unsigned int>::max()) {
+    return ImportError(file, 0, "", "larger than 4 GiB");
   }
-  return GltfReader(path, model).Read(skin_index);
+  tinygltf::TinyGLTF loader;
+  loader.SetImageLoader(&SkipImage, nullptr);
+  loader.SetFsCallbacks({&NoFileExists, &SamePath, &NoReadWholeFile,
+                         &NoWriteWholeFile, nullptr});
+  tinygltf::Model model;
+  std::string err, warn;
+  const bool binary = extension == "glb";
+  const auto length = static_cast<unsigned int>(contents.size());
+  const bool loaded =
+      binary ? loader.LoadBinaryFromMemory(
+                   &model, &err, &warn,
+                   reinterpret_cast<const unsigned char*>(contents.data()),
+                   length)
+             : loader.LoadASCIIFromString(&model, &err, &warn, contents.data(),
+                                          length, /*base_dir=*/"");
+  return ReadLoaded(loaded, model, err, warn, file, binary, skin_index);
 }
 
 }  // namespace reach::import

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "client/import/import_error.h"
 
 namespace reach::import {
@@ -25,6 +26,15 @@ namespace reach::import {
 // imports skin `skin_index` (the first one by default).
 absl::StatusOr<ImportedSkeleton> ImportGltf(const std::string& path,
                                             int skin_index = 0);
+
+// Imports skin `skin_index` of a glTF file already in memory: `file` names
+// it in errors and its extension (.gltf or .glb) says which form `contents`
+// is. Buffers must be embedded (data: URIs, or a .glb's BIN chunk): no
+// other file is read, so a buffer in an external file is an error naming
+// its uri.
+absl::StatusOr<ImportedSkeleton> ParseGltf(absl::string_view contents,
+                                           const std::string& file,
+                                           int skin_index = 0);
 
 }  // namespace reach::import
 

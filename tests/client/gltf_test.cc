@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -189,6 +190,47 @@ TEST(GltfImportTest, RiggedFigureGlbMatchesGltf) {
     EXPECT_EQ(a.rotation.coeffs(), b.rotation.coeffs());
     EXPECT_EQ(a.scale, b.scale);
   }
+}
+
+// ParseGltf reads the same files from memory: .gltf without external
+// buffers and .glb alike, to the same skeletons; an external buffer is an
+// error naming it, since nothing else is read.
+TEST(GltfImportTest, ParseGltfFromMemoryMatchesImportGltf) {
+  for (const auto& [file, skin] : {std::pair<const char*, int>{"arm.gltf", 0},
+                                   {"arm.gltf", 1},
+                                   {"RiggedFigure.glb", 0}}) {
+    SCOPED_TRACE(absl::StrCat(file, " skin ", skin));
+    const std::string path = GltfPath(file);
+    std::string contents;
+    ASSERT_TRUE(ReadFile(path, &contents).ok());
+    const absl::StatusOr<ImportedSkeleton> from_file = ImportGltf(path, skin);
+    const absl::StatusOr<ImportedSkeleton> from_memory =
+        ParseGltf(contents, path, skin);
+    ASSERT_TRUE(from_file.ok()) << from_file.status();
+    ASSERT_TRUE(from_memory.ok()) << from_memory.status();
+    EXPECT_EQ(from_memory->name, from_file->name);
+    ASSERT_EQ(JointNames(from_memory->def), JointNames(from_file->def));
+    EXPECT_EQ(JointParents(from_memory->def), JointParents(from_file->def));
+    for (size_t i = 0; i < from_file->def.joints.size(); ++i) {
+      const Transform& a = from_file->def.joints[i].rest;
+      const Transform& b = from_memory->def.joints[i].rest;
+      EXPECT_EQ(a.translation, b.translation);
+      EXPECT_EQ(a.rotation.coeffs(), b.rotation.coeffs());
+      EXPECT_EQ(a.scale, b.scale);
+    }
+  }
+
+  const std::string path = GltfPath("RiggedFigure.gltf");
+  std::string contents;
+  ASSERT_TRUE(ReadFile(path, &contents).ok());
+  const absl::StatusOr<ImportedSkeleton> external = ParseGltf(contents, path);
+  EXPECT_EQ(external.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(external.status().message()),
+              HasSubstr(absl::StrCat(path, ": cannot load glTF: ")));
+  EXPECT_THAT(std::string(external.status().message()),
+              HasSubstr("RiggedFigure0.bin"));
+  EXPECT_THAT(std::string(ParseGltf(contents, "figure.fbx").status().message()),
+              HasSubstr("figure.fbx: unknown extension"));
 }
 
 // arm.gltf: skin 0 lists LeftHand first; a scaled, rotated, translated
