@@ -77,11 +77,14 @@ void RegisterAndReadBack(const v1::Skeleton& definition) {
 
   ExpectRegisters(*registry, definition, id, false, "again");
 
-  // GetSkeleton's answer, over the wire and back.
+  // GetSkeleton's answer (the stored bytes, parsed), over the wire and back.
+  v1::Skeleton stored;
+  REACH_FUZZ_CHECK(stored.ParseFromString(found->definition_bytes),
+                   "stored definition does not parse");
   v1::GetSkeletonResponse get;
   get.set_skeleton_id(id);
   get.set_version(found->version);
-  *get.mutable_skeleton() = found->definition;
+  *get.mutable_skeleton() = stored;
   v1::GetSkeletonResponse got;
   REACH_FUZZ_CHECK(got.ParseFromString(get.SerializeAsString()),
                    "GetSkeletonResponse does not parse back");
@@ -90,12 +93,12 @@ void RegisterAndReadBack(const v1::Skeleton& definition) {
 
   // The canonical JSON form, as `reach get` prints it and `reach register`
   // reads it. JSON has no unknown fields.
-  v1::Skeleton known = found->definition;
+  v1::Skeleton known = stored;
   known.DiscardUnknownFields();
   const std::string known_id = SkeletonId(known);
   std::string json;
   const auto printed =
-      google::protobuf::util::MessageToJsonString(found->definition, &json);
+      google::protobuf::util::MessageToJsonString(stored, &json);
   REACH_FUZZ_CHECK(printed.ok(), printed.ToString());
   v1::Skeleton from_json;
   const auto parsed = google::protobuf::util::JsonStringToMessage(json, &from_json);

@@ -111,8 +111,10 @@ void CheckSolved(const RegisteredSkeleton& registered,
                  const v1::SolveResponse& response, SolveScratch& scratch) {
   const Skeleton& skeleton = registered.skeleton;
   const int n = skeleton.num_joints();
-  const bool moderate =
-      AllModerate(registered.definition) && AllModerate(request);
+  v1::Skeleton definition;
+  REACH_FUZZ_CHECK(definition.ParseFromString(registered.definition_bytes),
+                   "stored definition does not parse");
+  const bool moderate = AllModerate(definition) && AllModerate(request);
 
   REACH_FUZZ_CHECK(response.sequence() == request.sequence(), "sequence");
   REACH_FUZZ_CHECK(response.results_size() == request.goals_size(),
