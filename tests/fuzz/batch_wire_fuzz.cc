@@ -6,7 +6,9 @@
 // checks the wire format alone, as the splitter does), and then finds the
 // same length-delimited `items` (field 1) in order and the last
 // length-delimited `skeleton_id` (field 2). Its item limit stops it with
-// INVALID_ARGUMENT when there are more items than allowed.
+// INVALID_ARGUMENT when there are more items than allowed. Whatever the
+// generated SolveBatchRequest parser accepts, the split finds the same
+// items, each parsing to the same SolveRequest.
 //
 // A split of at most 16 items, with a printable skeleton_id as the service
 // demands, is then solved as one chunk by SolveBatchItems (each item
@@ -99,6 +101,25 @@ void CheckSplit(absl::string_view bytes) {
     REACH_FUZZ_CHECK(view.items[i] == items[i], absl::StrCat("items[", i, "]"));
   }
   REACH_FUZZ_CHECK(view.skeleton_id == skeleton_id, "skeleton_id");
+  // The generated parser, which also parses each item (and checks UTF-8),
+  // accepts less; what it accepts, the split must have found the same.
+  v1::SolveBatchRequest parsed;
+  if (parsed.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    REACH_FUZZ_CHECK(parsed.items_size() == static_cast<int>(items.size()),
+                     "items of the generated parser");
+    REACH_FUZZ_CHECK(parsed.skeleton_id() == view.skeleton_id,
+                     "skeleton_id of the generated parser");
+    for (int i = 0; i < parsed.items_size(); ++i) {
+      v1::SolveRequest item;
+      REACH_FUZZ_CHECK(item.ParseFromArray(view.items[i].data(),
+                                           static_cast<int>(
+                                               view.items[i].size())),
+                       absl::StrCat("items[", i, "] parses in the batch"));
+      REACH_FUZZ_CHECK(item.SerializeAsString() ==
+                           parsed.items(i).SerializeAsString(),
+                       absl::StrCat("items[", i, "]"));
+    }
+  }
 
   if (view.items.empty() || view.items.size() > kMaxSolved) return;
   for (const char c : view.skeleton_id) {
