@@ -40,4 +40,5 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
 # reach-server drains streams and in-flight calls on SIGTERM (--shutdown_grace).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["reach-server", "--listen=0.0.0.0:50051", \
-            "--metrics_listen=0.0.0.0:9464", "--data_dir=/var/lib/reach"]
+            "--metrics_listen=0.0.0.0:9464", "--data_dir=/var/lib/reach", \
+            "--insecure"]

@@ -30,6 +30,20 @@ std::string Milliseconds(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
 }
 
+// An answer about the request or the caller, not a fault of the server's:
+// not logged.
+bool IsClientError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kResourceExhausted:
+      return true;
+    default:
+      return false;
+  }
+}
+
 grpc::Status OverBudget(const MemoryBudget& budget, int64_t bytes) {
   return grpc::Status(
       grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -154,11 +168,14 @@ grpc::ByteBuffer JoinOutputs(std::vector<std::string>& outputs) {
 }  // namespace
 
 IkService::IkService(Registry* registry, SolverPool* pool, Metrics* metrics,
-                     const ServiceOptions& options)
+                     const ServiceOptions& options, const TokenAuth* auth)
     : registry_(registry),
       pool_(pool),
       metrics_(metrics),
       options_(options),
+      no_auth_(auth == nullptr ? *TokenAuth::Open("", absl::ZeroDuration())
+                               : nullptr),
+      auth_(auth == nullptr ? no_auth_.get() : auth),
       budget_(options.max_buffered_bytes) {
   metrics_->SetSkeletons(registry_->size());
   SetMessageAllocatorFor_Solve(&solve_allocator_);
@@ -172,7 +189,18 @@ IkService::UnaryCall IkService::BeginUnary(grpc::CallbackServerContext* context,
   return UnaryCall{reactor != nullptr
                        ? static_cast<grpc::ServerUnaryReactor*>(reactor)
                        : context->DefaultReactor(),
-                   reactor, rpc, absl::Now()};
+                   reactor, rpc, absl::Now(), Authenticate(*context, rpc)};
+}
+
+absl::StatusOr<Caller> IkService::Authenticate(
+    const grpc::CallbackServerContext& context, Rpc rpc) const {
+  // Registering (and deleting what one registered) needs `register`;
+  // deleting another's skeleton needs `admin` (DeleteSkeleton checks).
+  const Role needed = rpc == Rpc::kRegisterSkeleton ||
+                              rpc == Rpc::kDeleteSkeleton
+                          ? Role::kRegister
+                          : Role::kSolve;
+  return auth_->Check(context, needed, RpcMethodName(rpc));
 }
 
 grpc::ServerUnaryReactor* IkService::Finish(const UnaryCall& call,
@@ -188,14 +216,15 @@ grpc::ServerUnaryReactor* IkService::RegisterSkeleton(
     const v1::RegisterSkeletonRequest* request,
     v1::RegisterSkeletonResponse* response) {
   const UnaryCall call = BeginUnary(context, Rpc::kRegisterSkeleton);
+  if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
   if (!request->has_skeleton()) {
     return Finish(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                      "skeleton: required"));
   }
   absl::StatusOr<RegisterResult> result =
-      registry_->Register(request->skeleton());
+      registry_->Register(request->skeleton(), call.caller->name);
   if (!result.ok()) {
-    if (result.status().code() != absl::StatusCode::kInvalidArgument) {
+    if (!IsClientError(result.status())) {
       error_log_.Error(
           absl::StrCat("RegisterSkeleton: ", result.status().ToString()));
     }
@@ -212,6 +241,7 @@ grpc::ServerUnaryReactor* IkService::GetSkeleton(
     grpc::CallbackServerContext* context, const v1::GetSkeletonRequest* request,
     v1::GetSkeletonResponse* response) {
   const UnaryCall call = BeginUnary(context, Rpc::kGetSkeleton);
+  if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
   std::shared_ptr<const RegisteredSkeleton> found =
       registry_->Find(request->skeleton_id());
   if (found == nullptr) {
@@ -231,6 +261,7 @@ grpc::ServerUnaryReactor* IkService::ListSkeletons(
     const v1::ListSkeletonsRequest* request,
     v1::ListSkeletonsResponse* response) {
   const UnaryCall call = BeginUnary(context, Rpc::kListSkeletons);
+  if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
   int page_size = request->page_size();
   if (page_size < 0 || page_size > options_.max_page_size) {
     return Finish(
@@ -264,9 +295,12 @@ grpc::ServerUnaryReactor* IkService::DeleteSkeleton(
     const v1::DeleteSkeletonRequest* request,
     v1::DeleteSkeletonResponse* /*response*/) {
   const UnaryCall call = BeginUnary(context, Rpc::kDeleteSkeleton);
-  absl::Status status = registry_->Delete(request->skeleton_id());
-  if (!status.ok() && status.code() != absl::StatusCode::kNotFound &&
-      status.code() != absl::StatusCode::kInvalidArgument) {
+  if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
+  // An admin deletes outright; a `register` token only what it registered.
+  absl::Status status = registry_->Delete(
+      request->skeleton_id(),
+      call.caller->role == Role::kAdmin ? "" : call.caller->name);
+  if (!status.ok() && !IsClientError(status)) {
     error_log_.Error(absl::StrCat("DeleteSkeleton: ", status.ToString()));
   }
   metrics_->SetSkeletons(registry_->size());
@@ -277,6 +311,7 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
                                            const v1::SolveRequest* request,
                                            v1::SolveResponse* response) {
   const UnaryCall call = BeginUnary(context, Rpc::kSolve, /*watched=*/true);
+  if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
   std::shared_ptr<const RegisteredSkeleton> skeleton =
       registry_->Find(request->skeleton_id());
   if (skeleton == nullptr) {
@@ -356,6 +391,7 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   const UnaryCall call = BeginUnary(context, Rpc::kSolveBatch, /*watched=*/true);
+  if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
   auto batch = std::make_shared<BatchCall>();
   if (!request->Valid() || !request->DumpToSingleSlice(&batch->request).ok()) {
     return Finish(call, UploadFailed(context));
@@ -528,6 +564,10 @@ void IkService::RunBatchChunk(BatchCall& batch, int chunk, int begin, int end,
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 IkService::SolveStream(grpc::CallbackServerContext* context) {
   metrics_->RpcStarted(Rpc::kSolveStream);
+  if (absl::StatusOr<Caller> caller = Authenticate(*context, Rpc::kSolveStream);
+      !caller.ok()) {
+    return new RejectedStream(this, ToGrpcStatus(caller.status()));
+  }
   absl::MutexLock lock(&streams_mu_);
   if (shutting_down_) {
     return new RejectedStream(this,

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "reach/v1/ik_service.grpc.pb.h"
 #include "server/arena_allocator.h"
+#include "server/auth.h"
 #include "server/log.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
@@ -72,9 +73,10 @@ using IkServiceBase = v1::IkService::WithCallbackMethod_RegisterSkeleton<
 
 class IkService final : public IkServiceBase {
  public:
-  // Every pointer must outlive the service.
+  // Every pointer must outlive the service. `auth` null: no
+  // authentication (as TokenAuth without a file).
   IkService(Registry* registry, SolverPool* pool, Metrics* metrics,
-            const ServiceOptions& options);
+            const ServiceOptions& options, const TokenAuth* auth = nullptr);
 
   // Asks every open stream to finish: frames already read are answered,
   // then the stream closes with UNAVAILABLE ("server shutting down"); new
@@ -142,7 +144,14 @@ class IkService final : public IkServiceBase {
     WatchedReactor* watched;
     Rpc rpc;
     absl::Time start;
+    // Who calls, or why the call may not (UNAUTHENTICATED,
+    // PERMISSION_DENIED): then the handler finishes with it at once.
+    absl::StatusOr<Caller> caller;
   };
+
+  // The caller of a call of `rpc`, if its token allows it (see auth.h).
+  absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& context,
+                                      Rpc rpc) const;
 
   // The deadline a solve that starts now gets: the call's deadline or
   // max_solve from now, whichever comes first, and `cancelled`.
@@ -157,8 +166,9 @@ class IkService final : public IkServiceBase {
                       absl::Span<SolverPool::Task> tasks);
 
  private:
-  // Counts the call as started and its request as received. `watched`:
-  // the call gets a WatchedReactor instead of the default one.
+  // Counts the call as started and its request as received, and
+  // authenticates it. `watched`: the call gets a WatchedReactor instead of
+  // the default one.
   UnaryCall BeginUnary(grpc::CallbackServerContext* context, Rpc rpc,
                        bool watched = false);
   // One pool task of a SolveBatch: items [begin, end) into outputs[chunk];
@@ -173,6 +183,8 @@ class IkService final : public IkServiceBase {
   SolverPool* const pool_;
   Metrics* const metrics_;
   const ServiceOptions options_;
+  const std::unique_ptr<TokenAuth> no_auth_;  // When given no TokenAuth.
+  const TokenAuth* const auth_;
   RateLimitedLog error_log_{10, absl::Seconds(10)};
   MemoryBudget budget_;
   ArenaMessageAllocator<v1::SolveRequest, v1::SolveResponse> solve_allocator_;

@@ -67,6 +67,32 @@ ABSL_FLAG(int64_t, max_buffered_bytes, int64_t{256} << 20,
 ABSL_FLAG(int64_t, max_response_bytes, int64_t{64} << 20,
           "Largest response one call may produce, checked before solving "
           "(RESOURCE_EXHAUSTED)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain to serve gRPC over TLS (with --tls_key); "
+          "re-read every --tls_reload_interval");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificates: clients must present a certificate one of "
+          "them signed (mTLS)");
+ABSL_FLAG(absl::Duration, tls_reload_interval, absl::Seconds(10),
+          "How often the TLS files are checked for replacement (new "
+          "connections get the new certificate; at least 1s)");
+ABSL_FLAG(bool, insecure, false,
+          "Allow plaintext gRPC (and /metrics without authentication) on a "
+          "non-loopback address; logs a warning");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "Token file (lines: name sha256(token) roles; roles solve, "
+          "register, admin, metrics): calls need 'authorization: Bearer "
+          "TOKEN'. Re-read when it changes and on SIGHUP. Empty: no auth");
+ABSL_FLAG(absl::Duration, auth_reload_interval, absl::Seconds(5),
+          "How often --auth_tokens_file is checked for changes (0: only on "
+          "SIGHUP)");
+ABSL_FLAG(int, quota_skeletons, 1000,
+          "Skeletons one token (or, without auth, one peer address) may "
+          "hold registered (RESOURCE_EXHAUSTED). 0: no quota");
+ABSL_FLAG(int64_t, quota_registry_bytes, int64_t{64} << 20,
+          "Registry bytes one token (or peer address) may hold "
+          "(RESOURCE_EXHAUSTED). 0: no quota");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT: how long in-flight work may take to finish");
 
@@ -133,6 +159,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // Re-read --auth_tokens_file.
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   reach::ServerOptions options;
@@ -158,6 +185,15 @@ int main(int argc, char** argv) {
   options.service.max_buffered_bytes = absl::GetFlag(FLAGS_max_buffered_bytes);
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  options.tls_reload_interval = absl::GetFlag(FLAGS_tls_reload_interval);
+  options.insecure = absl::GetFlag(FLAGS_insecure);
+  options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  options.auth_reload_interval = absl::GetFlag(FLAGS_auth_reload_interval);
+  options.quota_skeletons = absl::GetFlag(FLAGS_quota_skeletons);
+  options.quota_registry_bytes = absl::GetFlag(FLAGS_quota_registry_bytes);
 
   absl::StatusOr<std::unique_ptr<reach::ReachServer>> server =
       reach::ReachServer::Start(options);
@@ -195,10 +231,24 @@ int main(int argc, char** argv) {
       " max_queue_wait=", absl::FormatDuration(o.service.max_queue_wait),
       " max_buffered_bytes=", o.service.max_buffered_bytes,
       " max_response_bytes=", o.service.max_response_bytes,
-      " shutdown_grace=", absl::FormatDuration(o.shutdown_grace)));
+      " shutdown_grace=", absl::FormatDuration(o.shutdown_grace),
+      " tls=", o.tls_cert.empty() ? "off" : (o.tls_client_ca.empty() ? "on" : "mutual"),
+      " auth=", (*server)->auth().enabled()
+                    ? absl::StrCat((*server)->auth().tokens(), " tokens")
+                    : std::string("off"),
+      " quota_skeletons=", o.quota_skeletons,
+      " quota_registry_bytes=", o.quota_registry_bytes));
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    const absl::Status reloaded = (*server)->ReloadAuth();
+    reach::LogInfo(
+        reloaded.ok()
+            ? absl::StrCat("SIGHUP: auth tokens reloaded (",
+                           (*server)->auth().tokens(), " tokens)")
+            : absl::StrCat("SIGHUP: kept the previous auth tokens: ",
+                           reloaded.message()));
+  }
   reach::LogInfo(absl::StrCat("received ", strsignal(signal_number),
                               "; shutting down (grace ",
                               absl::FormatDuration(o.shutdown_grace), ")"));

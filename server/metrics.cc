@@ -120,6 +120,10 @@ absl::string_view RequestTypeName(Rpc rpc) {
   return kRpcInfo[static_cast<int>(rpc)].request_type;
 }
 
+absl::string_view RpcMethodName(Rpc rpc) {
+  return kRpcInfo[static_cast<int>(rpc)].method;
+}
+
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       process_(std::make_shared<ProcessCollector>()) {

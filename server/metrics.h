@@ -51,6 +51,8 @@ Rpc RpcForPath(absl::string_view path);
 // The full name of the request message of an IkService rpc
 // ("reach.v1.SolveRequest"); "" for the others.
 absl::string_view RequestTypeName(Rpc rpc);
+// The method's name ("Solve").
+absl::string_view RpcMethodName(Rpc rpc);
 inline constexpr int kNumGrpcCodes = 17;  // OK .. UNAUTHENTICATED.
 
 class Metrics : public SolverPool::Observer {

@@ -1,5 +1,6 @@
 #include "server/registry.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <openssl/sha.h>
@@ -143,7 +144,7 @@ absl::StatusOr<std::unique_ptr<Registry>> Registry::Create(
       }
       continue;
     }
-    registry->Publish(*std::move(built));
+    registry->Publish(*std::move(built), std::move(record.owners));
   }
   return registry;
 }
@@ -178,14 +179,78 @@ absl::Status Registry::CheckRoom(const RegisteredSkeleton& skeleton) const {
       " (--max_registry_bytes); delete skeletons first"));
 }
 
-void Registry::Publish(std::shared_ptr<const RegisteredSkeleton> skeleton) {
+absl::Status Registry::CheckQuota(absl::string_view owner,
+                                  int64_t bytes) const {
+  if (owner.empty()) return absl::OkStatus();
+  OwnerUsage usage;
+  if (auto it = usage_.find(owner); it != usage_.end()) usage = it->second;
+  if (limits_.max_owner_skeletons > 0 &&
+      usage.skeletons + 1 > limits_.max_owner_skeletons) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "'", ClientString(owner), "' has registered ", usage.skeletons,
+        " skeletons; the quota is ", limits_.max_owner_skeletons,
+        " (--quota_skeletons); delete some first"));
+  }
+  if (limits_.max_owner_bytes > 0 &&
+      usage.bytes + bytes > limits_.max_owner_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "'", ClientString(owner), "' holds ", usage.bytes,
+        " bytes of skeletons and this one takes ", bytes, "; the quota is ",
+        limits_.max_owner_bytes,
+        " (--quota_registry_bytes); delete some first"));
+  }
+  return absl::OkStatus();
+}
+
+void Registry::Charge(absl::string_view owner, int sign, int64_t bytes) {
+  OwnerUsage& usage = usage_[owner];
+  usage.skeletons += sign;
+  usage.bytes += sign * bytes;
+  if (usage.skeletons <= 0) usage_.erase(owner);
+}
+
+void Registry::Publish(std::shared_ptr<const RegisteredSkeleton> skeleton,
+                       std::vector<std::string> owners) {
   total_bytes_ += skeleton->memory_bytes;
+  for (const std::string& owner : owners) {
+    Charge(owner, +1, skeleton->memory_bytes);
+  }
+  if (!owners.empty()) owners_[skeleton->id] = std::move(owners);
   by_version_[skeleton->version] = skeleton;
   by_id_[skeleton->id] = std::move(skeleton);
 }
 
+absl::StatusOr<RegisterResult> Registry::AddOwner(
+    const RegisteredSkeleton& known, absl::string_view owner) {
+  const RegisterResult result{known.id, known.version, false};
+  std::vector<std::string> owners;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (auto it = owners_.find(known.id); it != owners_.end()) {
+      owners = it->second;
+    }
+    if (owner.empty() ||
+        std::find(owners.begin(), owners.end(), owner) != owners.end()) {
+      return result;
+    }
+    if (absl::Status quota = CheckQuota(owner, known.memory_bytes);
+        !quota.ok()) {
+      return quota;
+    }
+  }
+  owners.emplace_back(owner);
+  if (absl::Status status = store_->SetOwners(known.id, owners);
+      !status.ok()) {
+    return status;
+  }
+  absl::MutexLock lock(&mu_);
+  Charge(owner, +1, known.memory_bytes);
+  owners_[known.id] = std::move(owners);
+  return result;
+}
+
 absl::StatusOr<RegisterResult> Registry::Register(
-    const v1::Skeleton& definition) {
+    const v1::Skeleton& definition, absl::string_view owner) {
   // Names first: they are the one unbounded part, and hashing a definition
   // with megabyte names would cost before it is refused.
   if (absl::Status names = CheckNames(definition, limits_.max_name_bytes);
@@ -194,12 +259,14 @@ absl::StatusOr<RegisterResult> Registry::Register(
   }
   std::string id = SkeletonId(definition);
   if (std::shared_ptr<const RegisteredSkeleton> known = Find(id)) {
-    return RegisterResult{known->id, known->version, false};
+    if (owner.empty()) return RegisterResult{known->id, known->version, false};
+    absl::MutexLock write_lock(&write_mu_);
+    return AddOwner(*known, owner);
   }
   absl::MutexLock write_lock(&write_mu_);
   // Re-check under the writer lock: another writer may have just won.
   if (std::shared_ptr<const RegisteredSkeleton> known = Find(id)) {
-    return RegisterResult{known->id, known->version, false};
+    return AddOwner(*known, owner);
   }
   absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> built =
       Build(definition, definition.SerializeAsString(), id, next_version_);
@@ -207,13 +274,18 @@ absl::StatusOr<RegisterResult> Registry::Register(
   {
     absl::ReaderMutexLock lock(&mu_);
     if (absl::Status room = CheckRoom(**built); !room.ok()) return room;
+    if (absl::Status quota = CheckQuota(owner, (*built)->memory_bytes);
+        !quota.ok()) {
+      return quota;
+    }
   }
-  StoredSkeleton record{id, next_version_, (*built)->definition_bytes};
+  StoredSkeleton record{id, next_version_, (*built)->definition_bytes, {}};
+  if (!owner.empty()) record.owners.emplace_back(owner);
   absl::Status status = store_->Put(record);
   if (!status.ok()) return status;
   ++next_version_;
   absl::MutexLock lock(&mu_);
-  Publish(*built);
+  Publish(*built, std::move(record.owners));
   return RegisterResult{std::move(id), record.version, true};
 }
 
@@ -224,17 +296,53 @@ std::shared_ptr<const RegisteredSkeleton> Registry::Find(
   return it == by_id_.end() ? nullptr : it->second;
 }
 
-absl::Status Registry::Delete(absl::string_view id) {
+absl::Status Registry::Delete(absl::string_view id, absl::string_view owner) {
   absl::MutexLock write_lock(&write_mu_);
   std::shared_ptr<const RegisteredSkeleton> known = Find(id);
   if (known == nullptr) return UnknownSkeleton(id);
+  std::vector<std::string> owners = Owners(id);
+  if (!owner.empty()) {
+    auto mine = std::find(owners.begin(), owners.end(), owner);
+    if (mine == owners.end()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "skeleton_id: '", ClientString(id), "' was not registered by '",
+          ClientString(owner),
+          "'; deleting another's skeleton needs the admin role"));
+    }
+    if (owners.size() > 1) {
+      // Others still hold it: `owner` only lets go.
+      owners.erase(mine);
+      absl::Status status = store_->SetOwners(id, owners);
+      if (!status.ok()) return status;
+      absl::MutexLock lock(&mu_);
+      Charge(owner, -1, known->memory_bytes);
+      owners_[known->id] = std::move(owners);
+      return absl::OkStatus();
+    }
+  }
   absl::Status status = store_->Delete(id);
   if (!status.ok()) return status;
   absl::MutexLock lock(&mu_);
   total_bytes_ -= known->memory_bytes;
+  for (const std::string& former : owners) {
+    Charge(former, -1, known->memory_bytes);
+  }
+  owners_.erase(known->id);
   by_version_.erase(known->version);
   by_id_.erase(known->id);
   return absl::OkStatus();
+}
+
+std::vector<std::string> Registry::Owners(absl::string_view id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = owners_.find(id);
+  return it == owners_.end() ? std::vector<std::string>{} : it->second;
+}
+
+OwnerUsage Registry::Usage(absl::string_view owner) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = usage_.find(owner);
+  return it == usage_.end() ? OwnerUsage{} : it->second;
 }
 
 absl::StatusOr<SkeletonPage> Registry::List(

@@ -44,6 +44,17 @@ struct RegistryLimits {
   // memory_bytes); a registration beyond it is RESOURCE_EXHAUSTED, and a
   // stored skeleton beyond it is skipped at start. <= 0: no limit.
   int64_t max_total_bytes = int64_t{128} << 20;
+  // What one owner (see Register) may hold: skeletons, and their
+  // memory_bytes (a skeleton with several owners counts for each). Beyond
+  // either, RegisterSkeleton is RESOURCE_EXHAUSTED. <= 0: no limit.
+  int max_owner_skeletons = 0;
+  int64_t max_owner_bytes = 0;
+};
+
+// What one owner holds registered.
+struct OwnerUsage {
+  int skeletons = 0;
+  int64_t bytes = 0;
 };
 
 struct RegisterResult {
@@ -80,12 +91,23 @@ class Registry {
     return Create(std::move(store), registry_limits, skipped);
   }
 
-  // Validates, stores durably, then publishes. Idempotent.
-  absl::StatusOr<RegisterResult> Register(const v1::Skeleton& definition);
+  // Validates, stores durably, then publishes. Idempotent. `owner` (a
+  // token's name, or the peer without auth; empty: none) is recorded with
+  // the skeleton and charged for it against the owner quotas; registering
+  // a skeleton someone else registered adds `owner` to its owners.
+  absl::StatusOr<RegisterResult> Register(const v1::Skeleton& definition,
+                                          absl::string_view owner = "");
   // nullptr when unknown.
   std::shared_ptr<const RegisteredSkeleton> Find(absl::string_view id) const;
-  // UnknownSkeleton(id) when unknown.
-  absl::Status Delete(absl::string_view id);
+  // UnknownSkeleton(id) when unknown. With an empty `owner` the skeleton
+  // goes whoever registered it (an admin). Otherwise `owner` gives it up,
+  // and it goes once it has no owner left; PermissionDenied when `owner`
+  // is not one of its owners.
+  absl::Status Delete(absl::string_view id, absl::string_view owner = "");
+  // Who registered the skeleton (empty when unknown or stored before
+  // owners were kept).
+  std::vector<std::string> Owners(absl::string_view id) const;
+  OwnerUsage Usage(absl::string_view owner) const;
   // In version order; page_size >= 1. An unparsable token is
   // InvalidArgument naming page_token.
   absl::StatusOr<SkeletonPage> List(int page_size,
@@ -105,8 +127,18 @@ class Registry {
   // byte limit.
   absl::Status CheckRoom(const RegisteredSkeleton& skeleton) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void Publish(std::shared_ptr<const RegisteredSkeleton> skeleton)
+  // ResourceExhausted when `owner` may not take `bytes` more.
+  absl::Status CheckQuota(absl::string_view owner, int64_t bytes) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void Publish(std::shared_ptr<const RegisteredSkeleton> skeleton,
+               std::vector<std::string> owners)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Charge(absl::string_view owner, int sign, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds `owner` to a registered skeleton's owners, durably.
+  absl::StatusOr<RegisterResult> AddOwner(const RegisteredSkeleton& known,
+                                          absl::string_view owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   // Serialises writers (and the store) so that a slow durable write never
   // blocks readers: mu_ is held only to swap pointers.
@@ -121,6 +153,9 @@ class Registry {
   std::map<int64_t, std::shared_ptr<const RegisteredSkeleton>> by_version_
       ABSL_GUARDED_BY(mu_);
   int64_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, std::vector<std::string>> owners_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, OwnerUsage> usage_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace reach

@@ -2,17 +2,24 @@
 
 #include <sys/stat.h>
 
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/health_check_service_server_builder_option.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "prometheus/exposer.h"
 #include "server/call_interceptor.h"
 #include "server/skeleton_store.h"
@@ -37,7 +44,117 @@ absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenStore(
 constexpr int kMetricsThreads = 4;
 constexpr int kMetricsRequestTimeoutMs = 2000;
 
+// Reads the first PEM object of `path` with `read` (PEM_read_X509, ...);
+// an error names the flag.
+template <typename T, typename Read>
+absl::StatusOr<T*> ReadPem(const std::string& path, const char* flag,
+                           const char* what, Read read) {
+  std::FILE* file = std::fopen(path.c_str(), "r");
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", path, ": ", std::strerror(errno)));
+  }
+  T* object = read(file, nullptr, nullptr, nullptr);
+  std::fclose(file);
+  if (object == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", path, ": no PEM ", what, " in it"));
+  }
+  return object;
+}
+
+// Checks the TLS files at start, so a wrong path or a key that does not
+// match the certificate is an error now rather than failed handshakes
+// later (gRPC's file watcher only logs).
+absl::Status CheckTlsFiles(const ServerOptions& o) {
+  absl::StatusOr<X509*> cert =
+      ReadPem<X509>(o.tls_cert, "--tls_cert", "certificate", PEM_read_X509);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<EVP_PKEY*> key = ReadPem<EVP_PKEY>(
+      o.tls_key, "--tls_key", "private key", PEM_read_PrivateKey);
+  if (!key.ok()) {
+    X509_free(*cert);
+    return key.status();
+  }
+  const bool match = X509_check_private_key(*cert, *key) == 1;
+  X509_free(*cert);
+  EVP_PKEY_free(*key);
+  if (!match) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_key=", o.tls_key, " is not the key of --tls_cert=", o.tls_cert));
+  }
+  if (!o.tls_client_ca.empty()) {
+    absl::StatusOr<X509*> ca = ReadPem<X509>(
+        o.tls_client_ca, "--tls_client_ca", "certificate", PEM_read_X509);
+    if (!ca.ok()) return ca.status();
+    X509_free(*ca);
+  }
+  return absl::OkStatus();
+}
+
+// TLS (mTLS with a client CA) from files gRPC re-reads every
+// tls_reload_interval; plaintext only on loopback unless --insecure.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
+    const ServerOptions& o) {
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert and --tls_key go together");
+  }
+  if (o.tls_cert.empty()) {
+    if (!o.tls_client_ca.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca needs --tls_cert and --tls_key");
+    }
+    if (!IsLoopbackAddress(o.listen_address)) {
+      if (!o.insecure) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--listen=", o.listen_address,
+            " is not a loopback address: give --tls_cert and --tls_key, "
+            "or --insecure to serve plaintext anyway"));
+      }
+      LogError(absl::StrCat("WARNING: serving plaintext gRPC on ",
+                            o.listen_address,
+                            " (--insecure): anyone on the network can read "
+                            "and forge calls"));
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (absl::Status files = CheckTlsFiles(o); !files.ok()) return files;
+  const unsigned int interval = static_cast<unsigned int>(std::max<int64_t>(
+      1, absl::ToInt64Seconds(o.tls_reload_interval)));
+  auto provider =
+      o.tls_client_ca.empty()
+          ? std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+                o.tls_key, o.tls_cert, interval)
+          : std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+                o.tls_key, o.tls_cert, o.tls_client_ca, interval);
+  grpc::experimental::TlsServerCredentialsOptions tls(provider);
+  tls.watch_identity_key_cert_pairs();
+  if (!o.tls_client_ca.empty()) {
+    tls.watch_root_certs();
+    tls.set_cert_request_type(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  }
+  return grpc::experimental::TlsServerCredentials(tls);
+}
+
 }  // namespace
+
+bool IsLoopbackAddress(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:") ||
+      absl::StartsWith(address, "unix-abstract:")) {
+    return true;
+  }
+  absl::string_view host = address;
+  if (absl::StartsWith(host, "[")) {
+    const size_t end = host.find(']');
+    host = end == absl::string_view::npos ? "" : host.substr(1, end - 1);
+  } else if (const size_t colon = host.rfind(':');
+             colon != absl::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
 
 absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     const ServerOptions& options) {
@@ -61,6 +178,25 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     return absl::InvalidArgumentError("--max_queue_wait must be >= 0");
   }
 
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      Credentials(o);
+  if (!credentials.ok()) return credentials.status();
+  if (!o.metrics_address.empty() && !IsLoopbackAddress(o.metrics_address) &&
+      o.auth_tokens_file.empty()) {
+    if (!o.insecure) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics_listen=", o.metrics_address,
+          " is not a loopback address: give --auth_tokens_file (scrapers "
+          "then need a token with the metrics role), or --insecure"));
+    }
+    LogError(absl::StrCat("WARNING: serving /metrics without authentication "
+                          "on ", o.metrics_address, " (--insecure)"));
+  }
+  absl::StatusOr<std::unique_ptr<TokenAuth>> auth =
+      TokenAuth::Open(o.auth_tokens_file, o.auth_reload_interval);
+  if (!auth.ok()) return auth.status();
+  s->auth_ = *std::move(auth);
+
   s->metrics_ = std::make_unique<Metrics>();
   absl::StatusOr<std::unique_ptr<SkeletonStore>> store = OpenStore(o);
   if (!store.ok()) return store.status();
@@ -68,6 +204,8 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   limits.skeleton.max_joints = o.max_joints;
   limits.max_name_bytes = o.max_name_bytes;
   limits.max_total_bytes = o.max_registry_bytes;
+  limits.max_owner_skeletons = o.quota_skeletons;
+  limits.max_owner_bytes = o.quota_registry_bytes;
   std::vector<std::string> skipped;
   absl::StatusOr<std::unique_ptr<Registry>> registry =
       Registry::Create(*std::move(store), limits, &skipped);
@@ -81,7 +219,8 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
                                           s->metrics_.get());
   s->metrics_->SetQueueCapacity(o.queue_capacity);
   s->service_ = std::make_unique<IkService>(
-      s->registry_.get(), s->pool_.get(), s->metrics_.get(), o.service);
+      s->registry_.get(), s->pool_.get(), s->metrics_.get(), o.service,
+      s->auth_.get());
 
   if (!o.metrics_address.empty()) {
     try {
@@ -94,6 +233,14 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
       return absl::UnavailableError(absl::StrCat(
           "--metrics_address=", o.metrics_address, ": ", e.what()));
     }
+    if (s->auth_->enabled()) {
+      s->exposer_->RegisterAuth(
+          [auth = s->auth_.get()](const std::string& user,
+                                  const std::string& password) {
+            return auth->AllowsMetrics(user, password);
+          },
+          "reach-server metrics");
+    }
     s->exposer_->RegisterCollectable(s->metrics_->registry());
     s->exposer_->RegisterCollectable(s->metrics_->process_collector());
     const std::vector<int> ports = s->exposer_->GetListeningPorts();
@@ -104,8 +251,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   s->unknown_method_ = std::make_unique<UnknownMethodService>();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.listen_address, grpc::InsecureServerCredentials(),
-                           &s->port_);
+  builder.AddListeningPort(o.listen_address, *credentials, &s->port_);
   builder.SetMaxReceiveMessageSize(o.max_message_bytes);
   builder.RegisterService(s->service_.get());
   // Our own health service instead of gRPC's default (see health.h),
@@ -133,6 +279,11 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
 ReachServer::~ReachServer() { Shutdown(); }
 
 void ReachServer::SetServing(bool serving) { health_->SetServing(serving); }
+
+absl::Status ReachServer::ReloadAuth() {
+  if (!auth_->enabled()) return absl::OkStatus();
+  return auth_->Reload();
+}
 
 void ReachServer::Shutdown() {
   {

@@ -37,9 +37,33 @@ struct ServerOptions {
   int64_t max_registry_bytes = int64_t{128} << 20;
   int max_message_bytes = 16 * 1024 * 1024;  // Received messages.
   ServiceOptions service;
+
+  // Security (README "Security"). TLS: PEM files, re-read every
+  // tls_reload_interval, so a replaced certificate is served to new
+  // connections without a restart. tls_client_ca: clients must present a
+  // certificate it signed (mTLS). Without TLS, listen_address must be a
+  // loopback address unless `insecure`.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  absl::Duration tls_reload_interval = absl::Seconds(10);
+  bool insecure = false;
+  // Token authentication (auth.h); empty: off. The file is re-read when
+  // it changes (checked every auth_reload_interval) and on ReloadAuth().
+  std::string auth_tokens_file;
+  absl::Duration auth_reload_interval = absl::Seconds(5);
+  // Per token (per peer address without auth): skeletons and registry
+  // bytes it may hold registered. 0: no quota.
+  int quota_skeletons = 1000;
+  int64_t quota_registry_bytes = int64_t{64} << 20;
+
   // How long in-flight work may take to finish on Shutdown().
   absl::Duration shutdown_grace = absl::Seconds(10);
 };
+
+// Whether a listen address ("host:port", "[v6]:port", "unix:path") is
+// reachable from this machine only.
+bool IsLoopbackAddress(absl::string_view address);
 
 class ReachServer {
  public:
@@ -57,6 +81,10 @@ class ReachServer {
   // SERVING or NOT_SERVING), e.g. to take a replica out of a load balancer
   // before maintenance.
   void SetServing(bool serving);
+  // Reads --auth_tokens_file again now (SIGHUP); on an error the tokens
+  // in use stay. OK without a token file.
+  absl::Status ReloadAuth();
+  const TokenAuth& auth() const { return *auth_; }
   HealthService& health() { return *health_; }
 
   // Graceful: health turns NOT_SERVING for good and open Health.Watch
@@ -70,6 +98,7 @@ class ReachServer {
 
   ServerOptions options_;
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<SolverPool> pool_;
   std::unique_ptr<IkService> service_;

@@ -6,6 +6,8 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace reach {
 namespace {
@@ -25,6 +27,12 @@ class MemoryStore : public SkeletonStore {
     records_[record.id] = record;
     return absl::OkStatus();
   }
+  absl::Status SetOwners(absl::string_view id,
+                         const std::vector<std::string>& owners) override {
+    auto it = records_.find(std::string(id));
+    if (it != records_.end()) it->second.owners = owners;
+    return absl::OkStatus();
+  }
   absl::Status Delete(absl::string_view id) override {
     records_.erase(std::string(id));
     return absl::OkStatus();
@@ -33,6 +41,11 @@ class MemoryStore : public SkeletonStore {
  private:
   std::map<std::string, StoredSkeleton> records_;
 };
+
+std::vector<std::string> SplitOwners(const unsigned char* text) {
+  if (text == nullptr || *text == '\0') return {};
+  return absl::StrSplit(reinterpret_cast<const char*>(text), '\n');
+}
 
 // Finalizes a prepared statement on every path out.
 struct Statement {
@@ -48,19 +61,28 @@ class SqliteStore : public SkeletonStore {
   absl::Status Init() {
     // WAL with synchronous=FULL: a committed registration survives a crash
     // of the process (kill -9) and of the machine.
-    return Exec(
+    absl::Status status = Exec(
         "PRAGMA journal_mode=WAL;"
         "PRAGMA synchronous=FULL;"
         "CREATE TABLE IF NOT EXISTS skeletons ("
         "  id TEXT PRIMARY KEY,"
         "  version INTEGER NOT NULL,"
         "  definition BLOB NOT NULL);");
+    if (!status.ok()) return status;
+    // Registries made before owners were kept gain the column (empty).
+    Statement s;
+    status = Prepare("SELECT owners FROM skeletons LIMIT 0", &s);
+    if (status.ok()) return status;
+    return Exec(
+        "ALTER TABLE skeletons ADD COLUMN owners TEXT NOT NULL DEFAULT '';");
   }
 
   absl::StatusOr<std::vector<StoredSkeleton>> LoadAll() override {
     Statement s;
     absl::Status status = Prepare(
-        "SELECT id, version, definition FROM skeletons ORDER BY version", &s);
+        "SELECT id, version, definition, owners FROM skeletons "
+        "ORDER BY version",
+        &s);
     if (!status.ok()) return status;
     std::vector<StoredSkeleton> out;
     int rc;
@@ -73,6 +95,7 @@ class SqliteStore : public SkeletonStore {
       if (blob != nullptr) {
         record.definition.assign(static_cast<const char*>(blob), size);
       }
+      record.owners = SplitOwners(sqlite3_column_text(s.stmt, 3));
     }
     if (rc != SQLITE_DONE) return Error("reading skeletons");
     return out;
@@ -81,8 +104,8 @@ class SqliteStore : public SkeletonStore {
   absl::Status Put(const StoredSkeleton& record) override {
     Statement s;
     absl::Status status = Prepare(
-        "INSERT OR REPLACE INTO skeletons (id, version, definition) "
-        "VALUES (?, ?, ?)",
+        "INSERT OR REPLACE INTO skeletons (id, version, definition, owners) "
+        "VALUES (?, ?, ?, ?)",
         &s);
     if (!status.ok()) return status;
     sqlite3_bind_text(s.stmt, 1, record.id.data(),
@@ -91,7 +114,27 @@ class SqliteStore : public SkeletonStore {
     sqlite3_bind_blob(s.stmt, 3, record.definition.data(),
                       static_cast<int>(record.definition.size()),
                       SQLITE_STATIC);
+    const std::string owners = absl::StrJoin(record.owners, "\n");
+    sqlite3_bind_text(s.stmt, 4, owners.data(),
+                      static_cast<int>(owners.size()), SQLITE_STATIC);
     if (sqlite3_step(s.stmt) != SQLITE_DONE) return Error("storing a skeleton");
+    return absl::OkStatus();
+  }
+
+  absl::Status SetOwners(absl::string_view id,
+                         const std::vector<std::string>& owners) override {
+    Statement s;
+    absl::Status status =
+        Prepare("UPDATE skeletons SET owners = ? WHERE id = ?", &s);
+    if (!status.ok()) return status;
+    const std::string joined = absl::StrJoin(owners, "\n");
+    sqlite3_bind_text(s.stmt, 1, joined.data(),
+                      static_cast<int>(joined.size()), SQLITE_STATIC);
+    sqlite3_bind_text(s.stmt, 2, id.data(), static_cast<int>(id.size()),
+                      SQLITE_STATIC);
+    if (sqlite3_step(s.stmt) != SQLITE_DONE) {
+      return Error("storing a skeleton's owners");
+    }
     return absl::OkStatus();
   }
 

@@ -19,6 +19,9 @@ struct StoredSkeleton {
   std::string id;
   int64_t version = 0;
   std::string definition;  // Serialised reach.v1.Skeleton.
+  // Who registered it (token names, or "peer:ADDRESS" without auth); none
+  // for records stored before owners were kept. Names hold no newline.
+  std::vector<std::string> owners;
 };
 
 class SkeletonStore {
@@ -28,6 +31,9 @@ class SkeletonStore {
   virtual absl::StatusOr<std::vector<StoredSkeleton>> LoadAll() = 0;
   // Durable when it returns OK (SQLite: committed with synchronous=FULL).
   virtual absl::Status Put(const StoredSkeleton& record) = 0;
+  // Replaces the owners of a stored record (durable like Put).
+  virtual absl::Status SetOwners(absl::string_view id,
+                                 const std::vector<std::string>& owners) = 0;
   virtual absl::Status Delete(absl::string_view id) = 0;
 };
 

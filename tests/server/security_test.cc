@@ -1,0 +1,663 @@
+// TLS, mTLS, certificate reload, token roles, token reload, quotas and the
+// metrics endpoint's basic auth, against a real server on loopback, with
+// certificates made by the openssl tool here.
+#include <openssl/sha.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "reach/v1/ik_service.grpc.pb.h"
+#include "server/auth.h"
+#include "server/server.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/testing/models.h"
+#include "tests/testing/service.h"
+
+namespace reach {
+namespace {
+
+namespace fs = std::filesystem;
+using ::reach::testing::Context;
+using ::reach::testing::MakeGoal;
+using ::reach::testing::TestServerOptions;
+using ::reach::testing::ToWire;
+using ::testing::HasSubstr;
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void WriteFile(const fs::path& path, const std::string& text) {
+  // Replaced by rename, as a deployment would: a reader never sees half.
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+  fs::rename(tmp, path);
+}
+
+int Run(const std::string& command) {
+  return std::system(("(" + command + ") >/dev/null 2>&1").c_str());
+}
+
+// A CA, and server and client certificates it signs, made by openssl.
+struct Pki {
+  fs::path dir;
+
+  void MakeCa(const std::string& name) {
+    ASSERT_EQ(Run(absl::StrCat(
+                  "cd ", dir.string(), " && openssl req -x509 -newkey ec "
+                  "-pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+                  "-subj '/CN=Reach test ", name, "' -keyout ", name,
+                  ".key -out ", name, ".pem")),
+              0);
+  }
+  // `usage`: serverAuth or clientAuth.
+  void MakeLeaf(const std::string& name, const std::string& ca,
+                const std::string& usage) {
+    const std::string ext = absl::StrCat(name, ".ext");
+    {
+      std::ofstream out(dir / ext);
+      out << "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+          << "basicConstraints=CA:FALSE\n"
+          << "extendedKeyUsage=" << usage << "\n";
+    }
+    ASSERT_EQ(Run(absl::StrCat(
+                  "cd ", dir.string(), " && openssl req -newkey ec "
+                  "-pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "
+                  "'/CN=", name, "' -keyout ", name, ".key -out ", name,
+                  ".csr && openssl x509 -req -in ", name, ".csr -CA ", ca,
+                  ".pem -CAkey ", ca, ".key -CAcreateserial -days 2 -out ",
+                  name, ".pem -extfile ", ext)),
+              0);
+  }
+  std::string Pem(const std::string& name) const {
+    return ReadFile(dir / (name + ".pem"));
+  }
+  std::string Key(const std::string& name) const {
+    return ReadFile(dir / (name + ".key"));
+  }
+};
+
+fs::path TempDir(const std::string& tag) {
+  fs::path dir = fs::temp_directory_path() /
+                 absl::StrCat("reach-security-", tag, "-", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    pki_ = new Pki{TempDir("pki")};
+    pki_->MakeCa("ca1");
+    pki_->MakeCa("ca2");
+    pki_->MakeCa("client-ca");
+    pki_->MakeCa("other-ca");
+    pki_->MakeLeaf("server1", "ca1", "serverAuth");
+    pki_->MakeLeaf("server2", "ca2", "serverAuth");
+    pki_->MakeLeaf("client", "client-ca", "clientAuth");
+    pki_->MakeLeaf("stranger", "other-ca", "clientAuth");
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(pki_->dir);
+    delete pki_;
+    pki_ = nullptr;
+  }
+
+  void SetUp() override { dir_ = TempDir("case"); }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // Serving files under dir_: the server's certificate and key from
+  // `server` ("server1": signed by ca1).
+  ServerOptions TlsOptions(const std::string& server = "server1") {
+    WriteFile(dir_ / "server.pem", pki_->Pem(server));
+    WriteFile(dir_ / "server.key", pki_->Key(server));
+    ServerOptions options = TestServerOptions();
+    options.tls_cert = (dir_ / "server.pem").string();
+    options.tls_key = (dir_ / "server.key").string();
+    options.tls_reload_interval = absl::Seconds(1);
+    return options;
+  }
+
+  void Start(const ServerOptions& options) {
+    absl::StatusOr<std::unique_ptr<ReachServer>> started =
+        ReachServer::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+  }
+
+  // A fresh channel (its own connection: no subchannel shared with
+  // earlier channels) trusting `ca`, with the client certificate `client`
+  // when not empty.
+  std::shared_ptr<grpc::Channel> TlsChannel(const std::string& ca,
+                                            const std::string& client = "") {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = pki_->Pem(ca);
+    if (!client.empty()) {
+      ssl.pem_cert_chain = pki_->Pem(client);
+      ssl.pem_private_key = pki_->Key(client);
+    }
+    return grpc::CreateCustomChannel(Address(), grpc::SslCredentials(ssl),
+                                     FreshArgs());
+  }
+  std::shared_ptr<grpc::Channel> PlainChannel() {
+    return grpc::CreateCustomChannel(
+        Address(), grpc::InsecureChannelCredentials(), FreshArgs());
+  }
+  std::string Address() const {
+    return absl::StrCat("127.0.0.1:", server_->port());
+  }
+  static grpc::ChannelArguments FreshArgs() {
+    static std::atomic<int> nonce{0};
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("reach.test.nonce", nonce++);
+    return args;
+  }
+
+  // Health.Check over `channel`: the gRPC status.
+  static grpc::Status Health(const std::shared_ptr<grpc::Channel>& channel) {
+    auto stub = grpc::health::v1::Health::NewStub(channel);
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    return stub->Check(Context(5).get(), request, &response);
+  }
+
+  static Pki* pki_;
+  fs::path dir_;
+  std::unique_ptr<ReachServer> server_;
+};
+
+Pki* SecurityTest::pki_ = nullptr;
+
+TEST_F(SecurityTest, TlsServesATrustingClientAndRefusesPlaintext) {
+  Start(TlsOptions());
+  EXPECT_TRUE(Health(TlsChannel("ca1")).ok());
+  // A solve over TLS, end to end.
+  auto stub = v1::IkService::NewStub(TlsChannel("ca1"));
+  v1::RegisterSkeletonRequest reg;
+  *reg.mutable_skeleton() = ToWire(testing::TwoBoneLegDef(), "leg");
+  v1::RegisterSkeletonResponse registered;
+  ASSERT_TRUE(
+      stub->RegisterSkeleton(Context().get(), reg, &registered).ok());
+  v1::SolveRequest solve;
+  solve.set_skeleton_id(registered.skeleton_id());
+  *solve.add_goals() = MakeGoal("leg", Eigen::Vector3d(0.1, 0.3, 0.2));
+  v1::SolveResponse solved;
+  EXPECT_TRUE(stub->Solve(Context().get(), solve, &solved).ok());
+
+  // A plaintext client, and one that does not trust the certificate.
+  const grpc::Status plain = Health(PlainChannel());
+  EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << plain.error_message();
+  EXPECT_FALSE(Health(TlsChannel("ca2")).ok());
+}
+
+TEST_F(SecurityTest, MutualTlsNeedsAClientCertificateFromTheClientCa) {
+  ServerOptions options = TlsOptions();
+  WriteFile(dir_ / "client-ca.pem", pki_->Pem("client-ca"));
+  options.tls_client_ca = (dir_ / "client-ca.pem").string();
+  Start(options);
+  EXPECT_TRUE(Health(TlsChannel("ca1", "client")).ok());
+  EXPECT_FALSE(Health(TlsChannel("ca1")).ok());              // No cert.
+  EXPECT_FALSE(Health(TlsChannel("ca1", "stranger")).ok());  // Wrong CA.
+  EXPECT_FALSE(Health(PlainChannel()).ok());
+}
+
+TEST_F(SecurityTest, ACertificateReplacedOnDiskIsServedWithoutARestart) {
+  Start(TlsOptions("server1"));
+  ASSERT_TRUE(Health(TlsChannel("ca1")).ok());
+  ASSERT_FALSE(Health(TlsChannel("ca2")).ok());
+  const int port = server_->port();
+
+  WriteFile(dir_ / "server.key", pki_->Key("server2"));
+  WriteFile(dir_ / "server.pem", pki_->Pem("server2"));
+  const absl::Time swapped = absl::Now();
+  bool served = false;
+  while (!served && absl::Now() - swapped < absl::Seconds(10)) {
+    served = Health(TlsChannel("ca2")).ok();
+    if (!served) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(served) << "a new connection still gets the old certificate";
+  // The reload interval is 1 s: the new certificate is served within it
+  // (and the next check of the files).
+  EXPECT_LT(absl::Now() - swapped, absl::Seconds(3));
+  EXPECT_FALSE(Health(TlsChannel("ca1")).ok());
+  EXPECT_EQ(server_->port(), port);
+}
+
+TEST_F(SecurityTest, StartRefusesBadTlsFilesAndPlaintextOffLoopback) {
+  ServerOptions options = TlsOptions();
+  options.tls_key = (pki_->dir / "server2.key").string();  // Not its key.
+  absl::StatusOr<std::unique_ptr<ReachServer>> started =
+      ReachServer::Start(options);
+  ASSERT_FALSE(started.ok());
+  EXPECT_THAT(std::string(started.status().message()),
+              HasSubstr("is not the key of --tls_cert"));
+
+  options = TlsOptions();
+  options.tls_cert = (dir_ / "missing.pem").string();
+  started = ReachServer::Start(options);
+  ASSERT_FALSE(started.ok());
+  EXPECT_THAT(std::string(started.status().message()),
+              HasSubstr("--tls_cert="));
+
+  options = TestServerOptions();
+  options.tls_client_ca = (pki_->dir / "client-ca.pem").string();
+  started = ReachServer::Start(options);
+  ASSERT_FALSE(started.ok());
+  EXPECT_THAT(std::string(started.status().message()),
+              HasSubstr("--tls_client_ca needs --tls_cert"));
+
+  options = TestServerOptions();
+  options.listen_address = "0.0.0.0:0";
+  started = ReachServer::Start(options);
+  ASSERT_FALSE(started.ok());
+  EXPECT_THAT(std::string(started.status().message()), HasSubstr("--insecure"));
+  options.insecure = true;
+  started = ReachServer::Start(options);
+  EXPECT_TRUE(started.ok()) << started.status();
+  started->reset();
+
+  options = TestServerOptions();
+  options.metrics_address = "0.0.0.0:0";
+  started = ReachServer::Start(options);
+  ASSERT_FALSE(started.ok());
+  EXPECT_THAT(std::string(started.status().message()),
+              HasSubstr("--metrics_listen"));
+}
+
+TEST(LoopbackAddressTest, KnowsLoopbackFromTheRest) {
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:50051"));
+  EXPECT_TRUE(IsLoopbackAddress("127.1.2.3:0"));
+  EXPECT_TRUE(IsLoopbackAddress("localhost:50051"));
+  EXPECT_TRUE(IsLoopbackAddress("[::1]:50051"));
+  EXPECT_TRUE(IsLoopbackAddress("unix:/tmp/reach.sock"));
+  EXPECT_FALSE(IsLoopbackAddress("0.0.0.0:50051"));
+  EXPECT_FALSE(IsLoopbackAddress("[::]:50051"));
+  EXPECT_FALSE(IsLoopbackAddress(":50051"));
+  EXPECT_FALSE(IsLoopbackAddress("10.0.0.5:50051"));
+  EXPECT_FALSE(IsLoopbackAddress("reach.example.com:443"));
+}
+
+// --- Tokens ---------------------------------------------------------------
+
+std::string Sha256Hex(const std::string& token) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(),
+         digest);
+  return absl::BytesToHexString(absl::string_view(
+      reinterpret_cast<const char*>(digest), sizeof(digest)));
+}
+
+std::string TokenLine(const std::string& name, const std::string& token,
+                      const std::string& roles) {
+  return absl::StrCat(name, " ", Sha256Hex(token), " ", roles, "\n");
+}
+
+// A stub call's context carrying `token` (none when empty).
+std::unique_ptr<grpc::ClientContext> As(const std::string& token) {
+  std::unique_ptr<grpc::ClientContext> context = Context(10);
+  if (!token.empty()) {
+    context->AddMetadata("authorization", absl::StrCat("Bearer ", token));
+  }
+  return context;
+}
+
+class TokenTest : public SecurityTest {
+ protected:
+  void SetUp() override {
+    SecurityTest::SetUp();
+    WriteFile(dir_ / "tokens",
+              "# name sha256 roles\n" +
+                  TokenLine("game", "t-solve", "solve") +
+                  TokenLine("tool-a", "t-register-a", "register") +
+                  TokenLine("tool-b", "t-register-b", "solve,register") +
+                  TokenLine("ops", "t-admin", "admin") +
+                  TokenLine("scraper", "t-metrics", "metrics"));
+  }
+  ServerOptions AuthOptions() {
+    ServerOptions options = TestServerOptions();
+    options.auth_tokens_file = (dir_ / "tokens").string();
+    options.auth_reload_interval = absl::Milliseconds(200);
+    return options;
+  }
+
+  grpc::Status Register(const std::string& token, const std::string& name,
+                        std::string* id = nullptr) {
+    v1::RegisterSkeletonRequest request;
+    *request.mutable_skeleton() = ToWire(testing::TwoBoneLegDef(), name);
+    v1::RegisterSkeletonResponse response;
+    grpc::Status status =
+        stub_->RegisterSkeleton(As(token).get(), request, &response);
+    if (id != nullptr) *id = response.skeleton_id();
+    return status;
+  }
+  grpc::Status Delete(const std::string& token, const std::string& id) {
+    v1::DeleteSkeletonRequest request;
+    request.set_skeleton_id(id);
+    v1::DeleteSkeletonResponse response;
+    return stub_->DeleteSkeleton(As(token).get(), request, &response);
+  }
+  grpc::Status Get(const std::string& token, const std::string& id) {
+    v1::GetSkeletonRequest request;
+    request.set_skeleton_id(id);
+    v1::GetSkeletonResponse response;
+    return stub_->GetSkeleton(As(token).get(), request, &response);
+  }
+  grpc::Status List(const std::string& token) {
+    v1::ListSkeletonsRequest request;
+    v1::ListSkeletonsResponse response;
+    return stub_->ListSkeletons(As(token).get(), request, &response);
+  }
+  v1::SolveRequest SolveRequest(const std::string& id) {
+    v1::SolveRequest request;
+    request.set_skeleton_id(id);
+    *request.add_goals() = MakeGoal("leg", Eigen::Vector3d(0.1, 0.3, 0.2));
+    return request;
+  }
+  grpc::Status Solve(const std::string& token, const std::string& id) {
+    v1::SolveResponse response;
+    return stub_->Solve(As(token).get(), SolveRequest(id), &response);
+  }
+  grpc::Status SolveBatch(const std::string& token, const std::string& id) {
+    v1::SolveBatchRequest request;
+    request.set_skeleton_id(id);
+    *request.add_items() = SolveRequest("");
+    v1::SolveBatchResponse response;
+    return stub_->SolveBatch(As(token).get(), request, &response);
+  }
+  // One frame through a SolveStream: the stream's final status (or the
+  // in-band status of the answer when the stream is OK).
+  grpc::Status Stream(const std::string& token, const std::string& id) {
+    std::unique_ptr<grpc::ClientContext> context = As(token);
+    auto stream = stub_->SolveStream(context.get());
+    stream->Write(SolveRequest(id));
+    stream->WritesDone();
+    v1::SolveResponse response;
+    int answers = 0;
+    while (stream->Read(&response)) ++answers;
+    grpc::Status status = stream->Finish();
+    if (status.ok() && answers != 1) {
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          absl::StrCat(answers, " answers"));
+    }
+    return status;
+  }
+
+  void StartWithStub(const ServerOptions& options) {
+    Start(options);
+    stub_ = v1::IkService::NewStub(PlainChannel());
+  }
+
+  std::unique_ptr<v1::IkService::Stub> stub_;
+};
+
+TEST_F(TokenTest, EachRoleMayCallExactlyItsMethods) {
+  StartWithStub(AuthOptions());
+  std::string id;
+  ASSERT_TRUE(Register("t-register-a", "leg", &id).ok());
+
+  // No token, a malformed one, an unknown one: UNAUTHENTICATED everywhere.
+  for (const std::string& token : {std::string(), std::string("nope")}) {
+    EXPECT_EQ(Solve(token, id).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(SolveBatch(token, id).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Stream(token, id).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Get(token, id).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(List(token).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Register(token, "x").error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Delete(token, id).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    std::unique_ptr<grpc::ClientContext> context = Context(10);
+    context->AddMetadata("authorization", "Basic dXNlcjpwYXNz");
+    v1::ListSkeletonsResponse response;
+    const grpc::Status status =
+        stub_->ListSkeletons(context.get(), {}, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_THAT(status.error_message(), HasSubstr("Bearer"));
+  }
+
+  // solve: the solving and reading methods, nothing that writes.
+  EXPECT_TRUE(Solve("t-solve", id).ok());
+  EXPECT_TRUE(SolveBatch("t-solve", id).ok());
+  EXPECT_TRUE(Stream("t-solve", id).ok());
+  EXPECT_TRUE(Get("t-solve", id).ok());
+  EXPECT_TRUE(List("t-solve").ok());
+  grpc::Status denied = Register("t-solve", "mine");
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("'register' role"));
+  denied = Delete("t-solve", id);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("'register' role"));
+
+  // metrics only: no gRPC method at all.
+  denied = Solve("t-metrics", id);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("'solve' role"));
+  EXPECT_EQ(Stream("t-metrics", id).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  // register: solves too; deletes only what it registered.
+  EXPECT_TRUE(Solve("t-register-b", id).ok());
+  std::string b_id;
+  ASSERT_TRUE(Register("t-register-b", "leg b", &b_id).ok());
+  denied = Delete("t-register-a", b_id);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("admin role"));
+  EXPECT_TRUE(Get("t-solve", b_id).ok());
+  EXPECT_TRUE(Delete("t-register-b", b_id).ok());
+  EXPECT_EQ(Get("t-solve", b_id).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // admin: deletes anyone's.
+  EXPECT_TRUE(Delete("t-admin", id).ok());
+  EXPECT_EQ(Get("t-solve", id).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // Health stays open.
+  EXPECT_TRUE(Health(PlainChannel()).ok());
+}
+
+TEST_F(TokenTest, ASkeletonTwoClientsRegisteredStaysUntilBothLetGo) {
+  StartWithStub(AuthOptions());
+  std::string id, again;
+  ASSERT_TRUE(Register("t-register-a", "shared", &id).ok());
+  ASSERT_TRUE(Register("t-register-b", "shared", &again).ok());
+  ASSERT_EQ(id, again);  // Content-addressed: the same skeleton.
+  EXPECT_THAT(server_->service().registry().Owners(id),
+              ::testing::UnorderedElementsAre("tool-a", "tool-b"));
+  EXPECT_TRUE(Delete("t-register-a", id).ok());
+  EXPECT_TRUE(Get("t-solve", id).ok());  // tool-b still holds it.
+  EXPECT_EQ(Delete("t-register-a", id).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(Delete("t-register-b", id).ok());
+  EXPECT_EQ(Get("t-solve", id).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(TokenTest, TheTokenFileIsReadAgainWhenItChangesAndOnReload) {
+  StartWithStub(AuthOptions());
+  std::string id;
+  ASSERT_TRUE(Register("t-admin", "leg", &id).ok());
+  ASSERT_TRUE(Solve("t-solve", id).ok());
+  ASSERT_EQ(Solve("t-new", id).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+
+  // Replaced on disk: the watcher (every 200 ms here) picks it up.
+  WriteFile(dir_ / "tokens", TokenLine("ops", "t-admin", "admin") +
+                                 TokenLine("game-2", "t-new", "solve"));
+  const absl::Time changed = absl::Now();
+  while (!Solve("t-new", id).ok() &&
+         absl::Now() - changed < absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(Solve("t-new", id).ok());
+  EXPECT_EQ(Solve("t-solve", id).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);  // Revoked.
+
+  // A broken file keeps the tokens in use.
+  WriteFile(dir_ / "tokens", "ops not-a-digest admin\n");
+  EXPECT_FALSE(server_->ReloadAuth().ok());
+  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_TRUE(Solve("t-new", id).ok());
+
+  // ReloadAuth (what SIGHUP calls) reads it at once.
+  WriteFile(dir_ / "tokens", TokenLine("ops", "t-admin", "admin") +
+                                 TokenLine("game-3", "t-newer", "solve"));
+  ASSERT_TRUE(server_->ReloadAuth().ok());
+  EXPECT_TRUE(Solve("t-newer", id).ok());
+  EXPECT_EQ(Solve("t-new", id).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(TokenTest, QuotasBoundWhatEachTokenRegisters) {
+  ServerOptions options = AuthOptions();
+  options.quota_skeletons = 2;
+  StartWithStub(options);
+  ASSERT_TRUE(Register("t-register-a", "a1").ok());
+  ASSERT_TRUE(Register("t-register-a", "a2").ok());
+  grpc::Status over = Register("t-register-a", "a3");
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(over.error_message(), HasSubstr("--quota_skeletons"));
+  EXPECT_THAT(over.error_message(), HasSubstr("'tool-a'"));
+  // Another token has its own quota; re-registering one's own is free.
+  EXPECT_TRUE(Register("t-register-b", "b1").ok());
+  EXPECT_TRUE(Register("t-register-a", "a1").ok());
+  // Taking another's skeleton as one's own counts too.
+  EXPECT_EQ(Register("t-register-a", "b1").error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Deleting makes room.
+  std::string a2;
+  ASSERT_TRUE(Register("t-register-a", "a2", &a2).ok());
+  ASSERT_TRUE(Delete("t-register-a", a2).ok());
+  EXPECT_TRUE(Register("t-register-a", "a3").ok());
+  EXPECT_EQ(server_->service().registry().Usage("tool-a").skeletons, 2);
+}
+
+TEST_F(TokenTest, ByteQuotaAndPerPeerQuotaWithoutAuth) {
+  ServerOptions options = TestServerOptions();  // No tokens.
+  options.quota_skeletons = 0;
+  StartWithStub(options);
+  std::string id;
+  ASSERT_TRUE(Register("", "leg", &id).ok());
+  const std::vector<std::string> owners =
+      server_->service().registry().Owners(id);
+  ASSERT_EQ(owners.size(), 1u);
+  EXPECT_EQ(owners[0], "peer:127.0.0.1");
+  const int64_t one = server_->service().registry().Usage(owners[0]).bytes;
+  ASSERT_GT(one, 0);
+  server_.reset();
+
+  options.quota_registry_bytes = one + one / 2;  // Room for one leg.
+  StartWithStub(options);
+  ASSERT_TRUE(Register("", "leg 1").ok());
+  const grpc::Status over = Register("", "leg 2");
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(over.error_message(), HasSubstr("--quota_registry_bytes"));
+  EXPECT_THAT(over.error_message(), HasSubstr("peer:127.0.0.1"));
+}
+
+TEST_F(TokenTest, StartRefusesABadTokenFile) {
+  ServerOptions options = AuthOptions();
+  WriteFile(dir_ / "tokens", "ops " + Sha256Hex("x") + " root\n");
+  absl::StatusOr<std::unique_ptr<ReachServer>> started =
+      ReachServer::Start(options);
+  ASSERT_FALSE(started.ok());
+  EXPECT_THAT(std::string(started.status().message()),
+              HasSubstr("tokens:1: unknown role 'root'"));
+  options.auth_tokens_file = (dir_ / "missing").string();
+  started = ReachServer::Start(options);
+  ASSERT_FALSE(started.ok());
+  EXPECT_THAT(std::string(started.status().message()),
+              HasSubstr("--auth_tokens_file="));
+}
+
+// curl's HTTP status for /metrics with basic auth `user:password` (none
+// when empty).
+int MetricsStatus(int port, const std::string& user_password) {
+  const std::string command = absl::StrCat(
+      "curl -s -o /dev/null -w '%{http_code}' --max-time 10 ",
+      user_password.empty() ? "" : absl::StrCat("-u '", user_password, "' "),
+      "http://127.0.0.1:", port, "/metrics");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[16] = {};
+  const size_t n = fread(buffer, 1, sizeof(buffer) - 1, pipe);
+  pclose(pipe);
+  return std::atoi(std::string(buffer, n).c_str());
+}
+
+TEST_F(TokenTest, MetricsNeedATokenWithTheMetricsRole) {
+  ServerOptions options = AuthOptions();
+  options.metrics_address = "127.0.0.1:0";
+  StartWithStub(options);
+  const int port = server_->metrics_port();
+  ASSERT_GT(port, 0);
+  EXPECT_EQ(MetricsStatus(port, ""), 401);
+  EXPECT_EQ(MetricsStatus(port, "scraper:t-wrong"), 401);
+  EXPECT_EQ(MetricsStatus(port, "game:t-solve"), 401);   // No metrics role.
+  EXPECT_EQ(MetricsStatus(port, "ops:t-metrics"), 401);  // Not its name.
+  EXPECT_EQ(MetricsStatus(port, "scraper:t-metrics"), 200);
+  EXPECT_EQ(MetricsStatus(port, "ops:t-admin"), 200);
+}
+
+TEST(TokenFileTest, ParsesNamesDigestsAndRolesAndNamesTheBadLine) {
+  const std::string digest = Sha256Hex("secret");
+  absl::StatusOr<std::vector<TokenEntry>> entries = ParseTokenFile(
+      absl::StrCat("# comment\n\n  a ", digest, " solve,metrics\n",
+                   "b\t", Sha256Hex("other"), "\tregister,solve\n"),
+      "f");
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 2u);
+  EXPECT_EQ((*entries)[0].name, "a");
+  EXPECT_EQ((*entries)[0].role, Role::kSolve);
+  EXPECT_TRUE((*entries)[0].metrics);
+  EXPECT_EQ((*entries)[1].role, Role::kRegister);
+  EXPECT_FALSE((*entries)[1].metrics);
+
+  const auto error = [](const std::string& text) {
+    return std::string(ParseTokenFile(text, "f").status().message());
+  };
+  EXPECT_THAT(error("a secret solve\n"), HasSubstr("f:1: 'secret' is not a SHA-256"));
+  EXPECT_THAT(error("\na " + digest + "\n"), HasSubstr("f:2: expected 3 fields"));
+  EXPECT_THAT(error("a " + digest + " solve\na " + Sha256Hex("x") + " solve\n"),
+              HasSubstr("f:2: name 'a' is used twice"));
+  EXPECT_THAT(error("a " + digest + " solve\nb " + digest + " solve\n"),
+              HasSubstr("f:2: the same token as 'a'"));
+}
+
+TEST(PeerOwnerTest, DropsThePort) {
+  EXPECT_EQ(PeerOwner("ipv4:127.0.0.1:5000"), "peer:127.0.0.1");
+  EXPECT_EQ(PeerOwner("ipv6:[::1]:5000"), "peer:[::1]");
+  EXPECT_EQ(PeerOwner("unix:/tmp/s"), "peer:/tmp/s");
+}
+
+}  // namespace
+}  // namespace reach
