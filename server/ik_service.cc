@@ -281,9 +281,9 @@ grpc::ServerUnaryReactor* IkService::ListSkeletons(
     summary->set_skeleton_id(skeleton->id);
     summary->set_version(skeleton->version);
     summary->set_name(skeleton->name);
-    summary->set_joint_count(skeleton->skeleton.num_joints());
-    for (int c = 0; c < skeleton->skeleton.num_chains(); ++c) {
-      summary->add_chains(skeleton->skeleton.chain(c).name);
+    summary->set_joint_count(skeleton->num_joints);
+    for (const std::string& chain : skeleton->chain_names) {
+      summary->add_chains(chain);
     }
   }
   response->set_next_page_token(page->next_page_token);
@@ -312,8 +312,8 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
                                            v1::SolveResponse* response) {
   const UnaryCall call = BeginUnary(context, Rpc::kSolve, /*watched=*/true);
   if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
-  std::shared_ptr<const RegisteredSkeleton> skeleton =
-      registry_->Find(request->skeleton_id());
+  std::shared_ptr<const LoadedSkeleton> skeleton =
+      registry_->Load(request->skeleton_id());
   if (skeleton == nullptr) {
     return Finish(call, ToGrpcStatus(UnknownSkeleton(request->skeleton_id())));
   }
@@ -431,7 +431,7 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
         if (skeleton == nullptr || skeleton->id != id) {
           skeleton = registry_->Find(id);
         }
-        if (skeleton != nullptr) joints = skeleton->skeleton.num_joints();
+        if (skeleton != nullptr) joints = skeleton->num_joints;
       }
       response_bound += ResponseBound(0, 0, false) +
                         (globals ? ResponseBound(joints, 0, true) -

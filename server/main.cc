@@ -39,6 +39,10 @@ ABSL_FLAG(int64_t, max_registry_bytes, int64_t{128} << 20,
           "Memory all registered skeletons may take; beyond it "
           "RegisterSkeleton gets RESOURCE_EXHAUSTED, and stored skeletons "
           "beyond it are skipped at start. 0: no limit");
+ABSL_FLAG(int64_t, skeleton_cache_bytes, int64_t{64} << 20,
+          "Memory for skeletons built for solving (from their stored "
+          "definitions), least recently used dropped first; a solve on a "
+          "skeleton not in it builds it again. 0: no cache");
 ABSL_FLAG(int, max_goals, 64, "Goals per solve request (INVALID_ARGUMENT)");
 ABSL_FLAG(int, max_iterations, 100000,
           "Cap on a goal's options.max_iterations (INVALID_ARGUMENT)");
@@ -172,6 +176,7 @@ int main(int argc, char** argv) {
   options.max_joints = absl::GetFlag(FLAGS_max_joints);
   options.max_name_bytes = absl::GetFlag(FLAGS_max_name_bytes);
   options.max_registry_bytes = absl::GetFlag(FLAGS_max_registry_bytes);
+  options.skeleton_cache_bytes = absl::GetFlag(FLAGS_skeleton_cache_bytes);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.service.solve_limits.max_goals = absl::GetFlag(FLAGS_max_goals);
   options.service.solve_limits.max_iterations =
@@ -220,6 +225,7 @@ int main(int argc, char** argv) {
       " max_name_bytes=", o.max_name_bytes,
       " max_registry_bytes=", o.max_registry_bytes,
       " registry_bytes=", (*server)->service().registry().total_bytes(),
+      " skeleton_cache_bytes=", o.skeleton_cache_bytes,
       " max_goals=", o.service.solve_limits.max_goals,
       " max_iterations=", o.service.solve_limits.max_iterations,
       " max_batch=", o.service.max_batch,

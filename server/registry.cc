@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
+#include "server/log.h"
 
 namespace reach {
 
@@ -96,19 +97,31 @@ absl::Status CheckNames(const v1::Skeleton& definition, int max_bytes) {
   return status;
 }
 
-// About what a registered skeleton holds in memory: its stored bytes, its
-// name, and the validated Skeleton's joints, chains and names.
+// About what a registered skeleton holds in memory: its stored bytes,
+// names and the entry itself.
 int64_t MemoryBytes(const RegisteredSkeleton& entry) {
-  const Skeleton& skeleton = entry.skeleton;
   int64_t bytes = sizeof(RegisteredSkeleton) + entry.id.capacity() +
-                  entry.definition_bytes.capacity() + entry.name.capacity();
-  // A joint, its rest transform and the skeleton's per-joint tables.
+                  entry.definition_bytes.capacity() + entry.name.capacity() +
+                  entry.chain_names.capacity() * sizeof(std::string);
+  for (const std::string& chain : entry.chain_names) bytes += chain.capacity();
+  return bytes;
+}
+
+// About what a loaded Skeleton holds: its joints, rest transforms, the
+// per-joint tables and names.
+int64_t MemoryBytes(const LoadedSkeleton& loaded) {
+  const Skeleton& skeleton = loaded.skeleton;
+  int64_t bytes = sizeof(LoadedSkeleton) + loaded.id.capacity();
   bytes += skeleton.num_joints() *
            static_cast<int64_t>(sizeof(Joint) + 4 * sizeof(Transform));
-  for (const Joint& joint : skeleton.joints()) bytes += joint.name.capacity();
+  for (const Joint& joint : skeleton.joints()) {
+    // The name, and again as the name index's key.
+    bytes += 2 * joint.name.capacity();
+  }
   for (int i = 0; i < skeleton.num_chains(); ++i) {
     const Chain& chain = skeleton.chain(i);
-    bytes += static_cast<int64_t>(sizeof(Chain)) + chain.name.capacity();
+    bytes += static_cast<int64_t>(sizeof(Chain)) + chain.name.capacity() +
+             static_cast<int64_t>(chain.joints.capacity() * sizeof(int));
   }
   return bytes;
 }
@@ -149,22 +162,99 @@ absl::StatusOr<std::unique_ptr<Registry>> Registry::Create(
   return registry;
 }
 
-absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> Registry::Build(
-    const v1::Skeleton& definition, std::string bytes, std::string id,
-    int64_t version) const {
+absl::StatusOr<Skeleton> Registry::Validate(
+    const v1::Skeleton& definition) const {
   absl::Status status = CheckNames(definition, limits_.max_name_bytes);
   if (!status.ok()) return status;
   SkeletonDef def;
   status = FromProto(definition, &def);
   if (!status.ok()) return status;
-  absl::StatusOr<Skeleton> skeleton =
-      Skeleton::Create(std::move(def), limits_.skeleton);
+  return Skeleton::Create(std::move(def), limits_.skeleton);
+}
+
+absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> Registry::Build(
+    const v1::Skeleton& definition, std::string bytes, std::string id,
+    int64_t version) const {
+  absl::StatusOr<Skeleton> skeleton = Validate(definition);
   if (!skeleton.ok()) return skeleton.status();
-  auto out = std::make_shared<RegisteredSkeleton>(
-      RegisteredSkeleton{std::move(id), version, std::move(bytes),
-                         definition.name(), *std::move(skeleton)});
+  auto out = std::make_shared<RegisteredSkeleton>();
+  out->id = std::move(id);
+  out->version = version;
+  out->definition_bytes = std::move(bytes);
+  out->name = definition.name();
+  out->num_joints = skeleton->num_joints();
+  out->chain_names.reserve(skeleton->num_chains());
+  for (int c = 0; c < skeleton->num_chains(); ++c) {
+    out->chain_names.push_back(skeleton->chain(c).name);
+  }
   out->memory_bytes = MemoryBytes(*out);
   return std::shared_ptr<const RegisteredSkeleton>(std::move(out));
+}
+
+std::shared_ptr<const LoadedSkeleton> Registry::Load(
+    absl::string_view id) const {
+  {
+    absl::MutexLock lock(&cache_mu_);
+    if (auto it = cached_.find(id); it != cached_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return *it->second;
+    }
+  }
+  std::shared_ptr<const RegisteredSkeleton> entry = Find(id);
+  if (entry == nullptr) return nullptr;
+  v1::Skeleton definition;
+  absl::StatusOr<Skeleton> skeleton =
+      definition.ParseFromString(entry->definition_bytes)
+          ? Validate(definition)
+          : absl::InternalError("the stored definition does not parse");
+  if (!skeleton.ok()) {
+    // It validated when registered, under the same limits.
+    LogError(absl::StrCat("registry: cannot load skeleton ", entry->id, ": ",
+                          skeleton.status().message()));
+    return nullptr;
+  }
+  auto loaded = std::make_shared<LoadedSkeleton>();
+  loaded->id = entry->id;
+  loaded->version = entry->version;
+  loaded->skeleton = *std::move(skeleton);
+  loaded->memory_bytes = MemoryBytes(*loaded);
+  std::shared_ptr<const LoadedSkeleton> out = std::move(loaded);
+  if (limits_.cache_bytes <= 0) return out;
+  absl::MutexLock lock(&cache_mu_);
+  if (auto it = cached_.find(id); it != cached_.end()) {
+    return *it->second;  // Another call loaded it meanwhile.
+  }
+  // Deleted meanwhile: solve with it, but do not cache it.
+  if (Find(id) == nullptr) return out;
+  lru_.push_front(out);
+  cached_[out->id] = lru_.begin();
+  cached_bytes_ += out->memory_bytes;
+  while (cached_bytes_ > limits_.cache_bytes && lru_.size() > 1) {
+    const std::shared_ptr<const LoadedSkeleton>& last = lru_.back();
+    cached_bytes_ -= last->memory_bytes;
+    cached_.erase(last->id);
+    lru_.pop_back();
+  }
+  return out;
+}
+
+void Registry::Uncache(absl::string_view id) const {
+  absl::MutexLock lock(&cache_mu_);
+  auto it = cached_.find(id);
+  if (it == cached_.end()) return;
+  cached_bytes_ -= (*it->second)->memory_bytes;
+  lru_.erase(it->second);
+  cached_.erase(it);
+}
+
+int64_t Registry::cached_bytes() const {
+  absl::MutexLock lock(&cache_mu_);
+  return cached_bytes_;
+}
+
+int Registry::cached_skeletons() const {
+  absl::MutexLock lock(&cache_mu_);
+  return static_cast<int>(lru_.size());
 }
 
 absl::Status Registry::CheckRoom(const RegisteredSkeleton& skeleton) const {
@@ -322,14 +412,20 @@ absl::Status Registry::Delete(absl::string_view id, absl::string_view owner) {
   }
   absl::Status status = store_->Delete(id);
   if (!status.ok()) return status;
-  absl::MutexLock lock(&mu_);
-  total_bytes_ -= known->memory_bytes;
-  for (const std::string& former : owners) {
-    Charge(former, -1, known->memory_bytes);
+  {
+    absl::MutexLock lock(&mu_);
+    total_bytes_ -= known->memory_bytes;
+    for (const std::string& former : owners) {
+      Charge(former, -1, known->memory_bytes);
+    }
+    owners_.erase(known->id);
+    by_version_.erase(known->version);
+    by_id_.erase(known->id);
   }
-  owners_.erase(known->id);
-  by_version_.erase(known->version);
-  by_id_.erase(known->id);
+  // After the entry is gone (and outside mu_: Load takes cache_mu_, then
+  // mu_): a Load that finds the entry caches before this, one that does
+  // not never caches.
+  Uncache(known->id);
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 #define REACH_SERVER_REGISTRY_H_
 
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,17 +21,29 @@
 namespace reach {
 
 // What the registry keeps of a skeleton: the definition as it was stored
-// (serialized: GetSkeleton parses it, far smaller than the message), its
-// name, and the validated Skeleton the solvers use.
+// (serialized: GetSkeleton parses it, far smaller than the message) and
+// what ListSkeletons shows. The solvers' Skeleton is not kept here: it is
+// built from the definition when a solve needs it (Registry::Load) and
+// cached, so the registry's memory stays proportional to what was
+// registered.
 struct RegisteredSkeleton {
   std::string id;
   int64_t version = 0;
   std::string definition_bytes;  // A serialized v1::Skeleton.
   std::string name;
-  Skeleton skeleton;
+  int num_joints = 0;
+  std::vector<std::string> chain_names;
   // What this entry holds in memory, about (the registry's byte limit
   // counts these).
   int64_t memory_bytes = 0;
+};
+
+// A registered skeleton ready to solve with: the validated Skeleton.
+struct LoadedSkeleton {
+  std::string id;
+  int64_t version = 0;
+  Skeleton skeleton;
+  int64_t memory_bytes = 0;  // About; what the cache counts.
 };
 
 // The registry's bounds on what it holds, beyond the solver's
@@ -49,6 +62,10 @@ struct RegistryLimits {
   // either, RegisterSkeleton is RESOURCE_EXHAUSTED. <= 0: no limit.
   int max_owner_skeletons = 0;
   int64_t max_owner_bytes = 0;
+  // Loaded skeletons kept for solving (their memory_bytes), least recently
+  // used dropped first; one larger than this is kept alone. <= 0: every
+  // solve loads its skeleton again.
+  int64_t cache_bytes = int64_t{64} << 20;
 };
 
 // What one owner holds registered.
@@ -99,6 +116,12 @@ class Registry {
                                           absl::string_view owner = "");
   // nullptr when unknown.
   std::shared_ptr<const RegisteredSkeleton> Find(absl::string_view id) const;
+  // The skeleton to solve with: from the cache, or built from the stored
+  // definition (and cached). nullptr when unknown.
+  std::shared_ptr<const LoadedSkeleton> Load(absl::string_view id) const;
+  // The cache's memory_bytes and entries.
+  int64_t cached_bytes() const;
+  int cached_skeletons() const;
   // UnknownSkeleton(id) when unknown. With an empty `owner` the skeleton
   // goes whoever registered it (an admin). Otherwise `owner` gives it up,
   // and it goes once it has no owner left; PermissionDenied when `owner`
@@ -123,6 +146,8 @@ class Registry {
   absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> Build(
       const v1::Skeleton& definition, std::string bytes, std::string id,
       int64_t version) const;
+  // The validated Skeleton of `definition`.
+  absl::StatusOr<Skeleton> Validate(const v1::Skeleton& definition) const;
   // ResourceExhausted when `skeleton` would take the registry past its
   // byte limit.
   absl::Status CheckRoom(const RegisteredSkeleton& skeleton) const
@@ -156,6 +181,16 @@ class Registry {
   absl::flat_hash_map<std::string, std::vector<std::string>> owners_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, OwnerUsage> usage_ ABSL_GUARDED_BY(mu_);
+
+  // Loaded skeletons, most recently used first.
+  mutable absl::Mutex cache_mu_;
+  mutable std::list<std::shared_ptr<const LoadedSkeleton>> lru_
+      ABSL_GUARDED_BY(cache_mu_);
+  mutable absl::flat_hash_map<
+      std::string, std::list<std::shared_ptr<const LoadedSkeleton>>::iterator>
+      cached_ ABSL_GUARDED_BY(cache_mu_);
+  mutable int64_t cached_bytes_ ABSL_GUARDED_BY(cache_mu_) = 0;
+  void Uncache(absl::string_view id) const;
 };
 
 }  // namespace reach

@@ -204,6 +204,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   limits.skeleton.max_joints = o.max_joints;
   limits.max_name_bytes = o.max_name_bytes;
   limits.max_total_bytes = o.max_registry_bytes;
+  limits.cache_bytes = o.skeleton_cache_bytes;
   limits.max_owner_skeletons = o.quota_skeletons;
   limits.max_owner_bytes = o.quota_registry_bytes;
   std::vector<std::string> skipped;

@@ -35,6 +35,8 @@ struct ServerOptions {
   int max_name_bytes = 256;  // Skeleton, joint and chain names.
   // Memory all registered skeletons may take (RegistryLimits).
   int64_t max_registry_bytes = int64_t{128} << 20;
+  // Skeletons built for solving, kept by the registry (RegistryLimits).
+  int64_t skeleton_cache_bytes = int64_t{64} << 20;
   int max_message_bytes = 16 * 1024 * 1024;  // Received messages.
   ServiceOptions service;
 

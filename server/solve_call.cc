@@ -9,7 +9,7 @@
 
 namespace reach {
 
-absl::Status SolvePose(const RegisteredSkeleton& registered,
+absl::Status SolvePose(const LoadedSkeleton& registered,
                        const v1::SolveRequest& request, const Pose* warm_start,
                        const SolveLimits& limits, const Deadline& deadline,
                        SolveScratch& scratch) {
@@ -64,7 +64,7 @@ absl::Status SolvePose(const RegisteredSkeleton& registered,
   return absl::OkStatus();
 }
 
-absl::Status SolveOne(const RegisteredSkeleton& registered,
+absl::Status SolveOne(const LoadedSkeleton& registered,
                       const v1::SolveRequest& request, const Pose* warm_start,
                       const SolveLimits& limits, const Deadline& deadline,
                       SolveScratch& scratch, v1::SolveResponse* response) {
@@ -92,7 +92,7 @@ void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
   v1::SolveRequest& item = scratch.request;
   v1::SolveResponse& result = scratch.response;
   out->reserve(out->size() + static_cast<size_t>(end - begin) * 512);
-  std::shared_ptr<const RegisteredSkeleton> skeleton;
+  std::shared_ptr<const LoadedSkeleton> skeleton;
   for (int i = begin; i < end; ++i) {
     const absl::string_view bytes = batch.items[i];
     absl::Status status;
@@ -105,7 +105,7 @@ void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
                                        ? batch.skeleton_id
                                        : absl::string_view(item.skeleton_id());
       if (skeleton == nullptr || skeleton->id != id) {
-        skeleton = registry.Find(id);
+        skeleton = registry.Load(id);
       }
       if (skeleton == nullptr) {
         status = UnknownSkeleton(id);

@@ -23,7 +23,7 @@ namespace reach {
 
 class Metrics;
 class Registry;
-struct RegisteredSkeleton;
+struct LoadedSkeleton;
 
 // A worker's reusable buffers: after the first solves on a skeleton, a
 // solve allocates nothing here (the response message still does).
@@ -48,7 +48,7 @@ struct SolveScratch {
 // scratch.results, and the solve's metrics are added to scratch.tally.
 // `deadline` (the call's, FromGrpcDeadline) bounds the solve: every goal
 // stops when it passes, keeping its best pose (reach::Solve).
-absl::Status SolvePose(const RegisteredSkeleton& skeleton,
+absl::Status SolvePose(const LoadedSkeleton& skeleton,
                        const v1::SolveRequest& request, const Pose* warm_start,
                        const SolveLimits& limits, const Deadline& deadline,
                        SolveScratch& scratch);
@@ -58,7 +58,7 @@ absl::Status SolvePose(const RegisteredSkeleton& skeleton,
 // `warm_start` when non-null and sized for the skeleton, else the rest pose.
 // On error nothing but the sequence is written. The solve's metrics are
 // added to scratch.tally.
-absl::Status SolveOne(const RegisteredSkeleton& skeleton,
+absl::Status SolveOne(const LoadedSkeleton& skeleton,
                       const v1::SolveRequest& request, const Pose* warm_start,
                       const SolveLimits& limits, const Deadline& deadline,
                       SolveScratch& scratch, v1::SolveResponse* response);

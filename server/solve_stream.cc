@@ -241,8 +241,8 @@ void SolveStreamReactor::SolveFrames(SolveScratch& scratch) {
 
 void SolveStreamReactor::SolveFrame(SolveScratch& scratch) {
   solved_.Clear();
-  std::shared_ptr<const RegisteredSkeleton> skeleton =
-      service_->registry().Find(solving_.skeleton_id());
+  std::shared_ptr<const LoadedSkeleton> skeleton =
+      service_->registry().Load(solving_.skeleton_id());
   if (skeleton == nullptr) {
     solve_status_ = UnknownSkeleton(solving_.skeleton_id());
     return;

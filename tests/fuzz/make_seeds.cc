@@ -47,7 +47,7 @@ std::string RawRequest(const v1::SolveRequest& request) {
 
 // Requests on one registered fixture: a goal per chain and solver near the
 // chain tip's rest position, and the whole-body variants.
-std::vector<v1::SolveRequest> Requests(const RegisteredSkeleton& registered) {
+std::vector<v1::SolveRequest> Requests(const LoadedSkeleton& registered) {
   const Skeleton& skeleton = registered.skeleton;
   std::vector<Transform> rest(skeleton.num_joints());
   ComputeGlobals(skeleton, RestPose(skeleton), absl::MakeSpan(rest));
@@ -114,12 +114,12 @@ int Main(const std::string& corpus) {
 
   // skeleton: the fixtures and imported rigs.
   const std::string skeleton_dir = absl::StrCat(corpus, "/skeleton");
-  std::vector<std::shared_ptr<const RegisteredSkeleton>> fixtures;
+  std::vector<std::shared_ptr<const LoadedSkeleton>> fixtures;
   for (const v1::Skeleton& skeleton : FixtureSkeletons()) {
     const absl::StatusOr<RegisterResult> result =
         (*registry)->Register(skeleton);
     REACH_FUZZ_CHECK(result.ok(), result.status().ToString());
-    fixtures.push_back((*registry)->Find(result->id));
+    fixtures.push_back((*registry)->Load(result->id));
     Write(skeleton_dir, absl::StrCat("fixture-", fixtures.size()),
           skeleton.SerializeAsString());
   }

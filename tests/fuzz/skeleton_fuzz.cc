@@ -70,10 +70,15 @@ void RegisterAndReadBack(const v1::Skeleton& definition) {
   REACH_FUZZ_CHECK(id == SkeletonId(definition), "id is not SkeletonId");
   const std::shared_ptr<const RegisteredSkeleton> found = registry->Find(id);
   REACH_FUZZ_CHECK(found != nullptr, "registered but not found");
-  REACH_FUZZ_CHECK(found->skeleton.num_joints() == definition.joints_size(),
+  REACH_FUZZ_CHECK(found->num_joints == definition.joints_size(),
                    "joint count");
-  REACH_FUZZ_CHECK(found->skeleton.num_chains() == definition.chains_size(),
-                   "chain count");
+  REACH_FUZZ_CHECK(
+      static_cast<int>(found->chain_names.size()) == definition.chains_size(),
+      "chain count");
+  const std::shared_ptr<const LoadedSkeleton> loaded = registry->Load(id);
+  REACH_FUZZ_CHECK(loaded != nullptr &&
+                       loaded->skeleton.num_joints() == found->num_joints,
+                   "loaded joint count");
 
   ExpectRegisters(*registry, definition, id, false, "again");
 

@@ -107,9 +107,9 @@ bool StartWithinLimits(const Skeleton& skeleton, const Pose& start) {
 }
 
 void CheckSolved(const RegisteredSkeleton& registered,
-                 const v1::SolveRequest& request,
+                 const LoadedSkeleton& loaded, const v1::SolveRequest& request,
                  const v1::SolveResponse& response, SolveScratch& scratch) {
-  const Skeleton& skeleton = registered.skeleton;
+  const Skeleton& skeleton = loaded.skeleton;
   const int n = skeleton.num_joints();
   v1::Skeleton definition;
   REACH_FUZZ_CHECK(definition.ParseFromString(registered.definition_bytes),
@@ -249,12 +249,16 @@ void CheckSolved(const RegisteredSkeleton& registered,
   }
 }
 
-void SolveAndCheck(const RegisteredSkeleton& registered,
+void SolveAndCheck(const Registry& registry,
+                   const RegisteredSkeleton& registered,
                    const v1::SolveRequest& request, const Pose* warm_start) {
   SolveScratch& scratch = Scratch();
+  const std::shared_ptr<const LoadedSkeleton> loaded =
+      registry.Load(registered.id);
+  REACH_FUZZ_CHECK(loaded != nullptr, "registered but not loaded");
   v1::SolveResponse response;
   const absl::Status status =
-      SolveOne(registered, request, warm_start, kLimits,
+      SolveOne(*loaded, request, warm_start, kLimits,
                Deadline::In(kDeadlineMs), scratch, &response);
   if (Verbose()) {
     const std::string outcome =
@@ -274,10 +278,10 @@ void SolveAndCheck(const RegisteredSkeleton& registered,
         absl::StrCat("a failed solve wrote ", response.ShortDebugString()));
     return;
   }
-  CheckSolved(registered, request, response, scratch);
+  CheckSolved(registered, *loaded, request, response, scratch);
   if (request.latest_wins() && warm_start == nullptr) {
     const Pose first = scratch.pose;
-    SolveAndCheck(registered, request, &first);
+    SolveAndCheck(registry, registered, request, &first);
   }
 }
 
@@ -291,7 +295,7 @@ void RawRequest(const uint8_t* data, size_t size) {
     skeleton =
         fixtures.skeletons[request.sequence() % fixtures.skeletons.size()];
   }
-  SolveAndCheck(*skeleton, request, nullptr);
+  SolveAndCheck(*fixtures.registry, *skeleton, request, nullptr);
 }
 
 void StructuredRequest(const uint8_t* data, size_t size) {
@@ -314,7 +318,8 @@ void StructuredRequest(const uint8_t* data, size_t size) {
   }
   v1::SolveRequest request = BuildRequest(in, definition, kMaxGoals);
   request.set_skeleton_id(registered->id);
-  SolveAndCheck(*(*registry)->Find(registered->id), request, nullptr);
+  SolveAndCheck(**registry, *(*registry)->Find(registered->id), request,
+                nullptr);
 }
 
 }  // namespace

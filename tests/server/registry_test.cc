@@ -3,11 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/models.h"
@@ -54,10 +56,12 @@ TEST(RegistryTest, SqliteKeepsRegistrationsAndDeletesAcrossReopen) {
   ASSERT_NE(leg, nullptr);
   EXPECT_EQ(leg->name, "leg");
   EXPECT_EQ(leg->version, 1);
-  EXPECT_EQ(leg->skeleton.num_joints(), 3);
+  EXPECT_EQ(leg->num_joints, 3);
+  EXPECT_EQ(reopened->Load(leg_id)->skeleton.num_joints(), 3);
   auto humanoid = reopened->Find(humanoid_id);
   ASSERT_NE(humanoid, nullptr);
-  EXPECT_EQ(humanoid->skeleton.num_chains(), 4);
+  EXPECT_EQ(humanoid->chain_names.size(), 4u);
+  EXPECT_EQ(reopened->Load(humanoid_id)->skeleton.num_chains(), 4);
   // Versions continue after the highest stored one (3, though deleted
   // versions are never reused only while the store remembers them).
   auto again = reopened->Register(ToWire(testing::TwoBoneLegDef(), "leg 2"));
@@ -90,9 +94,12 @@ TEST(RegistryTest, HeldSkeletonOutlivesDelete) {
       *Registry::Create(NewMemoryStore(), SkeletonLimits{});
   auto result = registry->Register(ToWire(testing::TwoBoneLegDef(), "leg"));
   ASSERT_TRUE(result.ok());
-  std::shared_ptr<const RegisteredSkeleton> held = registry->Find(result->id);
+  std::shared_ptr<const LoadedSkeleton> held = registry->Load(result->id);
+  ASSERT_NE(held, nullptr);
   ASSERT_TRUE(registry->Delete(result->id).ok());
   EXPECT_EQ(registry->Find(result->id), nullptr);
+  EXPECT_EQ(registry->Load(result->id), nullptr);
+  EXPECT_EQ(registry->cached_skeletons(), 0);
   EXPECT_EQ(held->skeleton.num_joints(), 3);  // Still usable.
   EXPECT_EQ(registry->Delete(result->id).code(), absl::StatusCode::kNotFound);
 }
@@ -200,6 +207,121 @@ TEST(RegistryTest, SignOfZeroDoesNotChangeTheId) {
   b.mutable_joints(1)->mutable_rest()->mutable_translation()->set_z(-0.0);
   EXPECT_NE(a.SerializeAsString(), b.SerializeAsString());
   EXPECT_EQ(SkeletonId(a), SkeletonId(b));
+}
+
+}  // namespace
+}  // namespace reach
+
+namespace reach {
+namespace {
+
+// A chain of `joints` with short names: the registered bytes are mostly
+// numbers, the case where a built Skeleton is largest beside them.
+v1::Skeleton ShortNamedChain(int joints, int k) {
+  v1::Skeleton skeleton =
+      ToWire(testing::StraightChainDef(joints), absl::StrCat("chain ", k));
+  for (int j = 0; j < joints; ++j) {
+    skeleton.mutable_joints(j)->set_name(absl::StrCat("j", j));
+  }
+  skeleton.mutable_chains(0)->set_root("j0");
+  // Chains are limited to 64 joints.
+  skeleton.mutable_chains(0)->set_tip(
+      absl::StrCat("j", std::min(joints, 32) - 1));
+  return skeleton;
+}
+
+TEST(RegistryMemoryTest, AnEntryTakesAboutWhatWasRegistered) {
+  std::unique_ptr<Registry> registry =
+      *Registry::Create(NewMemoryStore(), SkeletonLimits{});
+  for (int joints : {4, 64, 1024}) {
+    const v1::Skeleton skeleton = ShortNamedChain(joints, joints);
+    auto result = registry->Register(skeleton);
+    ASSERT_TRUE(result.ok()) << result.status();
+    const auto entry = registry->Find(result->id);
+    const double ratio = static_cast<double>(entry->memory_bytes) /
+                         static_cast<double>(skeleton.ByteSizeLong());
+    // The stored bytes, the id and the entry: never the 8x of a built
+    // Skeleton beside them (that lives in the bounded cache).
+    EXPECT_LT(ratio, joints == 4 ? 3.0 : 1.3) << joints << " joints";
+    EXPECT_GT(registry->Load(result->id)->memory_bytes,
+              2 * entry->memory_bytes);
+  }
+}
+
+TEST(RegistryMemoryTest, TheCacheKeepsTheMostRecentlyUsedWithinItsBytes) {
+  RegistryLimits limits;
+  std::unique_ptr<Registry> probe = *Registry::Create(NewMemoryStore(), limits);
+  const std::string probe_id = probe->Register(ShortNamedChain(64, 0))->id;
+  const int64_t one = probe->Load(probe_id)->memory_bytes;
+
+  limits.cache_bytes = 3 * one + one / 2;  // Room for three.
+  std::unique_ptr<Registry> registry =
+      *Registry::Create(NewMemoryStore(), limits);
+  std::vector<std::string> ids;
+  for (int k = 0; k < 5; ++k) {
+    ids.push_back(registry->Register(ShortNamedChain(64, k))->id);
+  }
+  // Registering loads nothing.
+  EXPECT_EQ(registry->cached_skeletons(), 0);
+  for (int k = 0; k < 5; ++k) ASSERT_NE(registry->Load(ids[k]), nullptr);
+  EXPECT_EQ(registry->cached_skeletons(), 3);
+  EXPECT_LE(registry->cached_bytes(), limits.cache_bytes);
+  // 2, 3, 4 are cached: loading 2 again returns the cached one; 0 is
+  // built again and pushes out 3 (the least recently used).
+  const auto two = registry->Load(ids[2]);
+  EXPECT_EQ(registry->Load(ids[2]), two);
+  const auto four = registry->Load(ids[4]);
+  const auto zero = registry->Load(ids[0]);
+  EXPECT_EQ(registry->Load(ids[2]), two);
+  EXPECT_EQ(registry->Load(ids[4]), four);
+  EXPECT_EQ(registry->cached_skeletons(), 3);
+  // A reloaded skeleton is the same skeleton.
+  const auto three = registry->Load(ids[3]);
+  ASSERT_NE(three, nullptr);
+  EXPECT_EQ(three->skeleton.num_joints(), 64);
+  EXPECT_EQ(three->id, ids[3]);
+
+  // One larger than the whole cache is kept, alone.
+  const std::string big = registry->Register(ShortNamedChain(1024, 9))->id;
+  ASSERT_NE(registry->Load(big), nullptr);
+  EXPECT_EQ(registry->cached_skeletons(), 1);
+
+  // No cache: every Load builds.
+  limits.cache_bytes = 0;
+  std::unique_ptr<Registry> uncached =
+      *Registry::Create(NewMemoryStore(), limits);
+  const std::string id = uncached->Register(ShortNamedChain(8, 1))->id;
+  EXPECT_NE(uncached->Load(id), uncached->Load(id));
+  EXPECT_EQ(uncached->cached_skeletons(), 0);
+}
+
+TEST(RegistryOwnersTest, OwnersAndQuotasSurviveARestart) {
+  const std::string path = TempDir() + "/owners.sqlite3";
+  std::string shared, mine;
+  {
+    std::unique_ptr<Registry> registry = Open(path);
+    shared = registry->Register(ShortNamedChain(4, 1), "a")->id;
+    ASSERT_TRUE(registry->Register(ShortNamedChain(4, 1), "b").ok());
+    mine = registry->Register(ShortNamedChain(4, 2), "a")->id;
+    // A skeleton stored without an owner (an admin's, or from before
+    // owners were kept).
+    ASSERT_TRUE(registry->Register(ShortNamedChain(4, 3)).ok());
+  }
+  std::unique_ptr<Registry> reopened = Open(path);
+  EXPECT_THAT(reopened->Owners(shared),
+              ::testing::UnorderedElementsAre("a", "b"));
+  EXPECT_THAT(reopened->Owners(mine), ::testing::ElementsAre("a"));
+  EXPECT_EQ(reopened->Usage("a").skeletons, 2);
+  EXPECT_EQ(reopened->Usage("b").skeletons, 1);
+  EXPECT_EQ(reopened->Usage("b").bytes, reopened->Find(shared)->memory_bytes);
+  EXPECT_EQ(reopened->Delete(mine, "b").code(),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(reopened->Delete(shared, "a").ok());
+  EXPECT_NE(reopened->Find(shared), nullptr);
+  EXPECT_EQ(reopened->Usage("a").skeletons, 1);
+  ASSERT_TRUE(reopened->Delete(shared, "b").ok());
+  EXPECT_EQ(reopened->Find(shared), nullptr);
+  EXPECT_EQ(reopened->Usage("b").skeletons, 0);
 }
 
 }  // namespace
