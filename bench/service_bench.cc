@@ -487,5 +487,6 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   // As reach-server does: the server runs in this process.
   if (!reach::RetainFreedMemory()) std::fprintf(stderr, "mallopt refused\n");
+  reach::StartMemoryTrimmer();
   return reach::Main();
 }

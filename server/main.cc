@@ -49,6 +49,11 @@ ABSL_FLAG(int, max_iterations, 100000,
 ABSL_FLAG(int, max_batch, 10000, "Items per SolveBatch (INVALID_ARGUMENT)");
 ABSL_FLAG(int, max_message_bytes, 16 * 1024 * 1024,
           "Largest request message in bytes (RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int, max_concurrent_streams, 100,
+          "Calls one connection may have open at once (HTTP/2 "
+          "MAX_CONCURRENT_STREAMS); more wait in the client. gRPC holds each "
+          "open call's request (up to --max_message_bytes) before the "
+          "--max_buffered_bytes budget sees it");
 ABSL_FLAG(int, max_streams, 1000,
           "Concurrent SolveStream calls (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int, stream_window, 64,
@@ -156,6 +161,7 @@ int main(int argc, char** argv) {
         "the allocator ignored mallopt (a sanitizer build?): freed memory "
         "goes back to the kernel, so large calls page-fault more");
   }
+  reach::StartMemoryTrimmer();
 
   // Block the shutdown signals in every thread (threads inherit the mask);
   // this thread waits for them with sigwait.
@@ -178,6 +184,7 @@ int main(int argc, char** argv) {
   options.max_registry_bytes = absl::GetFlag(FLAGS_max_registry_bytes);
   options.skeleton_cache_bytes = absl::GetFlag(FLAGS_skeleton_cache_bytes);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   options.service.solve_limits.max_goals = absl::GetFlag(FLAGS_max_goals);
   options.service.solve_limits.max_iterations =
       absl::GetFlag(FLAGS_max_iterations);
@@ -230,6 +237,7 @@ int main(int argc, char** argv) {
       " max_iterations=", o.service.solve_limits.max_iterations,
       " max_batch=", o.service.max_batch,
       " max_message_bytes=", o.max_message_bytes,
+      " max_concurrent_streams=", o.max_concurrent_streams,
       " max_streams=", o.service.max_streams,
       " stream_window=", o.service.stream_window,
       " stream_window_bytes=", o.service.stream_window_bytes,

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "server/memory.h"
+
 namespace reach {
 
 class MemoryBudget {
@@ -37,6 +39,7 @@ class MemoryBudget {
   }
   void Release(int64_t bytes) {
     used_.fetch_sub(bytes, std::memory_order_relaxed);
+    NoteReleased(bytes);
   }
 
   int64_t used() const { return used_.load(std::memory_order_relaxed); }

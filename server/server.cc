@@ -174,6 +174,9 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   if (o.service.stream_window_bytes < 1) {
     return absl::InvalidArgumentError("--stream_window_bytes must be >= 1");
   }
+  if (o.max_concurrent_streams < 1) {
+    return absl::InvalidArgumentError("--max_concurrent_streams must be >= 1");
+  }
   if (o.service.max_queue_wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max_queue_wait must be >= 0");
   }
@@ -254,6 +257,12 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen_address, *credentials, &s->port_);
   builder.SetMaxReceiveMessageSize(o.max_message_bytes);
+  // gRPC reads a unary request whole before any handler sees it, for every
+  // stream a connection has open: this bounds how many such requests one
+  // connection can have in the transport at once (more wait in the
+  // client).
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             o.max_concurrent_streams);
   builder.RegisterService(s->service_.get());
   // Our own health service instead of gRPC's default (see health.h),
   // whatever grpc::EnableDefaultHealthCheckService says.

@@ -38,6 +38,10 @@ struct ServerOptions {
   // Skeletons built for solving, kept by the registry (RegistryLimits).
   int64_t skeleton_cache_bytes = int64_t{64} << 20;
   int max_message_bytes = 16 * 1024 * 1024;  // Received messages.
+  // Calls (streams) one connection may have open at once; more wait in
+  // the client. With max_message_bytes it bounds what one connection's
+  // requests hold in gRPC's transport before the budget sees them.
+  int max_concurrent_streams = 100;
   ServiceOptions service;
 
   // Security (README "Security"). TLS: PEM files, re-read every

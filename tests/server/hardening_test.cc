@@ -16,6 +16,8 @@
 #include "grpcpp/impl/codegen/sync_stream.h"
 #include "gtest/gtest.h"
 #include "server/convert.h"
+#include "server/memory.h"
+#include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "tests/testing/models.h"
 #include "tests/testing/service.h"
@@ -429,6 +431,77 @@ TEST(DrainTest, FiftyDrainsUnderLoadAnswerWhatTheyReadAndEndInTime) {
     DrainOnce(round);
     if (HasFatalFailure()) return;
   }
+}
+
+}  // namespace
+}  // namespace reach
+
+namespace reach {
+namespace {
+
+TEST_F(HardeningTest, AConnectionOpensAtMostMaxConcurrentStreamsCalls) {
+  ServerOptions options = TestServerOptions();
+  options.max_concurrent_streams = 2;
+  Start(options);
+  // Two streams open on the one connection: a third call waits for one of
+  // them to end (in the client), it is not refused.
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<
+      grpc::ClientReaderWriter<v1::SolveRequest, v1::SolveResponse>>>
+      streams;
+  for (int s = 0; s < 2; ++s) {
+    contexts.push_back(Context());
+    streams.push_back(server_->stub->SolveStream(contexts.back().get()));
+    ASSERT_TRUE(streams.back()->Write(TrivialRequest(id_)));
+    v1::SolveResponse answer;
+    ASSERT_TRUE(streams.back()->Read(&answer));  // Open and served.
+  }
+  std::atomic<bool> third_done{false};
+  grpc::Status third_status;
+  std::thread third([&] {
+    v1::SolveResponse response;
+    third_status = server_->stub->Solve(Context(20).get(),
+                                        TrivialRequest(id_), &response);
+    third_done = true;
+  });
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_FALSE(third_done) << "a third call ran beside two open streams";
+  streams[0]->WritesDone();
+  EXPECT_TRUE(streams[0]->Finish().ok());
+  third.join();
+  EXPECT_TRUE(third_status.ok()) << third_status.error_message();
+  streams[1]->WritesDone();
+  EXPECT_TRUE(streams[1]->Finish().ok());
+
+  options.max_concurrent_streams = 0;
+  EXPECT_THAT(
+      std::string(ReachServer::Start(options).status().message()),
+      HasSubstr("--max_concurrent_streams"));
+}
+
+TEST(MemoryTrimmerTest, ALargeReleaseTrimsAndASmallOneDoesNot) {
+  StartMemoryTrimmer();
+  const auto wait_for_trims = [](int64_t above) {
+    const absl::Time until = absl::Now() + absl::Seconds(5);
+    while (MemoryTrims() <= above && absl::Now() < until) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return MemoryTrims();
+  };
+  // Settle whatever earlier tests set off (a trim, then the settle trim).
+  absl::SleepFor(kTrimDelay + kMinTrimInterval + kSettleTrimDelay +
+                 absl::Milliseconds(200));
+  const int64_t before = MemoryTrims();
+  MemoryBudget budget(0);
+  budget.Charge(kTrimAfterBytes - 1);
+  budget.Release(kTrimAfterBytes - 1);
+  absl::SleepFor(kTrimDelay + absl::Milliseconds(200));
+  EXPECT_EQ(MemoryTrims(), before);
+  budget.Charge(kTrimAfterBytes);
+  budget.Release(kTrimAfterBytes);
+  // One trim soon after, and the settle trim once nothing else comes.
+  EXPECT_GT(wait_for_trims(before), before);
+  EXPECT_GE(wait_for_trims(before + 1), before + 2);
 }
 
 }  // namespace
