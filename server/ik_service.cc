@@ -372,7 +372,13 @@ namespace {
 
 // The status of a SolveBatch whose request never arrived whole.
 grpc::Status UploadFailed(const grpc::CallbackServerContext* context) {
-  if (context->deadline() <= std::chrono::system_clock::now()) {
+  // The request could not be read: gRPC gave up on the call while it
+  // arrived. The server's deadline is the client's timeout counted from
+  // when the call reached it, so it can lag the client's by the upload
+  // time: within kUploadDeadlineSlack of it, the deadline is why.
+  constexpr auto kUploadDeadlineSlack = std::chrono::milliseconds(250);
+  if (context->deadline() <=
+      std::chrono::system_clock::now() + kUploadDeadlineSlack) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         "the deadline passed while the request was arriving");
   }
@@ -382,7 +388,7 @@ grpc::Status UploadFailed(const grpc::CallbackServerContext* context) {
                         "arriving");
   }
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                      "request: no bytes could be read");
+                      "request: no message arrived");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // solve in flight answers what it read and ends within the grace.
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -502,6 +503,80 @@ TEST(MemoryTrimmerTest, ALargeReleaseTrimsAndASmallOneDoesNot) {
   // One trim soon after, and the settle trim once nothing else comes.
   EXPECT_GT(wait_for_trims(before), before);
   EXPECT_GE(wait_for_trims(before + 1), before + 2);
+}
+
+}  // namespace
+}  // namespace reach
+
+namespace reach {
+namespace {
+
+// grpc_server_handled_total for `method` by grpc_code.
+std::map<std::string, double> HandledCodes(ReachServer& server,
+                                           const std::string& method) {
+  std::map<std::string, double> out;
+  for (const prometheus::MetricFamily& family :
+       server.service().metrics().registry()->Collect()) {
+    if (family.name != "grpc_server_handled_total") continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      std::string code;
+      bool match = false;
+      for (const prometheus::ClientMetric::Label& label : metric.label) {
+        if (label.name == "grpc_method") match = label.value == method;
+        if (label.name == "grpc_code") code = label.value;
+      }
+      if (match && metric.counter.value > 0) {
+        out[code] += metric.counter.value;
+      }
+    }
+  }
+  return out;
+}
+
+TEST_F(HardeningTest, ABatchWhoseDeadlinePassesWhileUploadingIsCountedSo) {
+  Start(TestServerOptions());
+  // ~12 MiB: loopback takes tens of milliseconds to carry it, so short
+  // deadlines pass while it arrives, longer ones while it is solved, the
+  // longest not at all.
+  v1::SolveBatchRequest batch;
+  batch.set_skeleton_id(id_);
+  v1::SolveRequest item = TrivialRequest("");
+  item.mutable_goals(0)->set_chain(std::string(1200, 'c'));
+  for (int i = 0; i < 10000; ++i) *batch.add_items() = item;
+  ASSERT_GT(batch.ByteSizeLong(), 11u << 20);
+  std::map<grpc::StatusCode, int> client_codes;
+  for (double ms : {2, 5, 10, 20, 40, 80, 160, 320, 5000}) {
+    for (int i = 0; i < 3; ++i) {
+      v1::SolveBatchResponse response;
+      const grpc::Status status = server_->stub->SolveBatch(
+          Context(ms / 1000).get(), batch, &response);
+      ++client_codes[status.error_code()];
+    }
+  }
+  for (const auto& [code, count] : client_codes) {
+    EXPECT_TRUE(code == grpc::StatusCode::OK ||
+                code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                code == grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << count << " calls got " << code;
+  }
+  EXPECT_GT(client_codes[grpc::StatusCode::DEADLINE_EXCEEDED], 0);
+  // Every call the server saw is recorded OK, DeadlineExceeded, Canceled
+  // or ResourceExhausted (admission: the expected wait for a solver thread
+  // is longer than what is left of the call), never InvalidArgument,
+  // Internal or Unknown. (Calls whose deadline passed
+  // before the request had fully arrived never reach any C++ code: gRPC
+  // drops them, and they are not counted.)
+  absl::SleepFor(absl::Milliseconds(200));
+  const std::map<std::string, double> recorded =
+      HandledCodes(*server_->server, "SolveBatch");
+  double total = 0;
+  for (const auto& [code, count] : recorded) {
+    total += count;
+    EXPECT_TRUE(code == "OK" || code == "DeadlineExceeded" ||
+                code == "Canceled" || code == "ResourceExhausted")
+        << count << " SolveBatch calls recorded " << code;
+  }
+  EXPECT_GE(total, 3);  // At least the 5 s calls.
 }
 
 }  // namespace
