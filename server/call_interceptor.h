@@ -11,7 +11,8 @@
 //   whose handler ran are left to the handler. (A request over
 //   --max_message_bytes never gets this far: gRPC's core answers it
 //   RESOURCE_EXHAUSTED before any C++ code, interceptor or handler, sees
-//   the call, so it is not counted here.)
+//   the call, so it is not counted here; reach_transport_calls_total,
+//   read from channelz, counts it with every call the transport accepted.)
 // - A status message longer than kMaxStatusMessageBytes (one that echoes
 //   a long client string) is cut (ClientString): the client would get
 //   RESOURCE_EXHAUSTED instead of a message over its metadata limit (8 KiB).

@@ -2,11 +2,17 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpc/grpc.h"
+#include "grpc/support/alloc.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 
@@ -58,8 +64,32 @@ constexpr std::array<const char*, kNumGrpcCodes> kCodeNames = {
 // /proc/self at scrape time (prometheus-cpp 1.0 has no process collector).
 class ProcessCollector : public prometheus::Collectable {
  public:
+  void SetChannelzServer(intptr_t id) {
+    channelz_server_.store(id, std::memory_order_relaxed);
+  }
+
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> out;
+    if (const intptr_t id = channelz_server_.load(std::memory_order_relaxed);
+        id != 0) {
+      char* json = grpc_channelz_get_server(id);
+      int64_t started = 0;
+      if (json != nullptr && ChannelzCount(json, "callsStarted", &started)) {
+        prometheus::MetricFamily calls;
+        calls.name = "reach_transport_calls_total";
+        calls.help =
+            "Calls gRPC's transport accepted (channelz callsStarted), "
+            "including those no handler or interceptor ever saw: requests "
+            "over --max_message_bytes, and calls that ended while their "
+            "request arrived. Minus sum(grpc_server_started_total), that is "
+            "the calls refused before any handler.";
+        calls.type = prometheus::MetricType::Counter;
+        calls.metric.emplace_back().counter.value =
+            static_cast<double>(started);
+        out.push_back(std::move(calls));
+      }
+      gpr_free(json);
+    }
     double cpu_seconds = 0.0;
     double resident_bytes = 0.0;
     if (!Read(&cpu_seconds, &resident_bytes)) return out;
@@ -102,9 +132,56 @@ class ProcessCollector : public prometheus::Collectable {
                       static_cast<double>(sysconf(_SC_PAGESIZE));
     return true;
   }
+
+  std::atomic<intptr_t> channelz_server_{0};
 };
 
 }  // namespace
+
+bool ChannelzCount(const char* json, absl::string_view field, int64_t* out) {
+  // Channelz renders int64 fields as JSON strings: "field":"123". A count
+  // still zero is left out.
+  const std::string key = absl::StrCat("\"", field, "\":\"");
+  const char* at = std::strstr(json, key.c_str());
+  if (at == nullptr) {
+    *out = 0;
+    return true;
+  }
+  at += key.size();
+  const char* end = std::strchr(at, '"');
+  return end != nullptr &&
+         absl::SimpleAtoi(absl::string_view(at, end - at), out);
+}
+
+std::vector<intptr_t> ChannelzServers() {
+  std::vector<intptr_t> ids;
+  intptr_t start = 0;
+  for (;;) {
+    char* json = grpc_channelz_get_servers(start);
+    if (json == nullptr) break;
+    const absl::string_view text(json);
+    static constexpr absl::string_view kKey = "\"serverId\":\"";
+    for (size_t at = text.find(kKey); at != absl::string_view::npos;
+         at = text.find(kKey, at + 1)) {
+      const size_t begin = at + kKey.size();
+      const size_t end = text.find('"', begin);
+      int64_t id = 0;
+      if (end != absl::string_view::npos &&
+          absl::SimpleAtoi(text.substr(begin, end - begin), &id)) {
+        ids.push_back(static_cast<intptr_t>(id));
+      }
+    }
+    const bool last = text.find("\"end\":true") != absl::string_view::npos;
+    gpr_free(json);
+    if (last || ids.empty() || ids.back() < start) break;
+    start = ids.back() + 1;
+  }
+  return ids;
+}
+
+void Metrics::SetChannelzServer(intptr_t id) {
+  std::static_pointer_cast<ProcessCollector>(process_)->SetChannelzServer(id);
+}
 
 Rpc RpcForPath(absl::string_view path) {
   for (int r = 0; r < kNumRpcs; ++r) {

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -55,6 +56,12 @@ absl::string_view RequestTypeName(Rpc rpc);
 absl::string_view RpcMethodName(Rpc rpc);
 inline constexpr int kNumGrpcCodes = 17;  // OK .. UNAUTHENTICATED.
 
+// The ids of the gRPC servers in this process (channelz).
+std::vector<intptr_t> ChannelzServers();
+// `field` of a channelz JSON object ("callsStarted"); 0 when absent (it
+// leaves out zero counts). False when it does not parse.
+bool ChannelzCount(const char* json, absl::string_view field, int64_t* out);
+
 class Metrics : public SolverPool::Observer {
  public:
   Metrics();
@@ -64,6 +71,9 @@ class Metrics : public SolverPool::Observer {
   std::shared_ptr<prometheus::Collectable> process_collector() const {
     return process_;
   }
+  // The server's channelz id: the process collector then also serves
+  // reach_transport_calls_total, every call gRPC's transport accepted.
+  void SetChannelzServer(intptr_t id);
 
   void RpcStarted(Rpc rpc);
   void RpcHandled(Rpc rpc, grpc::StatusCode code, absl::Duration elapsed);

@@ -276,7 +276,17 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   interceptors.push_back(
       std::make_unique<CallInterceptorFactory>(s->metrics_.get()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  // Which channelz server is ours: the one BuildAndStart adds (servers of
+  // this process start one at a time here).
+  static absl::Mutex start_mu;
+  absl::MutexLock start_lock(&start_mu);
+  const std::vector<intptr_t> before = ChannelzServers();
   s->server_ = builder.BuildAndStart();
+  for (intptr_t id : ChannelzServers()) {
+    if (std::find(before.begin(), before.end(), id) == before.end()) {
+      s->metrics_->SetChannelzServer(id);
+    }
+  }
   if (s->server_ == nullptr || s->port_ == 0) {
     s->pool_->Shutdown();
     return absl::UnavailableError(

@@ -268,3 +268,46 @@ TEST(CallInterceptorTest, LongStatusMessagesAreCut) {
 
 }  // namespace
 }  // namespace reach
+
+namespace reach {
+namespace {
+
+double TransportCalls(Metrics& metrics) {
+  for (const prometheus::MetricFamily& f : metrics.process_collector()->Collect()) {
+    if (f.name == "reach_transport_calls_total") return f.metric[0].counter.value;
+  }
+  return -1;
+}
+
+TEST(CallInterceptorTest, CallsGrpcRefusesAsOversizeAreCountedByTheTransport) {
+  ServerOptions options = TestServerOptions();
+  options.max_message_bytes = 1 << 20;
+  TestServer server(options);
+  Metrics& metrics = server.server->service().metrics();
+  v1::SolveResponse response;
+  // A normal call: seen by the handler and the transport alike.
+  v1::SolveRequest small;
+  small.set_skeleton_id("nope");
+  ASSERT_EQ(server.stub->Solve(Context().get(), small, &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  const double handled_before =
+      AwaitCounter(metrics, "grpc_server_started_total", {}, 1);
+  const double transport_before = TransportCalls(metrics);
+  ASSERT_GE(transport_before, handled_before);
+  // Three over --max_message_bytes: gRPC's core answers them; no handler
+  // or interceptor sees them.
+  v1::SolveRequest big;
+  big.set_skeleton_id(std::string(2 << 20, 'x'));
+  for (int i = 0; i < 3; ++i) {
+    const grpc::Status status =
+        server.stub->Solve(Context().get(), big, &response);
+    ASSERT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(status.error_message(), HasSubstr("larger than max"));
+  }
+  EXPECT_EQ(CounterValue(metrics, "grpc_server_started_total", {}),
+            handled_before);
+  EXPECT_EQ(TransportCalls(metrics), transport_before + 3);
+}
+
+}  // namespace
+}  // namespace reach
