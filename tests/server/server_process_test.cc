@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/sha.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -274,6 +276,59 @@ TEST(ServerProcessTest, SigtermWithALongSolveRunningExitsWithinTheGrace) {
   EXPECT_EQ(server.WaitForExit(absl::Seconds(8)), 0) << server.log();
   call.join();
   EXPECT_FALSE(status.ok());
+}
+
+}  // namespace
+}  // namespace reach
+
+namespace reach {
+namespace {
+
+std::string Sha256Hex(const std::string& text) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
+         digest);
+  std::string hex;
+  for (unsigned char byte : digest) absl::StrAppend(&hex, absl::Hex(byte, absl::kZeroPad2));
+  return hex;
+}
+
+grpc::Status ListAs(v1::IkService::Stub& stub, const std::string& token) {
+  std::unique_ptr<grpc::ClientContext> context = Context(10);
+  context->AddMetadata("authorization", "Bearer " + token);
+  v1::ListSkeletonsResponse response;
+  return stub.ListSkeletons(context.get(), {}, &response);
+}
+
+TEST(ServerProcessTest, SighupReloadsTheTokenFile) {
+  const std::string dir = TempDir();
+  const std::string tokens = dir + "/tokens";
+  const auto write = [&](const std::string& token) {
+    std::ofstream(tokens + ".tmp")
+        << "game " << Sha256Hex(token) << " solve\n";
+    std::rename((tokens + ".tmp").c_str(), tokens.c_str());
+  };
+  write("first-token");
+  // No watching: only SIGHUP reads the file again.
+  ServerProcess server(dir, {"--auth_tokens_file=" + tokens,
+                             "--auth_reload_interval=0"});
+  ASSERT_GT(server.port(), 0) << server.log();
+  EXPECT_TRUE(ListAs(server.stub(), "first-token").ok());
+  write("second-token");
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_TRUE(ListAs(server.stub(), "first-token").ok());  // Not yet.
+  server.Signal(SIGHUP);
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!ListAs(server.stub(), "second-token").ok() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(ListAs(server.stub(), "second-token").ok()) << server.log();
+  EXPECT_EQ(ListAs(server.stub(), "first-token").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(server.log(), HasSubstr("SIGHUP: auth tokens reloaded (1 tokens)"));
+  // SIGTERM still shuts down.
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.WaitForExit(absl::Seconds(15)), 0) << server.log();
 }
 
 }  // namespace
