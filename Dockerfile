@@ -1,7 +1,19 @@
 # reach-server and the reach tool, built from source on Debian 12.
 #
 #   docker build -t reach-server .        (or: podman build -t reach-server .)
-#   docker run --rm -p 127.0.0.1:50051:50051 -p 127.0.0.1:9464:9464 reach-server
+#   deploy/make-secrets.sh                # dev CA, certificates and tokens
+#   docker run --rm -p 127.0.0.1:50051:50051 -p 127.0.0.1:9464:9464 \
+#     -v $PWD/deploy/secrets/tls:/etc/reach/tls:ro \
+#     -v $PWD/deploy/secrets/auth:/etc/reach/auth:ro reach-server
+#
+# The server listens on all interfaces, so it serves TLS from
+# /etc/reach/tls (tls.crt, tls.key; the names of a Kubernetes TLS Secret)
+# and requires a token from /etc/reach/auth/tokens (/metrics: basic auth).
+# Without those files it refuses to start, naming the missing one. For
+# plaintext without tokens on a trusted network, append
+# `--tls_cert= --tls_key= --auth_tokens_file= --insecure` (and run with
+# `-e REACH_TLS_CA= -e REACH_TLS_SERVER_NAME=` so the HEALTHCHECK's reach
+# tool speaks plaintext too).
 #
 # Air-gapped machines: deploy/base-image.sh builds debian:bookworm with
 # debootstrap and imports it into the local engine first.
@@ -35,10 +47,14 @@ WORKDIR /var/lib/reach
 EXPOSE 50051 9464
 # The SQLite registry: mount a volume to keep registrations.
 VOLUME /var/lib/reach
+# The reach tool inside the image speaks TLS to the server by default
+# (health needs no token; other commands read REACH_TOKEN).
+ENV REACH_TLS_CA=/etc/reach/tls/ca.crt REACH_TLS_SERVER_NAME=localhost
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
   CMD ["reach", "--addr=127.0.0.1:50051", "--timeout=2", "health"]
 # reach-server drains streams and in-flight calls on SIGTERM (--shutdown_grace).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["reach-server", "--listen=0.0.0.0:50051", \
             "--metrics_listen=0.0.0.0:9464", "--data_dir=/var/lib/reach", \
-            "--insecure"]
+            "--tls_cert=/etc/reach/tls/tls.crt", "--tls_key=/etc/reach/tls/tls.key", \
+            "--auth_tokens_file=/etc/reach/auth/tokens"]

@@ -22,6 +22,7 @@ ReachClient::ReachClient(std::shared_ptr<grpc::ChannelInterface> channel,
 std::unique_ptr<grpc::ClientContext> ReachClient::NewContext() const {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  AddToken(options_.token, context.get());
   return context;
 }
 
@@ -99,13 +100,15 @@ ReachClient::Health(const std::string& service) {
 
 std::unique_ptr<SolveStream> ReachClient::OpenStream(absl::Duration deadline,
                                                      int max_in_flight) {
-  return std::make_unique<SolveStream>(*stub_, deadline, max_in_flight);
+  return std::make_unique<SolveStream>(*stub_, deadline, max_in_flight,
+                                       options_.token);
 }
 
 SolveStream::SolveStream(v1::IkService::Stub& stub, absl::Duration deadline,
-                         int max_in_flight)
+                         int max_in_flight, absl::string_view token)
     : max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight) {
   context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  AddToken(token, &context_);
   call_ = stub.SolveStream(&context_);
   reader_ = std::thread([this] { ReadLoop(); });
 }

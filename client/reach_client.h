@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/connect.h"
 #include "client/import/skeleton_file.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -24,6 +25,9 @@ namespace reach::client {
 
 struct ClientOptions {
   absl::Duration timeout = absl::Seconds(10);  // Deadline of each unary call.
+  // Sent with every call as `authorization: Bearer <token>` (a server with
+  // --auth_tokens_file needs one); empty: none. See client/connect.h.
+  std::string token;
 };
 
 // grpc::Status -> absl::Status, code for code, the message prefixed by
@@ -92,8 +96,9 @@ struct StreamResult {
 // hands them out in order. One thread may Send while another Receives.
 class SolveStream {
  public:
+  // `token`: as ClientOptions::token.
   SolveStream(v1::IkService::Stub& stub, absl::Duration deadline,
-              int max_in_flight);
+              int max_in_flight, absl::string_view token = "");
   ~SolveStream();  // Cancels the call if Finish was not called.
 
   // Sends one frame; blocks while the window is full. False when the stream

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """The dashboards and alert rules against the real thing.
 
-Starts reach-server and Debian's Prometheus on loopback, Prometheus with the
-repo's deploy/prometheus/prometheus.yml (targets and intervals rewritten for
-the test), drives load with `reach bench` (solve, batch, stream) plus a few
+Starts reach-server and Debian's Prometheus on loopback, the server with
+token authentication (so Prometheus scrapes with basic auth, as in the
+compose stack), Prometheus with the repo's deploy/prometheus/prometheus.yml
+(targets, intervals and the password file rewritten for the test), drives
+load with `reach bench` (solve, batch, stream) plus a few
 failing calls, waits for Prometheus to scrape it, then evaluates every
 PromQL expression of the Grafana dashboard and of the alert rules through
 Prometheus' HTTP API (deploy/check_dashboards.py exprs): an expression that
@@ -12,8 +14,10 @@ should have data under load) returns nothing fails the test.
 
     deploy/observability_test.py BUILD_DIR
 """
+import hashlib
 import json
 import os
+import secrets
 import re
 import shutil
 import signal
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -67,9 +72,19 @@ def main():
         # The server, on ports the kernel picks; its start line names them.
         log_path = os.path.join(work, "server.log")
         log = open(log_path, "w")
+        # Tokens: an admin for the load, the scraper with the metrics role.
+        tokens = {"admin": secrets.token_hex(32), "prometheus": secrets.token_hex(32)}
+        with open(os.path.join(work, "tokens"), "w") as f:
+            for name, role in (("admin", "admin"), ("prometheus", "metrics")):
+                digest = hashlib.sha256(tokens[name].encode()).hexdigest()
+                f.write(f"{name} {digest} {role}\n")
+        password_file = os.path.join(work, "prometheus.token")
+        with open(password_file, "w") as f:
+            f.write(tokens["prometheus"])
         server = subprocess.Popen(
             [server_bin, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-             "--in_memory"], stderr=log, stdout=log)
+             "--in_memory", f"--auth_tokens_file={os.path.join(work, 'tokens')}"],
+            stderr=log, stdout=log)
         processes.append(server)
 
         def ports():
@@ -97,6 +112,10 @@ def main():
             job.pop("scrape_timeout", None)
             if job["job_name"] == "reach":
                 job["static_configs"] = [{"targets": [f"127.0.0.1:{metrics_port}"]}]
+                if job.get("basic_auth", {}).get("username") != "prometheus":
+                    raise SystemExit("observability_test: the reach job has no "
+                                     "basic_auth for user prometheus")
+                job["basic_auth"]["password_file"] = password_file
             else:
                 job["static_configs"] = [{"targets": [f"127.0.0.1:{prometheus_port}"]}]
         config_path = os.path.join(work, "prometheus.yml")
@@ -118,9 +137,16 @@ def main():
             except OSError:
                 return False
         wait_for("Prometheus to scrape reach-server", target_up)
+        # ... with its password: without one, /metrics answers 401.
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10)
+            raise SystemExit("observability_test: /metrics answered without basic auth")
+        except urllib.error.HTTPError as e:
+            if e.code != 401:
+                raise SystemExit(f"observability_test: /metrics without auth: {e.code}, not 401")
 
         # Load: every RPC kind, a latest-wins stream, and some failures.
-        reach = [reach_bin, f"--addr={addr}"]
+        reach = [reach_bin, f"--addr={addr}", f"--token={tokens['admin']}"]
         for args in (["bench", "--rpc=solve", "--duration=3", "--concurrency=2"],
                      ["bench", "--rpc=batch", "--duration=3", "--batch-size=50"],
                      ["bench", "--rpc=stream", "--duration=3", "--concurrency=2"]):

@@ -6,10 +6,13 @@
 // also checks the first solve by forward kinematics on its side.
 //
 //   service_demo [--addr=127.0.0.1:50051] [--skeleton=FILE]
+//                [--tls_ca=FILE [--tls_cert=FILE --tls_key=FILE]
+//                 [--tls_server_name=NAME]] [--token=TOKEN | $REACH_TOKEN]
 //   service_demo --dump_skeleton=FILE   (writes the humanoid JSON and exits)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,6 +20,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "client/connect.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "reach/v1/ik_service.grpc.pb.h"
@@ -29,14 +33,31 @@ ABSL_FLAG(std::string, skeleton, "examples/humanoid.skeleton.json",
           "Skeleton JSON file to register");
 ABSL_FLAG(std::string, dump_skeleton, "",
           "Write the demo humanoid as skeleton JSON to this file and exit");
+ABSL_FLAG(std::string, tls_ca, "",
+          "Connect with TLS: PEM file of the CA that signed the server");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM file of a client certificate (mTLS; with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM file of its private key");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "Name expected in the server's certificate (default: the host)");
+ABSL_FLAG(std::string, token, "",
+          "Bearer token for a server with --auth_tokens_file (default: "
+          "$REACH_TOKEN)");
 
 namespace reach {
 namespace {
+
+// The token every call carries (--token, else $REACH_TOKEN).
+std::string& Token() {
+  static std::string* const token = new std::string;
+  return *token;
+}
 
 std::unique_ptr<grpc::ClientContext> Deadline(double seconds = 10) {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(int(seconds * 1000)));
+  client::AddToken(Token(), context.get());
   return context;
 }
 
@@ -83,8 +104,34 @@ int Main() {
     return 1;
   }
 
-  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_addr),
-                                     grpc::InsecureChannelCredentials());
+  Token() = absl::GetFlag(FLAGS_token);
+  if (const char* env = std::getenv("REACH_TOKEN");
+      Token().empty() && env != nullptr) {
+    Token() = env;
+  }
+  if (!Token().empty()) {
+    if (absl::Status s = client::ValidateToken(Token()); !s.ok()) {
+      std::fprintf(stderr, "--%s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  client::ConnectOptions connect;
+  connect.address = absl::GetFlag(FLAGS_addr);
+  connect.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  connect.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  connect.tls_key = absl::GetFlag(FLAGS_tls_key);
+  connect.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> connected =
+      client::Connect(connect);
+  if (!connected.ok()) {
+    std::fprintf(stderr, "--%s\n",
+                 std::string(connected.status().message()).c_str());
+    return 2;
+  }
+  std::shared_ptr<grpc::Channel> channel = *std::move(connected);
+  std::printf("connected to %s (%s%s)\n", connect.address.c_str(),
+              client::UsesTls(connect) ? "TLS" : "plaintext",
+              Token().empty() ? "" : ", with a token");
   if (!channel->WaitForConnected(std::chrono::system_clock::now() +
                                  std::chrono::seconds(20))) {
     std::fprintf(stderr, "cannot reach %s\n", absl::GetFlag(FLAGS_addr).c_str());
@@ -159,6 +206,7 @@ int Main() {
 
   // 3. SolveStream: 240 frames of a walking left foot, warm-started.
   grpc::ClientContext stream_context;
+  client::AddToken(Token(), &stream_context);
   auto stream = stub->SolveStream(&stream_context);
   const Eigen::Vector3d foot = rest[tip_of("l_leg")].translation;
   constexpr int kFrames = 240;

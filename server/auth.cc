@@ -1,11 +1,12 @@
 #include "server/auth.h"
 
-#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -27,6 +28,39 @@ constexpr int64_t kMaxTokenFileBytes = 1 << 20;
 constexpr size_t kMaxTokenNameBytes = 128;
 // Longest token accepted in the metadata (hashing is proportional).
 constexpr size_t kMaxTokenBytes = 4096;
+
+// SHA-256 of `text`. OpenSSL 3's one-shot SHA256() looks the algorithm up
+// on every call (~0.7 µs); this fetches it once and reuses a context per
+// thread (~0.2 µs for a 64-character token).
+void Sha256(absl::string_view text, TokenDigest* digest) {
+  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  struct CtxFree {
+    void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+  };
+  thread_local const std::unique_ptr<EVP_MD_CTX, CtxFree> ctx(EVP_MD_CTX_new());
+  unsigned int size = 0;
+  if (md == nullptr || ctx == nullptr ||
+      EVP_DigestInit_ex2(ctx.get(), md, nullptr) != 1 ||
+      EVP_DigestUpdate(ctx.get(), text.data(), text.size()) != 1 ||
+      EVP_DigestFinal_ex(ctx.get(), digest->data(), &size) != 1) {
+    // Out of memory in OpenSSL: the slow path still gives the digest.
+    SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
+           digest->data());
+  }
+}
+
+// Whether two digests are equal, in time independent of where they differ
+// (four 64-bit words, no early exit).
+bool DigestsEqual(const TokenDigest& a, const TokenDigest& b) {
+  uint64_t diff = 0;
+  for (size_t i = 0; i < a.size(); i += sizeof(uint64_t)) {
+    uint64_t x, y;
+    std::memcpy(&x, a.data() + i, sizeof(x));
+    std::memcpy(&y, b.data() + i, sizeof(y));
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
 
 // Adds the role `word` names to `entry`.
 absl::Status AddRole(absl::string_view word, TokenEntry* entry) {
@@ -256,8 +290,7 @@ absl::StatusOr<Caller> TokenAuth::Authenticate(
     return absl::UnauthenticatedError("authorization: empty or oversized token");
   }
   TokenDigest digest;
-  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(),
-         digest.data());
+  Sha256(token, &digest);
   std::shared_ptr<const std::vector<TokenEntry>> entries;
   {
     absl::MutexLock lock(&mu_);
@@ -266,8 +299,7 @@ absl::StatusOr<Caller> TokenAuth::Authenticate(
   // Every entry is compared, in constant time, whichever matches.
   const TokenEntry* match = nullptr;
   for (const TokenEntry& entry : *entries) {
-    const bool equal =
-        CRYPTO_memcmp(entry.digest.data(), digest.data(), digest.size()) == 0;
+    const bool equal = DigestsEqual(entry.digest, digest);
     match = equal ? &entry : match;
   }
   if (match == nullptr) {

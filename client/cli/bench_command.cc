@@ -348,7 +348,9 @@ int RunBench(const Globals& globals, const BenchFlags& flags) {
   }
   absl::StatusOr<v1::Solver> solver = ParseSolver(flags.solver);
   if (!solver.ok()) return Fail(solver.status(), kExitUsage);
-  auto client = MakeClient(globals);
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  auto client = *std::move(made);
 
   // The skeleton: the one named, the full-body humanoid, or the built-in
   // four-limb rig.

@@ -29,14 +29,76 @@ absl::Status ParseNumbers(const std::string& text, absl::string_view flag,
 
 }  // namespace
 
-std::unique_ptr<client::ReachClient> MakeClient(const Globals& globals) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(
-      globals.addr, grpc::InsecureChannelCredentials(), args);
+void AddGlobalFlags(CLI::App& app, Globals* globals) {
+  const auto last = CLI::MultiOptionPolicy::TakeLast;
+  app.add_option("--addr", globals->addr, "Server address host:port")
+      ->capture_default_str()
+      ->multi_option_policy(last);
+  app.add_option("--timeout", globals->timeout_s,
+                 "Deadline of each call in seconds (streams: added to the "
+                 "clip's length)")
+      ->capture_default_str()
+      ->multi_option_policy(last)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--tls-ca", globals->tls_ca,
+                 "Connect with TLS; PEM file of the CA that signed the "
+                 "server's certificate (TLS with the system's roots: any "
+                 "--tls-* flag without this one)")
+      ->envname("REACH_TLS_CA")
+      ->multi_option_policy(last);
+  app.add_option("--tls-cert", globals->tls_cert,
+                 "PEM file of this client's certificate, for a server that "
+                 "requires one (mTLS; with --tls-key)")
+      ->envname("REACH_TLS_CERT")
+      ->multi_option_policy(last);
+  app.add_option("--tls-key", globals->tls_key,
+                 "PEM file of the client certificate's private key")
+      ->envname("REACH_TLS_KEY")
+      ->multi_option_policy(last);
+  app.add_option("--tls-server-name", globals->tls_server_name,
+                 "The name to expect in the server's certificate (default: "
+                 "the host of --addr)")
+      ->envname("REACH_TLS_SERVER_NAME")
+      ->multi_option_policy(last);
+  app.add_option("--token", globals->token,
+                 "Bearer token sent with every call (a server with "
+                 "--auth_tokens_file needs one)")
+      ->envname("REACH_TOKEN")
+      ->multi_option_policy(last);
+}
+
+absl::StatusOr<std::unique_ptr<client::ReachClient>> MakeClient(
+    const Globals& globals) {
+  if (!globals.token.empty()) {
+    if (absl::Status s = client::ValidateToken(globals.token); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
+    }
+  }
+  client::ConnectOptions connect;
+  connect.address = globals.addr;
+  connect.tls_ca = globals.tls_ca;
+  connect.tls_cert = globals.tls_cert;
+  connect.tls_key = globals.tls_key;
+  connect.tls_server_name = globals.tls_server_name;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      client::Connect(connect);
+  if (!channel.ok()) {
+    // "tls_ca: ..." -> "--tls-ca: ...": the flags' spelling.
+    std::string message(channel.status().message());
+    const size_t colon = message.find(':');
+    std::string field = message.substr(0, colon);
+    absl::StrReplaceAll({{"_", "-"}}, &field);
+    return absl::Status(channel.status().code(),
+                        absl::StrCat("--", field, message.substr(colon)));
+  }
   client::ClientOptions options;
   options.timeout = absl::Seconds(globals.timeout_s);
-  return std::make_unique<client::ReachClient>(std::move(channel), options);
+  options.token = globals.token;
+  return std::make_unique<client::ReachClient>(*std::move(channel), options);
+}
+
+int FailSetup(const absl::Status& status) {
+  return Fail(status, absl::IsNotFound(status) ? kExitFileError : kExitUsage);
 }
 
 int Fail(const absl::Status& status, int code) {

@@ -26,7 +26,20 @@ enum ExitCode {
 struct Globals {
   std::string addr = "127.0.0.1:50051";
   double timeout_s = 10;  // Deadline of each call, seconds.
+  // TLS (any of the files or the name turns it on) and the bearer token
+  // (--token, else $REACH_TOKEN): client/connect.h.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
+  std::string token;
 };
+
+// Adds --addr, --timeout, --tls-ca, --tls-cert, --tls-key,
+// --tls-server-name and --token to `app`; each of the last five defaults to
+// its environment variable: REACH_TLS_CA, REACH_TLS_CERT, REACH_TLS_KEY,
+// REACH_TLS_SERVER_NAME, REACH_TOKEN.
+void AddGlobalFlags(CLI::App& app, Globals* globals);
 
 // A subcommand's body, run after parsing; returns the exit code.
 using Command = std::function<int()>;
@@ -38,7 +51,14 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run);
 void AddStreamCommand(CLI::App& app, const Globals& globals, Command* run);
 void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run);
 
-std::unique_ptr<client::ReachClient> MakeClient(const Globals& globals);
+// The client the global flags describe. Errors name the flag
+// ("--tls-ca: cannot read ...", "--token: ..."); FailSetup turns them into
+// the exit code.
+absl::StatusOr<std::unique_ptr<client::ReachClient>> MakeClient(
+    const Globals& globals);
+// Prints `status` and returns kExitFileError for a file that cannot be
+// read, else kExitUsage.
+int FailSetup(const absl::Status& status);
 
 // Prints "reach: <what>: <CODE>: <message>" to stderr and returns `code`.
 int Fail(const absl::Status& status, int code);

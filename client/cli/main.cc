@@ -24,15 +24,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   Globals globals;
-  app.add_option("--addr", globals.addr, "Server address host:port")
-      ->capture_default_str()
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--timeout", globals.timeout_s,
-                 "Deadline of each call in seconds (streams: added to the "
-                 "clip's length)")
-      ->capture_default_str()
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-      ->check(CLI::PositiveNumber);
+  AddGlobalFlags(app, &globals);
 
   Command run;
   AddRegistryCommands(app, globals, &run);

@@ -34,8 +34,11 @@ int RunRegister(const Globals& globals, const RegisterFlags& flags) {
     std::printf("%s\n", ToJson(*skeleton).c_str());
     return kExitOk;
   }
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  auto client = *std::move(made);
   absl::StatusOr<v1::RegisterSkeletonResponse> response =
-      MakeClient(globals)->Register(*skeleton);
+      client->Register(*skeleton);
   if (!response.ok()) return FailRpc(response.status());
   if (flags.json) {
     std::printf("%s\n", ToJson(*response).c_str());
@@ -52,7 +55,9 @@ int RunRegister(const Globals& globals, const RegisterFlags& flags) {
 }
 
 int RunList(const Globals& globals, bool json) {
-  auto client = MakeClient(globals);
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  auto client = *std::move(made);
   v1::ListSkeletonsResponse all;
   std::string token;
   do {
@@ -78,8 +83,11 @@ int RunList(const Globals& globals, bool json) {
 }
 
 int RunGet(const Globals& globals, const std::string& id, bool json) {
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  auto client = *std::move(made);
   absl::StatusOr<v1::GetSkeletonResponse> response =
-      MakeClient(globals)->GetSkeleton(id);
+      client->GetSkeleton(id);
   if (!response.ok()) return FailRpc(response.status());
   // The skeleton alone is a file `reach register` reads back.
   std::printf("%s\n", json ? ToJson(*response).c_str()
@@ -88,7 +96,10 @@ int RunGet(const Globals& globals, const std::string& id, bool json) {
 }
 
 int RunDelete(const Globals& globals, const std::string& id) {
-  if (absl::Status s = MakeClient(globals)->DeleteSkeleton(id); !s.ok()) {
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  auto client = *std::move(made);
+  if (absl::Status s = client->DeleteSkeleton(id); !s.ok()) {
     return FailRpc(s);
   }
   std::printf("deleted %s\n", id.c_str());
@@ -96,7 +107,10 @@ int RunDelete(const Globals& globals, const std::string& id) {
 }
 
 int RunHealth(const Globals& globals, const std::string& service) {
-  auto status = MakeClient(globals)->Health(service);
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  auto client = *std::move(made);
+  auto status = client->Health(service);
   if (!status.ok()) return FailRpc(status.status());
   const std::string name =
       grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status);

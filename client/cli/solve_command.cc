@@ -157,7 +157,9 @@ int RunSolve(const Globals& globals, const SolveFlags& flags) {
                                           : RequestFromFile(flags, &request);
   if (built != kExitOk) return built;
 
-  auto client = MakeClient(globals);
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  auto client = *std::move(made);
   absl::StatusOr<v1::SolveResponse> response = client->Solve(request);
   if (!response.ok()) return FailRpc(response.status());
   if (flags.json) {

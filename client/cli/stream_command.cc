@@ -38,7 +38,9 @@ int RunStream(const Globals& globals, const StreamFlags& flags) {
   absl::StatusOr<v1::Solver> solver = ParseSolver(flags.solver);
   if (!solver.ok()) return Fail(solver.status(), kExitUsage);
 
-  auto client = MakeClient(globals);
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  auto client = *std::move(made);
   std::string id = flags.skeleton;
   v1::Skeleton wire;
   if (id.empty()) {

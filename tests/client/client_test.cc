@@ -105,7 +105,7 @@ TEST_F(ClientTest, SolveAndBatchLandOnTheTarget) {
 }
 
 TEST_F(ClientTest, EveryCallCarriesTheDeadline) {
-  ReachClient hurried(server_.channel, ClientOptions{absl::Nanoseconds(1)});
+  ReachClient hurried(server_.channel, ClientOptions{absl::Nanoseconds(1), ""});
   absl::StatusOr<v1::ListSkeletonsResponse> list = hurried.ListSkeletons();
   EXPECT_EQ(list.status().code(), absl::StatusCode::kDeadlineExceeded);
 }

@@ -1,7 +1,6 @@
 // TLS, mTLS, certificate reload, token roles, token reload, quotas and the
 // metrics endpoint's basic auth, against a real server on loopback, with
 // certificates made by the openssl tool here.
-#include <openssl/sha.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,7 +14,6 @@
 #include <string>
 #include <thread>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -26,6 +24,7 @@
 #include "server/server.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/testing/models.h"
+#include "tests/testing/pki.h"
 #include "tests/testing/service.h"
 
 namespace reach {
@@ -38,73 +37,12 @@ using ::reach::testing::TestServerOptions;
 using ::reach::testing::ToWire;
 using ::testing::HasSubstr;
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void WriteFile(const fs::path& path, const std::string& text) {
-  // Replaced by rename, as a deployment would: a reader never sees half.
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-  }
-  fs::rename(tmp, path);
-}
-
-int Run(const std::string& command) {
-  return std::system(("(" + command + ") >/dev/null 2>&1").c_str());
-}
-
-// A CA, and server and client certificates it signs, made by openssl.
-struct Pki {
-  fs::path dir;
-
-  void MakeCa(const std::string& name) {
-    ASSERT_EQ(Run(absl::StrCat(
-                  "cd ", dir.string(), " && openssl req -x509 -newkey ec "
-                  "-pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
-                  "-subj '/CN=Reach test ", name, "' -keyout ", name,
-                  ".key -out ", name, ".pem")),
-              0);
-  }
-  // `usage`: serverAuth or clientAuth.
-  void MakeLeaf(const std::string& name, const std::string& ca,
-                const std::string& usage) {
-    const std::string ext = absl::StrCat(name, ".ext");
-    {
-      std::ofstream out(dir / ext);
-      out << "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
-          << "basicConstraints=CA:FALSE\n"
-          << "extendedKeyUsage=" << usage << "\n";
-    }
-    ASSERT_EQ(Run(absl::StrCat(
-                  "cd ", dir.string(), " && openssl req -newkey ec "
-                  "-pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "
-                  "'/CN=", name, "' -keyout ", name, ".key -out ", name,
-                  ".csr && openssl x509 -req -in ", name, ".csr -CA ", ca,
-                  ".pem -CAkey ", ca, ".key -CAcreateserial -days 2 -out ",
-                  name, ".pem -extfile ", ext)),
-              0);
-  }
-  std::string Pem(const std::string& name) const {
-    return ReadFile(dir / (name + ".pem"));
-  }
-  std::string Key(const std::string& name) const {
-    return ReadFile(dir / (name + ".key"));
-  }
-};
-
-fs::path TempDir(const std::string& tag) {
-  fs::path dir = fs::temp_directory_path() /
-                 absl::StrCat("reach-security-", tag, "-", getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using ::reach::testing::Pki;
+using ::reach::testing::ReadFile;
+using ::reach::testing::Sha256Hex;
+using ::reach::testing::TempDir;
+using ::reach::testing::TokenLine;
+using ::reach::testing::WriteFile;
 
 class SecurityTest : public ::testing::Test {
  protected:
@@ -305,19 +243,6 @@ TEST(LoopbackAddressTest, KnowsLoopbackFromTheRest) {
 }
 
 // --- Tokens ---------------------------------------------------------------
-
-std::string Sha256Hex(const std::string& token) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(),
-         digest);
-  return absl::BytesToHexString(absl::string_view(
-      reinterpret_cast<const char*>(digest), sizeof(digest)));
-}
-
-std::string TokenLine(const std::string& name, const std::string& token,
-                      const std::string& roles) {
-  return absl::StrCat(name, " ", Sha256Hex(token), " ", roles, "\n");
-}
 
 // A stub call's context carrying `token` (none when empty).
 std::unique_ptr<grpc::ClientContext> As(const std::string& token) {
