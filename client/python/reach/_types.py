@@ -159,6 +159,30 @@ def solve_request(skeleton_id: str, goals: Iterable[GoalLike], start_pose: Any =
     return request
 
 
+def batch_request(items: Sequence[Any], skeleton_id: str = "") -> solve_pb2.SolveBatchRequest:
+    """Client.solve_batch's items -> a SolveBatchRequest: each item a list of
+    goals, or a dict {"goals", "start_pose", "skeleton_id",
+    "return_globals", "full_body"}."""
+    request = solve_pb2.SolveBatchRequest(skeleton_id=skeleton_id)
+    for i, item in enumerate(items):
+        if isinstance(item, Mapping) and "goals" in item:
+            message = solve_request(item.get("skeleton_id", ""), item["goals"],
+                                    item.get("start_pose"), item.get("return_globals", False),
+                                    item.get("full_body"), sequence=i)
+        else:
+            message = solve_request("", item, sequence=i)
+        request.items.append(message)
+    return request
+
+
+def frame_request(skeleton_id: str, goals: Any, start_pose: Any, latest_wins: bool,
+                  options: Mapping[str, Any]) -> solve_pb2.SolveRequest:
+    """A stream frame: a whole SolveRequest as given, or one built from goals."""
+    if isinstance(goals, solve_pb2.SolveRequest):
+        return goals
+    return solve_request(skeleton_id, goals, start_pose, latest_wins=latest_wins, **options)
+
+
 def skeleton_message(skeleton: SkeletonLike) -> skeleton_pb2.Skeleton:
     """A reach.v1.Skeleton from itself, a dict in protobuf JSON form, or the
     path of a skeleton JSON file (examples/humanoid.skeleton.json)."""

@@ -84,16 +84,7 @@ class Client:
         return _types.solution(await self._call(self._stub.Solve, request))
 
     async def solve_batch(self, items: Sequence[Any], skeleton_id: str = "") -> List[Solution]:
-        request = solve_pb2.SolveBatchRequest(skeleton_id=skeleton_id)
-        for i, item in enumerate(items):
-            if isinstance(item, Mapping) and "goals" in item:
-                message = _types.solve_request(item.get("skeleton_id", ""), item["goals"],
-                                               item.get("start_pose"),
-                                               item.get("return_globals", False),
-                                               item.get("full_body"), sequence=i)
-            else:
-                message = _types.solve_request("", item, sequence=i)
-            request.items.append(message)
+        request = _types.batch_request(items, skeleton_id)
         r = await self._call(self._stub.SolveBatch, request)
         return [_types.solution(item) for item in r.items]
 
@@ -124,11 +115,7 @@ class Stream:
                    start_pose: Any = None, latest_wins: bool = False, **kwargs) -> int:
         if self._closed:
             raise ReachError(grpc.StatusCode.FAILED_PRECONDITION, "stream: send after close")
-        if isinstance(goals, solve_pb2.SolveRequest):
-            request = goals
-        else:
-            request = _types.solve_request(self._skeleton_id, goals, start_pose,
-                                           latest_wins=latest_wins, **kwargs)
+        request = _types.frame_request(self._skeleton_id, goals, start_pose, latest_wins, kwargs)
         self._sent += 1
         if not request.sequence:
             request.sequence = self._sent

@@ -161,16 +161,7 @@ class Client:
         """Many independent solves in one call (e.g. a crowd). Each item is a
         list of goals, or a dict {"goals": [...], "start_pose": ...,
         "skeleton_id": ...}; `skeleton_id` applies to items without one."""
-        request = solve_pb2.SolveBatchRequest(skeleton_id=skeleton_id)
-        for i, item in enumerate(items):
-            if isinstance(item, Mapping) and "goals" in item:
-                message = _types.solve_request(item.get("skeleton_id", ""), item["goals"],
-                                               item.get("start_pose"),
-                                               item.get("return_globals", False),
-                                               item.get("full_body"), sequence=i)
-            else:
-                message = _types.solve_request("", item, sequence=i)
-            request.items.append(message)
+        request = _types.batch_request(items, skeleton_id)
         r = self._call(self._stub.SolveBatch, request)
         return [_types.solution(item) for item in r.items]
 
@@ -225,11 +216,7 @@ class Stream:
              start_pose: Any = None, latest_wins: bool = False, **kwargs) -> int:
         if self._closed:
             raise ReachError(grpc.StatusCode.FAILED_PRECONDITION, "stream: send after close")
-        if isinstance(goals, solve_pb2.SolveRequest):
-            request = goals
-        else:
-            request = _types.solve_request(self._skeleton_id, goals, start_pose,
-                                           latest_wins=latest_wins, **kwargs)
+        request = _types.frame_request(self._skeleton_id, goals, start_pose, latest_wins, kwargs)
         with self._lock:
             self._sent += 1
             if not request.sequence:
