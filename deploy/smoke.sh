@@ -108,8 +108,10 @@ step "/metrics wants basic auth"
 metrics=http://127.0.0.1:$REACH_METRICS_PORT/metrics
 code=$(curl -s -o /dev/null -w '%{http_code}' "$metrics")
 [ "$code" = 401 ] || fail "/metrics without auth answered $code"
-curl -sf -u "prometheus:$(cat "$secrets/prometheus.token")" "$metrics" |
-  grep -q '^grpc_server_handled_total' || fail "/metrics with the scraper's token"
+# (Into a variable first: `grep -q` closing the pipe early would fail curl.)
+scraped=$(curl -sf -u "prometheus:$(cat "$secrets/prometheus.token")" "$metrics") ||
+  fail "/metrics with the scraper's token"
+grep -q '^grpc_server_handled_total' <<<"$scraped" || fail "/metrics: no grpc_server_handled_total"
 
 step "Prometheus scrapes the server"
 up=""
