@@ -5,6 +5,7 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import tempfile
 import time
@@ -45,6 +46,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
         self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +73,4 @@ def secure_server():
     s.tokens = tokens
     yield s
     s.stop()
+    shutil.rmtree(pki, ignore_errors=True)
