@@ -27,7 +27,7 @@
 #include "absl/time/clock.h"
 #include "echo.grpc.pb.h"
 #include "server/batch_wire.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/memory.h"
 #include "server/metrics.h"
 #include "server/registry.h"

@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 
 namespace reach::client {
 namespace {

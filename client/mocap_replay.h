@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "client/import/bvh.h"
+#include "importers/bvh.h"
 #include "client/reach_client.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"

@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/connect.h"
-#include "client/import/skeleton_file.h"
+#include "importers/skeleton_file.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "reach/v1/ik_service.grpc.pb.h"

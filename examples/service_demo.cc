@@ -24,7 +24,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "reach/v1/ik_service.grpc.pb.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "solvers/pose.h"
 #include "tests/testing/models.h"
 

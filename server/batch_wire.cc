@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "solvers/limits.h"
 
 namespace reach {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/server_context.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 
 namespace reach {
 namespace {

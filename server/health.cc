@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 
 namespace reach {
 namespace {

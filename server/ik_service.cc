@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/batch_wire.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/solve_call.h"
 #include "server/solve_stream.h"
 

@@ -10,7 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/log.h"
 
 namespace reach {

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/batch_wire.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/metrics.h"
 #include "server/registry.h"
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/ik_service.h"
 #include "server/solve_call.h"
 

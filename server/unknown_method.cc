@@ -1,7 +1,7 @@
 #include "server/unknown_method.h"
 
 #include "absl/strings/str_cat.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 
 namespace reach {
 namespace {

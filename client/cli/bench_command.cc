@@ -17,8 +17,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/cli/common.h"
-#include "client/import/skeleton_file.h"
-#include "server/convert.h"
+#include "importers/skeleton_file.h"
+#include "wire/convert.h"
 
 namespace reach::cli {
 namespace {

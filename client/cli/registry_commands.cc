@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/cli/common.h"
-#include "client/import/chains.h"
+#include "importers/chains.h"
 
 namespace reach::cli {
 namespace {

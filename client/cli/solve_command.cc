@@ -9,9 +9,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/common.h"
-#include "client/import/import_error.h"
+#include "importers/import_error.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 
 namespace reach::cli {
 namespace {

@@ -7,9 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/cli/common.h"
-#include "client/import/bvh.h"
+#include "importers/bvh.h"
 #include "client/mocap_replay.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 
 namespace reach::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "client/import/bvh.h"
+#include "importers/bvh.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/import/skeleton_file.h"
+#include "importers/skeleton_file.h"
 #include "solvers/pose.h"
 
 namespace reach::import {

@@ -1,4 +1,4 @@
-#include "client/import/chains.h"
+#include "importers/chains.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "tests/testing/models.h"
 #include "tests/testing/service.h"
 

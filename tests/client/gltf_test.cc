@@ -5,7 +5,7 @@
 // against the inverse bind matrices. One file per error the importer
 // reports. And the benchmark rig made from a real 54-joint skin with this
 // importer (bench/data/).
-#include "client/import/gltf.h"
+#include "importers/gltf.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "client/import/skeleton_file.h"
-#include "server/convert.h"
+#include "importers/skeleton_file.h"
+#include "wire/convert.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
 #include "tests/testing/models.h"

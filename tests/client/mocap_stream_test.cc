@@ -8,9 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/import/bvh.h"
+#include "importers/bvh.h"
 #include "client/mocap_replay.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "tests/testing/service.h"
 
 namespace reach::client {

@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/server.h"
 #include "tests/testing/models.h"
 #include "tests/testing/pki.h"

@@ -2,7 +2,7 @@
 // kinematics against the hand-built PandaDef(), a branching robot with every
 // supported joint type, and one malformed document per error the importer
 // reports (each must name the file, the line and the joint or link).
-#include "client/import/urdf.h"
+#include "importers/urdf.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/import/bvh.h"
+#include "importers/bvh.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace reach::fuzz {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "tests/testing/models.h"
 
 namespace reach::fuzz {

@@ -12,7 +12,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/import/gltf.h"
+#include "importers/gltf.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace reach::fuzz {

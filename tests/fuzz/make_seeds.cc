@@ -21,10 +21,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/import/skeleton_file.h"
+#include "importers/skeleton_file.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/registry.h"
 #include "server/skeleton_store.h"
 #include "solvers/pose.h"

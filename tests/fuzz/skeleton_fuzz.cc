@@ -23,7 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "reach/v1/ik_service.pb.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/registry.h"
 #include "server/skeleton_store.h"
 #include "tests/fuzz/fuzz_support.h"

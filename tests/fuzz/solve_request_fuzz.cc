@@ -39,7 +39,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/batch_wire.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/registry.h"
 #include "server/skeleton_store.h"
 #include "server/solve_call.h"

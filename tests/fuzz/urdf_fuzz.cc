@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/import/urdf.h"
+#include "importers/urdf.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace reach::fuzz {

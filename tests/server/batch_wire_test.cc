@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "reach/v1/solve.pb.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/memory.h"
 #include "tests/testing/models.h"
 

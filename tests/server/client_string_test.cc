@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/call_interceptor.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "tests/testing/models.h"
 #include "tests/testing/service.h"
 

@@ -1,4 +1,4 @@
-#include "server/convert.h"
+#include "wire/convert.h"
 
 #include <cmath>
 

@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/impl/codegen/sync_stream.h"
 #include "gtest/gtest.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "server/memory.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"

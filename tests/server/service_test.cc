@@ -12,7 +12,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 #include "tests/testing/models.h"
 
 namespace reach {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/import/bvh.h"
+#include "importers/bvh.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "solvers/limits.h"

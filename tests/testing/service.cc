@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 
 namespace reach::testing {
 

@@ -1,4 +1,4 @@
-#include "client/import/bvh.h"
+#include "importers/bvh.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "client/import/chains.h"
+#include "importers/chains.h"
 
 namespace reach::import {
 namespace {

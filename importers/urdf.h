@@ -11,14 +11,14 @@
 // <mimic> joints are imported as independent joints; a revolute range of a
 // full turn or more becomes unlimited. Errors are InvalidArgument
 // "FILE:LINE: joint 'NAME': ..." (ImportError); a missing file is NotFound.
-#ifndef REACH_CLIENT_IMPORT_URDF_H_
-#define REACH_CLIENT_IMPORT_URDF_H_
+#ifndef REACH_IMPORTERS_URDF_H_
+#define REACH_IMPORTERS_URDF_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "client/import/import_error.h"
+#include "importers/import_error.h"
 
 namespace reach::import {
 
@@ -31,4 +31,4 @@ absl::StatusOr<ImportedSkeleton> ImportUrdf(const std::string& path);
 
 }  // namespace reach::import
 
-#endif  // REACH_CLIENT_IMPORT_URDF_H_
+#endif  // REACH_IMPORTERS_URDF_H_

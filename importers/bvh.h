@@ -8,8 +8,8 @@
 // written, in degrees (CHANNELS ... Zrotation Yrotation Xrotation is
 // Rz * Ry * Rx). Position channels replace the joint's OFFSET; only the root
 // may have them, since the wire pose carries one root translation.
-#ifndef REACH_CLIENT_IMPORT_BVH_H_
-#define REACH_CLIENT_IMPORT_BVH_H_
+#ifndef REACH_IMPORTERS_BVH_H_
+#define REACH_IMPORTERS_BVH_H_
 
 #include <string>
 #include <vector>
@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "client/import/import_error.h"
+#include "importers/import_error.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
 
@@ -69,4 +69,4 @@ Eigen::Vector3d EulerZyxDegrees(const Eigen::Quaterniond& q);
 
 }  // namespace reach::import
 
-#endif  // REACH_CLIENT_IMPORT_BVH_H_
+#endif  // REACH_IMPORTERS_BVH_H_

@@ -2,7 +2,7 @@
 // specification, sections 3.5 (nodes and hierarchy: local transforms are
 // TRS or a column-major matrix, T * R * S) and 3.7.3 (skins: `joints` are
 // node indices).
-#include "client/import/gltf.h"
+#include "importers/gltf.h"
 
 #include <cerrno>
 #include <cmath>
@@ -21,7 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
-#include "client/import/chains.h"
+#include "importers/chains.h"
 #include "tiny_gltf.h"
 
 namespace reach::import {

@@ -2,8 +2,8 @@
 // FromProto validates what the solver library does not (presence, enum
 // ranges, counts) and names the field in its error; every ToProto writes
 // into a message the caller owns so buffers are reused.
-#ifndef REACH_SERVER_CONVERT_H_
-#define REACH_SERVER_CONVERT_H_
+#ifndef REACH_WIRE_CONVERT_H_
+#define REACH_WIRE_CONVERT_H_
 
 #include <chrono>
 #include <cstring>
@@ -132,4 +132,4 @@ Eigen::Quaterniond FromProto(const v1::Quat& q);
 
 }  // namespace reach
 
-#endif  // REACH_SERVER_CONVERT_H_
+#endif  // REACH_WIRE_CONVERT_H_

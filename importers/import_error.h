@@ -1,6 +1,6 @@
 // What every importer returns, and the one shape of its errors.
-#ifndef REACH_CLIENT_IMPORT_IMPORT_ERROR_H_
-#define REACH_CLIENT_IMPORT_IMPORT_ERROR_H_
+#ifndef REACH_IMPORTERS_IMPORT_ERROR_H_
+#define REACH_IMPORTERS_IMPORT_ERROR_H_
 
 #include <string>
 
@@ -32,4 +32,4 @@ std::string FileStem(absl::string_view path);
 
 }  // namespace reach::import
 
-#endif  // REACH_CLIENT_IMPORT_IMPORT_ERROR_H_
+#endif  // REACH_IMPORTERS_IMPORT_ERROR_H_

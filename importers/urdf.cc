@@ -1,7 +1,7 @@
 // URDF -> SkeletonDef. The format: http://wiki.ros.org/urdf/XML (robot,
 // link, joint); only the kinematic tree is read (links' inertial, visual and
 // collision elements, transmissions and gazebo tags are ignored).
-#include "client/import/urdf.h"
+#include "importers/urdf.h"
 
 #include <algorithm>
 #include <cmath>

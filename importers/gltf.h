@@ -11,14 +11,14 @@
 // as Reach's transforms are. The result is named after the skin, or the
 // file's stem. Errors are InvalidArgument naming the file and the element
 // ("skin 1", "node 12 'LeftArm'"); a missing file is NotFound.
-#ifndef REACH_CLIENT_IMPORT_GLTF_H_
-#define REACH_CLIENT_IMPORT_GLTF_H_
+#ifndef REACH_IMPORTERS_GLTF_H_
+#define REACH_IMPORTERS_GLTF_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "client/import/import_error.h"
+#include "importers/import_error.h"
 
 namespace reach::import {
 
@@ -38,4 +38,4 @@ absl::StatusOr<ImportedSkeleton> ParseGltf(absl::string_view contents,
 
 }  // namespace reach::import
 
-#endif  // REACH_CLIENT_IMPORT_GLTF_H_
+#endif  // REACH_IMPORTERS_GLTF_H_

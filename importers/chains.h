@@ -1,7 +1,7 @@
 // Named limb chains guessed from common joint names, and explicit chain
 // overrides, for importers of formats that carry no chains (BVH, glTF).
-#ifndef REACH_CLIENT_IMPORT_CHAINS_H_
-#define REACH_CLIENT_IMPORT_CHAINS_H_
+#ifndef REACH_IMPORTERS_CHAINS_H_
+#define REACH_IMPORTERS_CHAINS_H_
 
 #include <string>
 #include <vector>
@@ -31,4 +31,4 @@ void ApplyChainOverrides(const std::vector<ChainDef>& overrides,
 
 }  // namespace reach::import
 
-#endif  // REACH_CLIENT_IMPORT_CHAINS_H_
+#endif  // REACH_IMPORTERS_CHAINS_H_

@@ -1,4 +1,4 @@
-#include "client/import/import_error.h"
+#include "importers/import_error.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,14 +1,14 @@
-#include "client/import/skeleton_file.h"
+#include "importers/skeleton_file.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/import/bvh.h"
-#include "client/import/chains.h"
-#include "client/import/gltf.h"
-#include "client/import/urdf.h"
+#include "importers/bvh.h"
+#include "importers/chains.h"
+#include "importers/gltf.h"
+#include "importers/urdf.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/convert.h"
+#include "wire/convert.h"
 
 namespace reach::import {
 namespace {

@@ -1,4 +1,4 @@
-#include "client/import/chains.h"
+#include "importers/chains.h"
 
 #include <algorithm>
 #include <array>

@@ -1,6 +1,6 @@
 // One entry point for every skeleton file format the tools accept.
-#ifndef REACH_CLIENT_IMPORT_SKELETON_FILE_H_
-#define REACH_CLIENT_IMPORT_SKELETON_FILE_H_
+#ifndef REACH_IMPORTERS_SKELETON_FILE_H_
+#define REACH_IMPORTERS_SKELETON_FILE_H_
 
 #include <string>
 #include <vector>
@@ -25,4 +25,4 @@ absl::StatusOr<v1::Skeleton> LoadSkeletonFile(
 
 }  // namespace reach::import
 
-#endif  // REACH_CLIENT_IMPORT_SKELETON_FILE_H_
+#endif  // REACH_IMPORTERS_SKELETON_FILE_H_
