@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "importers/import_error.h"
 
 namespace reach::client {
 
@@ -53,6 +54,24 @@ absl::StatusOr<v1::RegisterSkeletonResponse> ReachClient::RegisterFile(
       import::LoadSkeletonFile(path, options);
   if (!skeleton.ok()) return skeleton.status();
   return Register(*skeleton);
+}
+
+absl::StatusOr<v1::ImportSkeletonResponse> ReachClient::ImportSkeleton(
+    const v1::ImportSkeletonRequest& request) {
+  return Call(&v1::IkService::Stub::ImportSkeleton, request, "ImportSkeleton");
+}
+
+absl::StatusOr<v1::ImportSkeletonResponse> ReachClient::ImportFile(
+    const std::string& path, bool return_motion) {
+  v1::ImportSkeletonRequest request;
+  if (absl::Status s = import::ReadFile(path, request.mutable_data()); !s.ok()) {
+    return s;
+  }
+  const size_t slash = path.rfind('/');
+  request.set_file_name(slash == std::string::npos ? path
+                                                   : path.substr(slash + 1));
+  request.set_return_motion(return_motion);
+  return ImportSkeleton(request);
 }
 
 absl::StatusOr<v1::GetSkeletonResponse> ReachClient::GetSkeleton(

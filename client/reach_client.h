@@ -46,6 +46,14 @@ class ReachClient {
   // Imports a skeleton file (import::LoadSkeletonFile) and registers it.
   absl::StatusOr<v1::RegisterSkeletonResponse> RegisterFile(
       const std::string& path, const import::SkeletonFileOptions& options = {});
+  // The server imports the file's bytes (ImportSkeleton): any language's
+  // client can register BVH, URDF, glTF/GLB or skeleton JSON this way.
+  absl::StatusOr<v1::ImportSkeletonResponse> ImportSkeleton(
+      const v1::ImportSkeletonRequest& request);
+  // Reads `path` and sends it to ImportSkeleton (its name names the
+  // format); `return_motion`: a BVH clip's frames come back as poses.
+  absl::StatusOr<v1::ImportSkeletonResponse> ImportFile(
+      const std::string& path, bool return_motion = false);
   absl::StatusOr<v1::GetSkeletonResponse> GetSkeleton(const std::string& id);
   // One page; `page_token` from the previous page's next_page_token.
   absl::StatusOr<v1::ListSkeletonsResponse> ListSkeletons(

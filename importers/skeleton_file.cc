@@ -30,44 +30,122 @@ absl::StatusOr<ImportedSkeleton> ImportByExtension(
       "' (expected .json, .bvh, .urdf, .gltf or .glb)"));
 }
 
-}  // namespace
-
-absl::StatusOr<v1::Skeleton> LoadSkeletonFile(
-    const std::string& path, const SkeletonFileOptions& options) {
-  const size_t dot = path.rfind('.');
-  const std::string extension = absl::AsciiStrToLower(
-      dot == std::string::npos ? "" : absl::string_view(path).substr(dot + 1));
+// The skeleton JSON in `text`, with the options applied.
+absl::StatusOr<v1::Skeleton> FromJson(absl::string_view text,
+                                      absl::string_view file,
+                                      const SkeletonFileOptions& options) {
   v1::Skeleton skeleton;
-  if (extension == "json") {
-    std::string text;
-    if (absl::Status s = ReadFile(path, &text); !s.ok()) return s;
-    const auto status =
-        google::protobuf::util::JsonStringToMessage(text, &skeleton);
-    if (!status.ok()) {
-      return ImportError(path, 0, "reach.v1.Skeleton JSON",
-                         std::string(status.message()));
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(text.data(), text.size()), &skeleton);
+  if (!status.ok()) {
+    return ImportError(file, 0, "reach.v1.Skeleton JSON",
+                       std::string(status.message()));
+  }
+  if (!options.chains.empty()) {
+    SkeletonDef def;
+    if (absl::Status s = FromProto(skeleton, &def); !s.ok()) {
+      return ImportError(file, 0, "", s.message());
     }
-    if (!options.chains.empty()) {
-      SkeletonDef def;
-      if (absl::Status s = FromProto(skeleton, &def); !s.ok()) {
-        return ImportError(path, 0, "", s.message());
-      }
-      ApplyChainOverrides(options.chains, &def.chains);
-      const std::string name = skeleton.name();
-      skeleton.Clear();
-      ToProto(def, &skeleton);
-      skeleton.set_name(name);
-    }
-  } else {
-    absl::StatusOr<ImportedSkeleton> imported =
-        ImportByExtension(path, extension, options);
-    if (!imported.ok()) return imported.status();
-    ApplyChainOverrides(options.chains, &imported->def.chains);
-    ToProto(imported->def, &skeleton);
-    skeleton.set_name(imported->name);
+    ApplyChainOverrides(options.chains, &def.chains);
+    const std::string name = skeleton.name();
+    skeleton.Clear();
+    ToProto(def, &skeleton);
+    skeleton.set_name(name);
   }
   if (!options.name.empty()) skeleton.set_name(options.name);
   return skeleton;
+}
+
+// An imported skeleton on the wire, with the options applied.
+v1::Skeleton ToWire(ImportedSkeleton imported,
+                    const SkeletonFileOptions& options) {
+  ApplyChainOverrides(options.chains, &imported.def.chains);
+  v1::Skeleton skeleton;
+  ToProto(imported.def, &skeleton);
+  skeleton.set_name(options.name.empty() ? imported.name : options.name);
+  return skeleton;
+}
+
+std::string Extension(absl::string_view file) {
+  const size_t dot = file.rfind('.');
+  const size_t slash = file.rfind('/');
+  if (dot == absl::string_view::npos ||
+      (slash != absl::string_view::npos && slash > dot)) {
+    return "";
+  }
+  return absl::AsciiStrToLower(file.substr(dot + 1));
+}
+
+}  // namespace
+
+SkeletonFormat FormatOfFileName(absl::string_view file) {
+  const std::string extension = Extension(file);
+  if (extension == "json") return SkeletonFormat::kJson;
+  if (extension == "bvh") return SkeletonFormat::kBvh;
+  if (extension == "urdf") return SkeletonFormat::kUrdf;
+  if (extension == "gltf" || extension == "glb") return SkeletonFormat::kGltf;
+  return SkeletonFormat::kUnknown;
+}
+
+absl::StatusOr<v1::Skeleton> LoadSkeletonFile(
+    const std::string& path, const SkeletonFileOptions& options) {
+  const std::string extension = Extension(path);
+  if (extension == "json") {
+    std::string text;
+    if (absl::Status s = ReadFile(path, &text); !s.ok()) return s;
+    return FromJson(text, path, options);
+  }
+  absl::StatusOr<ImportedSkeleton> imported =
+      ImportByExtension(path, extension, options);
+  if (!imported.ok()) return imported.status();
+  return ToWire(*std::move(imported), options);
+}
+
+absl::StatusOr<ImportedFile> ImportSkeletonBytes(
+    absl::string_view data, SkeletonFormat format, const std::string& file,
+    const SkeletonFileOptions& options) {
+  if (format == SkeletonFormat::kUnknown) format = FormatOfFileName(file);
+  ImportedFile out;
+  switch (format) {
+    case SkeletonFormat::kJson: {
+      absl::StatusOr<v1::Skeleton> skeleton = FromJson(data, file, options);
+      if (!skeleton.ok()) return skeleton.status();
+      out.skeleton = *std::move(skeleton);
+      return out;
+    }
+    case SkeletonFormat::kBvh: {
+      absl::StatusOr<BvhClip> clip = ParseBvh(data, file);
+      if (!clip.ok()) return clip.status();
+      out.skeleton = ToWire(clip->skeleton, options);
+      out.clip = *std::move(clip);
+      return out;
+    }
+    case SkeletonFormat::kUrdf: {
+      absl::StatusOr<ImportedSkeleton> imported = ParseUrdf(data, file);
+      if (!imported.ok()) return imported.status();
+      out.skeleton = ToWire(*std::move(imported), options);
+      return out;
+    }
+    case SkeletonFormat::kGltf: {
+      // ParseGltf reads the form from the name: make it agree with the
+      // bytes (a .glb starts with the magic "glTF").
+      const bool glb = absl::StartsWith(data, "glTF");
+      std::string name = file;
+      if (Extension(name) != (glb ? "glb" : "gltf")) {
+        absl::StrAppend(&name, glb ? ".glb" : ".gltf");
+      }
+      absl::StatusOr<ImportedSkeleton> imported =
+          ParseGltf(data, name, options.gltf_skin);
+      if (!imported.ok()) return imported.status();
+      out.skeleton = ToWire(*std::move(imported), options);
+      return out;
+    }
+    case SkeletonFormat::kUnknown:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "format: not given, and the file name '", file,
+      "' has no known extension (.json, .bvh, .urdf, .gltf or .glb)"));
 }
 
 }  // namespace reach::import

@@ -2,10 +2,13 @@
 #ifndef REACH_IMPORTERS_SKELETON_FILE_H_
 #define REACH_IMPORTERS_SKELETON_FILE_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "importers/bvh.h"
 #include "reach/v1/skeleton.pb.h"
 #include "solvers/skeleton.h"
 
@@ -22,6 +25,25 @@ struct SkeletonFileOptions {
 // where the format has them, the element and line.
 absl::StatusOr<v1::Skeleton> LoadSkeletonFile(
     const std::string& path, const SkeletonFileOptions& options = {});
+
+enum class SkeletonFormat { kUnknown, kJson, kBvh, kUrdf, kGltf };
+
+// The format a file name's extension names (.json, .bvh, .urdf, .gltf or
+// .glb; any case), else kUnknown.
+SkeletonFormat FormatOfFileName(absl::string_view file);
+
+struct ImportedFile {
+  v1::Skeleton skeleton;
+  std::optional<BvhClip> clip;  // BVH only: the motion.
+};
+
+// Imports a skeleton file already in memory (what a client sent): `file`
+// names it in errors; `format` kUnknown takes it from `file`'s extension.
+// glTF must have its buffers embedded (a .glb, or data: URIs); whether
+// `data` is .glb or .gltf is read from its first bytes. Reads no file.
+absl::StatusOr<ImportedFile> ImportSkeletonBytes(
+    absl::string_view data, SkeletonFormat format, const std::string& file,
+    const SkeletonFileOptions& options = {});
 
 }  // namespace reach::import
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "importers/skeleton_file.h"
 #include "server/batch_wire.h"
 #include "wire/convert.h"
 #include "server/solve_call.h"
@@ -197,6 +198,7 @@ absl::StatusOr<Caller> IkService::Authenticate(
   // Registering (and deleting what one registered) needs `register`;
   // deleting another's skeleton needs `admin` (DeleteSkeleton checks).
   const Role needed = rpc == Rpc::kRegisterSkeleton ||
+                              rpc == Rpc::kImportSkeleton ||
                               rpc == Rpc::kDeleteSkeleton
                           ? Role::kRegister
                           : Role::kSolve;
@@ -233,6 +235,89 @@ grpc::ServerUnaryReactor* IkService::RegisterSkeleton(
   response->set_skeleton_id(result->id);
   response->set_version(result->version);
   response->set_created(result->created);
+  metrics_->SetSkeletons(registry_->size());
+  return Finish(call, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* IkService::ImportSkeleton(
+    grpc::CallbackServerContext* context,
+    const v1::ImportSkeletonRequest* request,
+    v1::ImportSkeletonResponse* response) {
+  const UnaryCall call = BeginUnary(context, Rpc::kImportSkeleton);
+  if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
+  if (request->data().empty()) {
+    return Finish(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                     "data: empty"));
+  }
+  import::SkeletonFormat format = import::SkeletonFormat::kUnknown;
+  switch (request->format()) {
+    case v1::SKELETON_FORMAT_JSON: format = import::SkeletonFormat::kJson; break;
+    case v1::SKELETON_FORMAT_BVH: format = import::SkeletonFormat::kBvh; break;
+    case v1::SKELETON_FORMAT_URDF: format = import::SkeletonFormat::kUrdf; break;
+    case v1::SKELETON_FORMAT_GLTF: format = import::SkeletonFormat::kGltf; break;
+    case v1::SKELETON_FORMAT_UNSPECIFIED: break;
+    default:
+      return Finish(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                       absl::StrCat("format: unknown value ",
+                                                    request->format())));
+  }
+  import::SkeletonFileOptions options;
+  options.name = request->name();
+  options.gltf_skin = request->gltf_skin();
+  for (const v1::Chain& chain : request->chains()) {
+    options.chains.push_back({chain.name(), chain.root(), chain.tip()});
+  }
+  const std::string file = request->file_name().empty()
+                               ? std::string("data")
+                               : ClientString(request->file_name());
+  absl::StatusOr<import::ImportedFile> imported = import::ImportSkeletonBytes(
+      request->data(), format, file, options);
+  if (!imported.ok()) return Finish(call, ToGrpcStatus(imported.status()));
+
+  // The motion's size is known before anything is registered: refuse what
+  // would not fit a response.
+  const bool motion = request->return_motion() && imported->clip.has_value();
+  if (motion) {
+    const int64_t joints = imported->clip->skeleton.def.joints.size();
+    const int64_t estimate =
+        int64_t{imported->clip->num_frames} * (joints * 38 + 32);
+    if (estimate > options_.max_response_bytes) {
+      return Finish(call, grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("return_motion: ", imported->clip->num_frames,
+                       " frames of ", joints, " joints need about ", estimate,
+                       " bytes, over --max_response_bytes=",
+                       options_.max_response_bytes)));
+    }
+  }
+  absl::StatusOr<RegisterResult> result =
+      registry_->Register(imported->skeleton, call.caller->name);
+  if (!result.ok()) {
+    if (!IsClientError(result.status())) {
+      error_log_.Error(
+          absl::StrCat("ImportSkeleton: ", result.status().ToString()));
+    }
+    return Finish(call, ToGrpcStatus(result.status()));
+  }
+  response->set_skeleton_id(result->id);
+  response->set_version(result->version);
+  response->set_created(result->created);
+  if (std::shared_ptr<const RegisteredSkeleton> found =
+          registry_->Find(result->id);
+      found == nullptr ||
+      !response->mutable_skeleton()->ParseFromString(found->definition_bytes)) {
+    *response->mutable_skeleton() = imported->skeleton;
+  }
+  if (motion) {
+    const import::BvhClip& clip = *imported->clip;
+    response->set_frame_time_s(clip.frame_time);
+    response->mutable_motion()->Reserve(clip.num_frames);
+    Pose pose;
+    for (int f = 0; f < clip.num_frames; ++f) {
+      clip.FramePose(f, &pose);
+      ToProto(pose, response->add_motion());
+    }
+  }
   metrics_->SetSkeletons(registry_->size());
   return Finish(call, grpc::Status::OK);
 }

@@ -62,14 +62,15 @@ struct ServiceOptions {
 // workers parse and serialize its items in parallel; see batch_wire.h.
 // SolveStream is raw so that a frame that does not parse gets an answer
 // instead of ending the stream; see solve_stream.h.
-using IkServiceBase = v1::IkService::WithCallbackMethod_RegisterSkeleton<
+using IkServiceBase = v1::IkService::WithCallbackMethod_ImportSkeleton<
+    v1::IkService::WithCallbackMethod_RegisterSkeleton<
     v1::IkService::WithCallbackMethod_GetSkeleton<
         v1::IkService::WithCallbackMethod_ListSkeletons<
             v1::IkService::WithCallbackMethod_DeleteSkeleton<
                 v1::IkService::WithCallbackMethod_Solve<
                     v1::IkService::WithRawCallbackMethod_SolveBatch<
                         v1::IkService::WithRawCallbackMethod_SolveStream<
-                            v1::IkService::Service>>>>>>>;
+                            v1::IkService::Service>>>>>>>>;
 
 class IkService final : public IkServiceBase {
  public:
@@ -88,6 +89,11 @@ class IkService final : public IkServiceBase {
       grpc::CallbackServerContext* context,
       const v1::RegisterSkeletonRequest* request,
       v1::RegisterSkeletonResponse* response) override;
+  // The importers (importers/skeleton_file.h) on the bytes, then Register.
+  grpc::ServerUnaryReactor* ImportSkeleton(
+      grpc::CallbackServerContext* context,
+      const v1::ImportSkeletonRequest* request,
+      v1::ImportSkeletonResponse* response) override;
   grpc::ServerUnaryReactor* GetSkeleton(
       grpc::CallbackServerContext* context,
       const v1::GetSkeletonRequest* request,

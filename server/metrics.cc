@@ -42,6 +42,8 @@ constexpr std::array<RpcInfo, kNumRpcs> kRpcInfo = {{
      "/reach.v1.IkService/SolveBatch", "reach.v1.SolveBatchRequest"},
     {"reach.v1.IkService", "SolveStream", "bidi_stream",
      "/reach.v1.IkService/SolveStream", "reach.v1.SolveRequest"},
+    {"reach.v1.IkService", "ImportSkeleton", "unary",
+     "/reach.v1.IkService/ImportSkeleton", "reach.v1.ImportSkeletonRequest"},
     {"grpc.health.v1.Health", "Check", "unary", "/grpc.health.v1.Health/Check",
      ""},
     {"grpc.health.v1.Health", "Watch", "server_stream",

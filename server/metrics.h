@@ -37,14 +37,15 @@ enum class Rpc {
   kSolve,
   kSolveBatch,
   kSolveStream,
+  kImportSkeleton,
   // Other services.
   kHealthCheck,           // grpc.health.v1.Health/Check
   kHealthWatch,           // grpc.health.v1.Health/Watch
   kServerReflectionInfo,  // grpc.reflection.v1alpha.ServerReflection
   kUnknownMethod,         // Anything else.
 };
-inline constexpr int kNumRpcs = 11;
-inline constexpr int kNumIkServiceRpcs = 7;  // kRegisterSkeleton..kSolveStream.
+inline constexpr int kNumRpcs = 12;
+inline constexpr int kNumIkServiceRpcs = 8;  // kRegisterSkeleton..kImportSkeleton.
 
 // The method a request path ("/package.Service/Method") names, or
 // kUnknownMethod.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cli/common.h"
 #include "importers/chains.h"
+#include "importers/import_error.h"
 
 namespace reach::cli {
 namespace {
@@ -16,7 +17,51 @@ struct RegisterFlags {
   int skin = 0;
   bool json = false;
   bool print = false;
+  bool on_server = false;
 };
+
+// `register --on-server`: the server imports the file's bytes.
+int RunImportOnServer(const Globals& globals, const RegisterFlags& flags,
+                      const import::SkeletonFileOptions& options) {
+  v1::ImportSkeletonRequest request;
+  if (absl::Status s = import::ReadFile(flags.file, request.mutable_data());
+      !s.ok()) {
+    return Fail(s, kExitFileError);
+  }
+  const size_t slash = flags.file.rfind('/');
+  request.set_file_name(slash == std::string::npos
+                            ? flags.file
+                            : flags.file.substr(slash + 1));
+  request.set_name(options.name);
+  request.set_gltf_skin(options.gltf_skin);
+  for (const ChainDef& chain : options.chains) {
+    v1::Chain* out = request.add_chains();
+    out->set_name(chain.name);
+    out->set_root(chain.root);
+    out->set_tip(chain.tip);
+  }
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  absl::StatusOr<v1::ImportSkeletonResponse> response =
+      (*made)->ImportSkeleton(request);
+  if (!response.ok()) return FailRpc(response.status());
+  if (flags.json) {
+    std::printf("%s\n", ToJson(*response).c_str());
+    return kExitOk;
+  }
+  std::vector<std::string> chains;
+  for (const v1::Chain& c : response->skeleton().chains()) {
+    chains.push_back(c.name());
+  }
+  std::printf("%s %s: %d joints, chains [%s], version %lld (imported by the "
+              "server)\n",
+              response->created() ? "registered" : "already registered",
+              response->skeleton_id().c_str(),
+              response->skeleton().joints_size(),
+              absl::StrJoin(chains, ", ").c_str(),
+              static_cast<long long>(response->version()));
+  return kExitOk;
+}
 
 int RunRegister(const Globals& globals, const RegisterFlags& flags) {
   import::SkeletonFileOptions options;
@@ -27,6 +72,7 @@ int RunRegister(const Globals& globals, const RegisterFlags& flags) {
     if (!chain.ok()) return Fail(chain.status(), kExitUsage);
     options.chains.push_back(*std::move(chain));
   }
+  if (flags.on_server) return RunImportOnServer(globals, flags, options);
   absl::StatusOr<v1::Skeleton> skeleton =
       import::LoadSkeletonFile(flags.file, options);
   if (!skeleton.ok()) return Fail(skeleton.status(), kExitFileError);
@@ -138,6 +184,10 @@ void AddRegistryCommands(CLI::App& app, const Globals& globals, Command* run) {
   reg->add_flag("--json", flags->json, "Print the response as JSON");
   reg->add_flag("--print", flags->print,
                 "Print the imported skeleton as JSON instead of registering");
+  reg->add_flag("--on-server", flags->on_server,
+                "Send the file's bytes and let the server import it "
+                "(ImportSkeleton; glTF buffers must be embedded)")
+      ->excludes("--print");
   reg->callback([=, &globals] { *run = [=, &globals] {
     return RunRegister(globals, *flags);
   }; });

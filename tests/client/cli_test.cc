@@ -141,6 +141,33 @@ TEST_F(CliTest, RegisterErrorsAreReadable) {
   EXPECT_THAT(unknown_joint.err, HasSubstr("Tail"));
 }
 
+TEST_F(CliTest, RegisterOnTheServerImportsTheSameSkeleton) {
+  const std::string local = RegisterWalk();
+  CliRun remote = Reach("register --on-server --json " +
+                        DataPath("mocap/cmu_02_01_walk.bvh"));
+  ASSERT_EQ(remote.exit_code, 0) << remote.err;
+  v1::ImportSkeletonResponse response;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(remote.out, &response).ok())
+      << remote.out;
+  EXPECT_EQ(response.skeleton_id(), local);
+  EXPECT_FALSE(response.created());
+
+  // The same chain overrides and name as a local import; errors from the
+  // server's importer name the file and line (exit 1: the server refused).
+  CliRun renamed = Reach("register --on-server --name renamed --chain "
+                         "tail=Hips:LeftHand " +
+                         DataPath("mocap/cmu_02_01_walk.bvh"));
+  EXPECT_EQ(renamed.exit_code, 0) << renamed.err;
+  EXPECT_THAT(renamed.out, HasSubstr("tail"));
+  const std::string bad = Temp("bad_remote.bvh");
+  std::ofstream(bad) << "HIERARCHY\nROOT Hips\n{\n  OFFSET 0 0 0\n  BONE x\n";
+  CliRun malformed = Reach("register --on-server " + bad);
+  EXPECT_EQ(malformed.exit_code, 1);
+  EXPECT_THAT(malformed.err,
+              HasSubstr("bad_remote.bvh:5: joint 'Hips': unknown keyword"));
+}
+
 TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_EQ(Reach("").exit_code, 2);
   EXPECT_EQ(Reach("frobnicate").exit_code, 2);

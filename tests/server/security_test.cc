@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "reach/v1/ik_service.grpc.pb.h"
@@ -282,6 +283,17 @@ class TokenTest : public SecurityTest {
     if (id != nullptr) *id = response.skeleton_id();
     return status;
   }
+  // ImportSkeleton of the leg as skeleton JSON bytes named `name`.
+  grpc::Status Import(const std::string& token, const std::string& name) {
+    v1::ImportSkeletonRequest request;
+    std::string json;
+    (void)google::protobuf::util::MessageToJsonString(
+        ToWire(testing::TwoBoneLegDef(), name), &json);
+    request.set_data(json);
+    request.set_format(v1::SKELETON_FORMAT_JSON);
+    v1::ImportSkeletonResponse response;
+    return stub_->ImportSkeleton(As(token).get(), request, &response);
+  }
   grpc::Status Delete(const std::string& token, const std::string& id) {
     v1::DeleteSkeletonRequest request;
     request.set_skeleton_id(id);
@@ -359,6 +371,8 @@ TEST_F(TokenTest, EachRoleMayCallExactlyItsMethods) {
     EXPECT_EQ(List(token).error_code(), grpc::StatusCode::UNAUTHENTICATED);
     EXPECT_EQ(Register(token, "x").error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(Import(token, "x").error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
     EXPECT_EQ(Delete(token, id).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
   }
@@ -384,6 +398,9 @@ TEST_F(TokenTest, EachRoleMayCallExactlyItsMethods) {
   denied = Delete("t-solve", id);
   EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(denied.error_message(), HasSubstr("'register' role"));
+  denied = Import("t-solve", "imported");
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("'register' role"));
 
   // metrics only: no gRPC method at all.
   denied = Solve("t-metrics", id);
@@ -392,8 +409,9 @@ TEST_F(TokenTest, EachRoleMayCallExactlyItsMethods) {
   EXPECT_EQ(Stream("t-metrics", id).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
 
-  // register: solves too; deletes only what it registered.
+  // register: solves and imports too; deletes only what it registered.
   EXPECT_TRUE(Solve("t-register-b", id).ok());
+  EXPECT_TRUE(Import("t-register-b", "imported").ok());
   std::string b_id;
   ASSERT_TRUE(Register("t-register-b", "leg b", &b_id).ok());
   denied = Delete("t-register-a", b_id);
