@@ -161,16 +161,16 @@ int main(int argc, char** argv) {
         "the allocator ignored mallopt (a sanitizer build?): freed memory "
         "goes back to the kernel, so large calls page-fault more");
   }
-  reach::StartMemoryTrimmer();
 
   // Block the shutdown signals in every thread (threads inherit the mask);
-  // this thread waits for them with sigwait.
+  // this thread waits for them with sigwait. Before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);  // Re-read --auth_tokens_file.
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  reach::StartMemoryTrimmer();
 
   reach::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);

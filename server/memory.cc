@@ -1,6 +1,9 @@
 #include "server/memory.h"
 
 #include <malloc.h>
+#include <pthread.h>
+
+#include <csignal>
 
 #include <atomic>
 #include <thread>
@@ -36,6 +39,7 @@ void Trim(Trimmer* trimmer) {
 }
 
 void TrimLoop(Trimmer* trimmer) {
+  pthread_setname_np(pthread_self(), "reach-trim");
   for (;;) {
     {
       absl::MutexLock lock(&trimmer->mu);
@@ -71,7 +75,15 @@ void StartMemoryTrimmer() {
     delete trimmer;
     return;
   }
+  // The thread takes no signals: a process-directed SIGTERM or SIGHUP must
+  // reach the thread that waits for it (main's sigwait), never this one,
+  // whose default action would end the process. Threads inherit the mask
+  // they are created with, so create it with every signal blocked.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
   std::thread(TrimLoop, trimmer).detach();
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 void NoteReleased(int64_t bytes) {

@@ -5,13 +5,19 @@
 // depth reads zero when idle, and a drain with streams, batches and a long
 // solve in flight answers what it read and ends within the grace.
 #include <atomic>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <chrono>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/impl/codegen/sync_stream.h"
@@ -503,6 +509,38 @@ TEST(MemoryTrimmerTest, ALargeReleaseTrimsAndASmallOneDoesNot) {
   // One trim soon after, and the settle trim once nothing else comes.
   EXPECT_GT(wait_for_trims(before), before);
   EXPECT_GE(wait_for_trims(before + 1), before + 2);
+}
+
+// The trimmer thread blocks every signal, whoever starts it: a SIGTERM or
+// SIGHUP sent to the server must reach main's sigwait, not this thread,
+// whose default action would end the process (a SIGHUP reload once killed
+// the server this way). Read from the kernel: /proc/self/task/*/status.
+TEST(MemoryTrimmerTest, TheTrimmerThreadTakesNoSignals) {
+  StartMemoryTrimmer();
+  std::string mask;
+  const absl::Time until = absl::Now() + absl::Seconds(5);
+  while (mask.empty() && absl::Now() < until) {
+    for (const auto& task :
+         std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name != "reach-trim") continue;
+      std::ifstream status(task.path() / "status");
+      for (std::string line; std::getline(status, line);) {
+        if (absl::StartsWith(line, "SigBlk:")) mask = line.substr(7);
+      }
+    }
+    if (mask.empty()) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_FALSE(mask.empty()) << "no thread named reach-trim";
+  uint64_t blocked = 0;
+  ASSERT_TRUE(absl::SimpleHexAtoi(absl::StripAsciiWhitespace(mask), &blocked))
+      << mask;
+  for (const int signal : {SIGHUP, SIGINT, SIGTERM}) {
+    EXPECT_NE(blocked & (uint64_t{1} << (signal - 1)), 0u)
+        << strsignal(signal) << " is not blocked: SigBlk " << mask;
+  }
 }
 
 }  // namespace
