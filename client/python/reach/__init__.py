@@ -11,10 +11,10 @@
 Synchronous: reach.Client; asyncio: reach.aio.Client. Every failure raises
 reach.ReachError (code: grpc.StatusCode, message, field).
 """
-from reach._types import (GoalResult, ReachError, Registered, Solution, goal_message,
+from reach._types import (GoalResult, Imported, ReachError, Registered, Solution, goal_message,
                           pose_message, skeleton_message, solve_request, solver_value)
 from reach.client import TLS, Client, Stream
 
-__all__ = ["Client", "Stream", "TLS", "ReachError", "Registered", "Solution", "GoalResult",
+__all__ = ["Client", "Stream", "TLS", "ReachError", "Registered", "Imported", "Solution", "GoalResult",
            "goal_message", "pose_message", "skeleton_message", "solve_request", "solver_value"]
 __version__ = "0.1.0"

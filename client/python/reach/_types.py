@@ -213,6 +213,59 @@ class Registered:
 
 
 @dataclass
+class Imported:
+    """ImportSkeleton's answer. `motion` (BVH with return_motion): local
+    rotations per frame and joint, an (frames, joints, 4) NumPy array (else
+    nested lists); `root_translations`: (frames, 3); `frame_time_s`."""
+
+    skeleton_id: str
+    version: int
+    created: bool
+    skeleton: dict
+    motion: Any = None
+    root_translations: Any = None
+    frame_time_s: float = 0.0
+
+
+_FORMATS = {"json": 1, "bvh": 2, "urdf": 3, "gltf": 4, "glb": 4}
+
+
+def import_request(path: Union[str, os.PathLike], format: Optional[str], name: Optional[str],
+                   chains: Optional[Mapping[str, Tuple[str, str]]],
+                   return_motion: bool) -> pb.ImportSkeletonRequest:
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ReachError(grpc.StatusCode.NOT_FOUND, f"path: cannot read {path!r}: {e.strerror}") from None
+    request = pb.ImportSkeletonRequest(data=data, file_name=os.path.basename(path),
+                                       name=name or "", return_motion=return_motion)
+    if format is not None:
+        if format.lower() not in _FORMATS:
+            raise _invalid(f"format: expected one of {sorted(_FORMATS)}, got {format!r}")
+        request.format = _FORMATS[format.lower()]
+    for chain, (root, tip) in (chains or {}).items():
+        request.chains.add(name=chain, root=root, tip=tip)
+    return request
+
+
+def imported(response: pb.ImportSkeletonResponse) -> Imported:
+    motion = roots = None
+    if len(response.motion):
+        rotations = [[(q.w, q.x, q.y, q.z) for q in pose.rotations] for pose in response.motion]
+        translations = [(p.root_translation.x, p.root_translation.y, p.root_translation.z)
+                        for p in response.motion]
+        if _np is not None:
+            motion, roots = _np.asarray(rotations, dtype=float), _np.asarray(translations, dtype=float)
+        else:
+            motion, roots = rotations, translations
+    return Imported(response.skeleton_id, response.version, response.created,
+                    json_format.MessageToDict(response.skeleton, preserving_proto_field_name=True),
+                    motion, roots, response.frame_time_s)
+
+
+@dataclass
 class GoalResult:
     reached: bool
     position_error: float

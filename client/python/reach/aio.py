@@ -11,7 +11,7 @@ coroutines, and an async stream.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 import grpc.aio
@@ -57,6 +57,16 @@ class Client:
         request = pb.RegisterSkeletonRequest(skeleton=_types.skeleton_message(skeleton))
         r = await self._call(self._stub.RegisterSkeleton, request)
         return Registered(r.skeleton_id, r.version, r.created)
+
+    async def import_file(self, path, format: Optional[str] = None, name: Optional[str] = None,
+                    chains: Optional[Mapping[str, Tuple[str, str]]] = None,
+                    return_motion: bool = False) -> "_types.Imported":
+        """The server imports a skeleton file (BVH, URDF, glTF/GLB with
+        embedded buffers, skeleton JSON; format from the extension unless
+        given) and registers it. chains: {name: (root, tip)} to add or
+        replace. return_motion: a BVH clip's frames come back as poses."""
+        request = _types.import_request(path, format, name, chains, return_motion)
+        return _types.imported(await self._call(self._stub.ImportSkeleton, request))
 
     async def get(self, skeleton_id: str) -> dict:
         r = await self._call(self._stub.GetSkeleton, pb.GetSkeletonRequest(skeleton_id=skeleton_id))

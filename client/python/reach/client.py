@@ -122,6 +122,16 @@ class Client:
         r = self._call(self._stub.RegisterSkeleton, request)
         return Registered(r.skeleton_id, r.version, r.created)
 
+    def import_file(self, path, format: Optional[str] = None, name: Optional[str] = None,
+                    chains: Optional[Mapping[str, Tuple[str, str]]] = None,
+                    return_motion: bool = False) -> "_types.Imported":
+        """The server imports a skeleton file (BVH, URDF, glTF/GLB with
+        embedded buffers, skeleton JSON; format from the extension unless
+        given) and registers it. chains: {name: (root, tip)} to add or
+        replace. return_motion: a BVH clip's frames come back as poses."""
+        request = _types.import_request(path, format, name, chains, return_motion)
+        return _types.imported(self._call(self._stub.ImportSkeleton, request))
+
     def get(self, skeleton_id: str) -> dict:
         """{"skeleton_id", "version", "skeleton": the skeleton as a dict}."""
         r = self._call(self._stub.GetSkeleton, pb.GetSkeletonRequest(skeleton_id=skeleton_id))

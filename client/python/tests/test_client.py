@@ -1,6 +1,7 @@
 """The Python client against a real reach-server on loopback. Every solve is
 checked by forward kinematics written here (NumPy), not the server's."""
 import asyncio
+import os
 import json
 import threading
 
@@ -10,7 +11,7 @@ import pytest
 
 import reach
 import reach.aio
-from conftest import HUMANOID
+from conftest import HUMANOID, REPO
 
 LEGS = ("l_leg", "r_leg")
 
@@ -259,3 +260,63 @@ def test_tls_and_tokens(secure_server, rig):
     with pytest.raises(reach.ReachError) as e:
         reach.Client(secure_server.address, token="two words")
     assert e.value.field == "token"
+
+
+DATA = os.path.join(REPO, "tests", "data")
+
+
+def test_import_every_format(client):
+    walk = client.import_file(os.path.join(DATA, "mocap", "cmu_02_01_walk.bvh"), return_motion=True)
+    assert len(walk.skeleton_id) == 64
+    joints = len(walk.skeleton["joints"])
+    # The motion against the file's own text: frames, frame time, and the
+    # root's position channels (the first three numbers of each frame).
+    with open(os.path.join(DATA, "mocap", "cmu_02_01_walk.bvh")) as f:
+        lines = f.read().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Frames:"))
+    frames = int(lines[at].split()[1])
+    assert walk.motion.shape == (frames, joints, 4)
+    assert walk.root_translations.shape == (frames, 3)
+    assert walk.frame_time_s == pytest.approx(float(lines[at + 1].split(":")[1]))
+    for f in (0, frames - 1):
+        first = [float(v) for v in lines[at + 2 + f].split()[:3]]
+        assert np.allclose(walk.root_translations[f], first, atol=1e-9)
+    assert np.allclose(np.linalg.norm(walk.motion, axis=2), 1.0, atol=1e-9)
+    # Importing again: the same id, nothing new.
+    again = client.import_file(os.path.join(DATA, "mocap", "cmu_02_01_walk.bvh"))
+    assert again.skeleton_id == walk.skeleton_id and not again.created and again.motion is None
+
+    for name in ("urdf/panda.urdf", "gltf/RiggedFigure.glb", "gltf/arm.gltf"):
+        result = client.import_file(os.path.join(DATA, name))
+        assert len(result.skeleton["joints"]) > 1, name
+        assert result.skeleton_id in [s["skeleton_id"] for s in client.list()]
+    renamed = client.import_file(HUMANOID, name="imported humanoid",
+                                 chains={"spine": ("hips", "head")})
+    assert renamed.skeleton["name"] == "imported humanoid"
+    assert {"name": "spine", "root": "hips", "tip": "head"} in renamed.skeleton["chains"]
+
+
+def test_import_errors_name_the_file(client, tmp_path):
+    bad = tmp_path / "broken.bvh"
+    bad.write_text("HIERARCHY\nROOT Hips\n{\n  OFFSET 0 0 0\n  BONE x\n")
+    with pytest.raises(reach.ReachError) as e:
+        client.import_file(bad)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "broken.bvh:5" in e.value.message
+    with pytest.raises(reach.ReachError) as e:
+        client.import_file(os.path.join(DATA, "gltf", "RiggedFigure.gltf"))
+    assert "RiggedFigure0.bin" in e.value.message
+    with pytest.raises(reach.ReachError) as e:
+        client.import_file(bad, format="fbx")
+    assert e.value.field == "format"
+    with pytest.raises(reach.ReachError) as e:
+        client.import_file(tmp_path / "missing.bvh")
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_asyncio_import(server):
+    async def main():
+        async with reach.aio.Client(server.address) as client:
+            result = await client.import_file(os.path.join(DATA, "urdf", "panda.urdf"))
+            assert len(result.skeleton["joints"]) > 1
+    asyncio.run(main())
