@@ -224,19 +224,27 @@ grpc::ServerUnaryReactor* IkService::RegisterSkeleton(
                                      "skeleton: required"));
   }
   absl::StatusOr<RegisterResult> result =
-      registry_->Register(request->skeleton(), call.caller->name);
-  if (!result.ok()) {
-    if (!IsClientError(result.status())) {
-      error_log_.Error(
-          absl::StrCat("RegisterSkeleton: ", result.status().ToString()));
-    }
-    return Finish(call, ToGrpcStatus(result.status()));
-  }
+      RegisterFor(call, request->skeleton());
+  if (!result.ok()) return Finish(call, ToGrpcStatus(result.status()));
   response->set_skeleton_id(result->id);
   response->set_version(result->version);
   response->set_created(result->created);
-  metrics_->SetSkeletons(registry_->size());
   return Finish(call, grpc::Status::OK);
+}
+
+absl::StatusOr<RegisterResult> IkService::RegisterFor(
+    const UnaryCall& call, const v1::Skeleton& skeleton) {
+  absl::StatusOr<RegisterResult> result =
+      registry_->Register(skeleton, call.caller->name);
+  if (!result.ok()) {
+    if (!IsClientError(result.status())) {
+      error_log_.Error(absl::StrCat(RpcMethodName(call.rpc), ": ",
+                                    result.status().ToString()));
+    }
+    return result;
+  }
+  metrics_->SetSkeletons(registry_->size());
+  return result;
 }
 
 grpc::ServerUnaryReactor* IkService::ImportSkeleton(
@@ -290,15 +298,8 @@ grpc::ServerUnaryReactor* IkService::ImportSkeleton(
                        options_.max_response_bytes)));
     }
   }
-  absl::StatusOr<RegisterResult> result =
-      registry_->Register(imported->skeleton, call.caller->name);
-  if (!result.ok()) {
-    if (!IsClientError(result.status())) {
-      error_log_.Error(
-          absl::StrCat("ImportSkeleton: ", result.status().ToString()));
-    }
-    return Finish(call, ToGrpcStatus(result.status()));
-  }
+  absl::StatusOr<RegisterResult> result = RegisterFor(call, imported->skeleton);
+  if (!result.ok()) return Finish(call, ToGrpcStatus(result.status()));
   response->set_skeleton_id(result->id);
   response->set_version(result->version);
   response->set_created(result->created);
@@ -318,7 +319,6 @@ grpc::ServerUnaryReactor* IkService::ImportSkeleton(
       ToProto(pose, response->add_motion());
     }
   }
-  metrics_->SetSkeletons(registry_->size());
   return Finish(call, grpc::Status::OK);
 }
 

@@ -182,6 +182,11 @@ class IkService final : public IkServiceBase {
   void RunBatchChunk(BatchCall& batch, int chunk, int begin, int end,
                      SolveScratch& scratch);
   // Records the outcome in the metrics, then finishes the call.
+  // Registers `skeleton` for the call's caller (RegisterSkeleton,
+  // ImportSkeleton): logs what is not the client's fault, updates the
+  // skeleton gauge.
+  absl::StatusOr<RegisterResult> RegisterFor(const UnaryCall& call,
+                                             const v1::Skeleton& skeleton);
   grpc::ServerUnaryReactor* Finish(const UnaryCall& call,
                                    const grpc::Status& status);
 
