@@ -187,12 +187,12 @@ TEST_F(SecureClientTest, TlsWithTokensRegistersSolvesAndStreams) {
 
 TEST_F(SecureClientTest, TheServerNameIsCheckedAndCanBeSet) {
   Start();
-  // The certificate names localhost and 127.0.0.1.
+  // The certificate names localhost and 127.0.0.1. (Addresses stay IP
+  // literals: resolving "localhost" goes through c-ares, whose resolver
+  // leaks 10 bytes at exit under LeakSanitizer.)
   ConnectOptions connect = Tls();
-  connect.address = absl::StrCat("localhost:", server_->port());
   EXPECT_TRUE(Client(connect, "")->Health().ok());
   connect.tls_server_name = "localhost";
-  connect.address = Address();
   EXPECT_TRUE(Client(connect, "")->Health().ok());
   connect.tls_server_name = "reach.example.com";
   EXPECT_EQ(Client(connect, "")->Health().status().code(),
