@@ -90,14 +90,14 @@ def main():
                              for name, (root, tip) in chains.items()]
                     stream.send(goals, start_pose={"rotations": start_pose,
                                                    "root_translation": tuple(clip.root_translations[f])})
-                    sent.append((goals, f))
+                    sent.append((f, start_pose))
                     while stream.in_flight() >= 8 or (f == frames - 1 and stream.in_flight()):
                         answer = next(stream)
-                        goals_f, frame = sent.pop(0)
+                        frame, frame_start = sent.pop(0)
                         if answer.error is not None:
                             raise answer.error
                         worst = max(worst, *(r.position_error for r in answer.results))
-                        solved = answer.apply(start_pose_of(clip, frame, limb))
+                        solved = answer.apply(frame_start)
                         dots = np.abs(np.sum(solved[limb] * clip.motion[frame][limb], axis=1))
                         worst_angle = max(worst_angle,
                                           np.degrees(2 * np.arccos(np.clip(dots, 0, 1))).max())
@@ -110,11 +110,6 @@ def main():
           "(IK picks its own elbows and knees: no poles given)")
     return 0
 
-
-def start_pose_of(clip, frame, limb):
-    pose = np.array(clip.motion[frame], copy=True)
-    pose[limb] = (1.0, 0.0, 0.0, 0.0)
-    return pose
 
 
 if __name__ == "__main__":

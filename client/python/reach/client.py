@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
+from google.protobuf import json_format
 
 from reach import _types
 from reach._health import health_pb2, health_pb2_grpc
@@ -135,7 +136,6 @@ class Client:
     def get(self, skeleton_id: str) -> dict:
         """{"skeleton_id", "version", "skeleton": the skeleton as a dict}."""
         r = self._call(self._stub.GetSkeleton, pb.GetSkeletonRequest(skeleton_id=skeleton_id))
-        from google.protobuf import json_format
         return {"skeleton_id": r.skeleton_id, "version": r.version,
                 "skeleton": json_format.MessageToDict(r.skeleton, preserving_proto_field_name=True)}
 
@@ -251,8 +251,6 @@ class Stream:
                 raise StopIteration  # Nothing outstanding: do not block.
         try:
             response = next(self._call)
-        except StopIteration:
-            raise
         except grpc.RpcError as e:
             raise _types.from_rpc_error(e) from None
         with self._lock:
