@@ -173,8 +173,9 @@ bool ChainKinematics::BlockOutwardDirections(const DofVector& delta,
       // dW = -v . D.vec / 2, so tau grows along
       // W (W a + a x D.vec) + A D.vec.
       const double big_a = d.vec().dot(a), big_w = d.w();
-      const double tau =
-          std::remainder(2.0 * std::atan2(big_a, big_w), 2.0 * M_PI);
+      const double tau = TwistInRange(
+          std::remainder(2.0 * std::atan2(big_a, big_w), 2.0 * M_PI),
+          joint.min_angle_rad, joint.max_angle_rad);
       const bool at_max = tau >= joint.max_angle_rad - kOnBound;
       const bool at_min = tau <= joint.min_angle_rad + kOnBound;
       if (at_max || at_min) {

@@ -88,10 +88,15 @@ Eigen::Quaterniond TurnTowards(const Joint& joint,
       const Eigen::Vector3d axis = RotateVector(joint_global.rotation, joint.axis);
       const Eigen::Vector3d a = to_from - to_from.dot(axis) * axis;
       const Eigen::Vector3d b = to_to - to_to.dot(axis) * axis;
-      if (a.squaredNorm() < 1e-24 || b.squaredNorm() < 1e-24) {
+      if (a.squaredNorm() < 1e-24 || b.squaredNorm() < 1e-24 ||
+          !a.allFinite() || !b.allFinite()) {
         return Eigen::Quaterniond::Identity();
       }
-      return AxisAngle(axis, std::atan2(axis.dot(a.cross(b)), a.dot(b)));
+      // Scaled to a largest component of 1 first: the angle is the same,
+      // and far points (|a| |b| > ~1e308) would overflow the products.
+      const Eigen::Vector3d a1 = a / a.cwiseAbs().maxCoeff();
+      const Eigen::Vector3d b1 = b / b.cwiseAbs().maxCoeff();
+      return AxisAngle(axis, std::atan2(axis.dot(a1.cross(b1)), a1.dot(b1)));
     }
     case JointType::kFixed:
       break;

@@ -970,8 +970,8 @@ bool FullBodySolve::ApplyStep() {
           const double swing =
               2.0 * std::atan2(swing_q.vec().norm(), std::abs(swing_q.w()));
           bool any = false;
-          if (twist < joint.min_angle_rad - kClampedBy ||
-              twist > joint.max_angle_rad + kClampedBy) {
+          if (!AngleWithin(twist, joint.min_angle_rad, joint.max_angle_rad,
+                           kClampedBy)) {
             lock(col);
             any = true;
           }

@@ -31,9 +31,8 @@ double NearestBound(double angle, double lo, double hi) {
 // bound (a few turns away when that bound lies more than 2pi from `angle`).
 // The result is always inside [lo, hi].
 double ConstrainHingeAngle(double angle, double lo, double hi) {
-  for (double candidate : {angle, angle - kTwoPi, angle + kTwoPi}) {
-    if (candidate >= lo && candidate <= hi) return candidate;
-  }
+  const double inside = TwistInRange(angle, lo, hi);
+  if (inside >= lo && inside <= hi) return inside;
   if (!std::isfinite(lo) && std::isfinite(hi)) {
     // angle > hi: the largest equivalent at or below hi (std::min guards
     // against the product's rounding).
@@ -60,6 +59,18 @@ double SwingAngle(const Eigen::Quaterniond& swing, Eigen::Vector3d* axis) {
 double WrapPi(double a) { return std::remainder(a, kTwoPi); }
 
 }  // namespace
+
+double TwistInRange(double angle, double lo, double hi) {
+  for (double candidate : {angle, angle - kTwoPi, angle + kTwoPi}) {
+    if (candidate >= lo && candidate <= hi) return candidate;
+  }
+  return angle;
+}
+
+bool AngleWithin(double angle, double lo, double hi, double tolerance) {
+  const double a = TwistInRange(angle, lo - tolerance, hi + tolerance);
+  return a >= lo - tolerance && a <= hi + tolerance;
+}
 
 double ConstrainHingeAngle(const Joint& joint, double angle_rad) {
   return ConstrainHingeAngle(angle_rad, joint.min_angle_rad,
@@ -111,7 +122,7 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
       Eigen::Quaterniond swing;
       const double twist = WrapPi(SwingTwist(delta, joint.axis, &swing));
       const double clamped_twist =
-          twist >= joint.min_angle_rad && twist <= joint.max_angle_rad
+          AngleWithin(twist, joint.min_angle_rad, joint.max_angle_rad, 0.0)
               ? twist
               : NearestBound(twist, joint.min_angle_rad, joint.max_angle_rad);
       Eigen::Vector3d swing_axis;
@@ -140,12 +151,8 @@ bool WithinLimits(const Joint& joint, const Eigen::Quaterniond& local,
       const double angle = SwingTwist(delta, joint.axis, &swing);
       Eigen::Vector3d unused;
       if (SwingAngle(swing, &unused) > tolerance_rad) return false;
-      const double lo = joint.min_angle_rad - tolerance_rad;
-      const double hi = joint.max_angle_rad + tolerance_rad;
-      for (double c : {angle, angle - kTwoPi, angle + kTwoPi}) {
-        if (c >= lo && c <= hi) return true;
-      }
-      return false;
+      return AngleWithin(angle, joint.min_angle_rad, joint.max_angle_rad,
+                         tolerance_rad);
     }
     case JointType::kBall: {
       const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * local;
@@ -154,8 +161,8 @@ bool WithinLimits(const Joint& joint, const Eigen::Quaterniond& local,
       Eigen::Vector3d unused;
       return SwingAngle(swing, &unused) <=
                  joint.max_swing_rad + tolerance_rad &&
-             twist >= joint.min_angle_rad - tolerance_rad &&
-             twist <= joint.max_angle_rad + tolerance_rad;
+             AngleWithin(twist, joint.min_angle_rad, joint.max_angle_rad,
+                         tolerance_rad);
     }
   }
   return false;

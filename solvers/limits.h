@@ -56,6 +56,15 @@ double HingeAngleWithinLimits(const Joint& joint,
 bool WithinLimits(const Joint& joint, const Eigen::Quaterniond& local,
                   double tolerance_rad);
 
+// Among `angle` and angle -+ 2pi, the first inside [lo, hi]; `angle` when
+// none is. A ball's twist is read in [-pi, pi] and its range lies in
+// [-pi, pi], so a twist of -pi is inside a range ending at pi (the same
+// rotation): compare the representative, never the raw reading.
+double TwistInRange(double angle, double lo, double hi);
+
+// Whether `angle`, modulo 2pi, lies in [lo - tolerance, hi + tolerance].
+bool AngleWithin(double angle, double lo, double hi, double tolerance);
+
 // Clamps an angle to [lo, hi].
 inline double ClampAngle(double a, double lo, double hi) {
   return a < lo ? lo : (a > hi ? hi : a);

@@ -169,6 +169,26 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
     j.stiffness = d.stiffness;
     if (d.axis.norm() >= 1e-9) j.axis = d.axis.normalized();
   }
+  // The farthest forward kinematics can put each joint, and the scale its
+  // children's translations are multiplied by.
+  {
+    std::vector<double> extent(n), scale(n);
+    for (int i = 0; i < n; ++i) {
+      const Joint& j = skeleton.joints_[i];
+      const double parent_extent = j.parent < 0 ? 0.0 : extent[j.parent];
+      const double parent_scale = j.parent < 0 ? 1.0 : scale[j.parent];
+      extent[i] = parent_extent + parent_scale * j.rest.translation.norm();
+      scale[i] = parent_scale * j.rest.scale;
+      if (!(extent[i] <= kMaxSkeletonExtent) ||
+          !(scale[i] * kMaxSkeletonExtent <= 1e300)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            JointField(i, "rest"),
+            ": its rest translations and scales would put the joint up to ",
+            extent[i], " units from the root (scale ", scale[i],
+            "); the limit is ", kMaxSkeletonExtent));
+      }
+    }
+  }
   // Ball twist axes left at zero point at the first child with a non-zero
   // rest translation (the bone the joint drives), +X for a leaf.
   std::vector<bool> axis_given(n);

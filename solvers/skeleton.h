@@ -26,6 +26,13 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 // bounds the fixed-size scratch matrices of the Jacobian solvers.
 inline constexpr int kMaxChainJoints = 64;
 
+// How far from the root's origin forward kinematics may ever put a joint,
+// in skeleton units, whatever the rotations: the sum of rest translation
+// lengths along the path, each times its parents' accumulated scale.
+// Skeleton::Create refuses more, so squared distances (solvers square
+// lengths throughout) stay far from overflow.
+inline constexpr double kMaxSkeletonExtent = 1e15;
+
 enum class JointType {
   kBall,   // 3 rotational DOF; optional swing cone and twist range.
   kHinge,  // 1 DOF about `axis`; optional angle range.

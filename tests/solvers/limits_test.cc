@@ -252,6 +252,36 @@ TEST(ConstrainRotationTest, BallTwistCountsModuloTwoPi) {
   EXPECT_LT(QuatDistance(q, kRest * AxisAngle(kAxis, -0.2)), 1e-12);
 }
 
+// A ball's twist is read in [-pi, pi]; a half turn may read as -pi while
+// the range ends at +pi (the same rotation). Found by the solve_request
+// fuzzer: the joint counted as outside its limits, so solvers "corrected"
+// an allowed pose.
+TEST(WithinLimitsTest, BallTwistOfAHalfTurnIsInsideARangeEndingAtPi) {
+  const Joint up = MakeBall(kRest, kAxis, 0.5, kPi, kInf);
+  const Joint down = MakeBall(kRest, kAxis, -kPi, -0.5, kInf);
+  for (double turn : {kPi, -kPi, kPi - 1e-15, -kPi + 1e-15}) {
+    const Quaterniond q = kRest * AxisAngle(kAxis, turn);
+    EXPECT_TRUE(WithinLimits(up, q, 1e-12)) << turn;
+    EXPECT_TRUE(WithinLimits(up, Quaterniond(-q.coeffs()), 1e-12)) << turn;
+    EXPECT_TRUE(WithinLimits(down, q, 1e-12)) << turn;
+    EXPECT_LT(QuatDistance(ConstrainRotation(up, q), q), 1e-12) << turn;
+    EXPECT_LT(QuatDistance(ConstrainRotation(down, q), q), 1e-12) << turn;
+  }
+  // Just outside the range on the other side still counts as outside.
+  EXPECT_FALSE(WithinLimits(up, kRest * AxisAngle(kAxis, 0.4), 1e-12));
+  EXPECT_FALSE(WithinLimits(down, kRest * AxisAngle(kAxis, -0.4), 1e-12));
+}
+
+TEST(AngleWithinTest, CountsModuloTwoPi) {
+  EXPECT_TRUE(AngleWithin(-kPi, 0.5, kPi, 0.0));
+  EXPECT_TRUE(AngleWithin(kPi, -kPi, -0.5, 0.0));
+  EXPECT_TRUE(AngleWithin(-kPi - 1e-9, 0.5, kPi, 1e-8));
+  EXPECT_FALSE(AngleWithin(0.4, 0.5, kPi, 0.05));
+  EXPECT_TRUE(AngleWithin(0.46, 0.5, kPi, 0.05));
+  EXPECT_DOUBLE_EQ(TwistInRange(-kPi, 0.5, kPi), kPi);
+  EXPECT_DOUBLE_EQ(TwistInRange(0.2, 0.5, kPi), 0.2);
+}
+
 TEST(ConstrainRotationTest, BallClampsSwingAndTwistTogether) {
   const Joint joint = MakeBall(kRest, kAxis, -0.2, 0.4, 0.5);
   const Vector3d perp = Perpendicular(kAxis);

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -179,6 +180,29 @@ TEST(SkeletonTest, RejectsInfiniteTranslation) {
   SkeletonDef def = BaseDef();
   def.joints[1].rest.translation.z() = -kInf;
   ExpectInvalid(def, "joints[1].rest.translation");
+}
+
+// Found by the skeleton fuzzer: a finite rest translation of -1.8e308
+// (-DBL_MAX here) passed validation, and a CCD solve on it returned a NaN hinge angle.
+TEST(SkeletonTest, RejectsJointsForwardKinematicsCouldPutBeyondTheExtentLimit) {
+  SkeletonDef huge = BaseDef();
+  huge.joints[2].rest.translation.x() = -DBL_MAX;
+  ExpectInvalid(huge, "joints[2].rest");
+  // Each translation is fine on its own; their sum along the path is not.
+  SkeletonDef summed = BaseDef();
+  for (int k = 1; k < static_cast<int>(summed.joints.size()); ++k) {
+    summed.joints[k].rest.translation = Vector3d(0, 0.9 * kMaxSkeletonExtent, 0);
+  }
+  ExpectInvalid(summed, "joints[2].rest");
+  // Scales multiply down the path.
+  SkeletonDef scaled = BaseDef();
+  scaled.joints[0].rest.scale = 1e10;
+  scaled.joints[1].rest.scale = 1e10;
+  ExpectInvalid(scaled, "joints[2].rest");
+  // Large but within the limit.
+  SkeletonDef big = BaseDef();
+  big.joints[1].rest.translation = Vector3d(0, 1e12, 0);
+  MustCreate(big);
 }
 
 TEST(SkeletonTest, RejectsZeroQuaternion) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "solvers/chain_solver.h"
 #include "solvers/limits.h"
 #include "solvers/solve.h"
 #include "tests/testing/models.h"
@@ -239,6 +240,22 @@ TEST(OverflowTest, NoSolverReturnsANonFiniteOrNonUnitRotation) {
         }
       }
     }
+  }
+}
+
+// A hinge turning a far point towards another: the cross and dot products
+// of the raw vectors overflow (inf - inf = NaN) unless they are scaled first.
+TEST(OverflowTest, HingeTurnTowardsFarPointsIsFinite) {
+  Joint hinge;
+  hinge.type = JointType::kHinge;
+  hinge.axis = Vector3d::UnitZ();
+  Transform global;
+  for (double far : {1.0, 1e100, 1e200, 1e300}) {
+    const Quaterniond turn = TurnTowards(hinge, global, Vector3d(far, far, 0),
+                                         Vector3d(-far, far, 0));
+    ASSERT_TRUE(turn.coeffs().allFinite()) << far;
+    EXPECT_LT(AngleBetween(turn, AxisAngle(Vector3d::UnitZ(), M_PI / 2)), 1e-12)
+        << far;
   }
 }
 
