@@ -94,9 +94,10 @@ class BvhParser {
     if (absl::Status s = ParseMotion(); !s.ok()) return s;
     clip_.skeleton.def.chains = GuessLimbChains(clip_.skeleton.def);
     clip_.skeleton.name = FileStem(file_);
-    if (absl::StatusOr<Skeleton> s = Skeleton::Create(clip_.skeleton.def);
+    if (absl::Status s =
+            CheckCreatable(file_, "HIERARCHY", clip_.skeleton.def);
         !s.ok()) {
-      return ImportError(file_, 0, "HIERARCHY", s.status().message());
+      return s;
     }
     return std::move(clip_);
   }

@@ -357,6 +357,11 @@ absl::StatusOr<ImportedSkeleton> GltfReader::Read(int skin_index) {
     joint.type = JointType::kBall;
   }
   out.def.chains = GuessLimbChains(out.def);
+  if (auto s = CheckCreatable(file_, absl::StrCat("skin ", skin_index),
+                              out.def);
+      !s.ok()) {
+    return s;
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "importers/import_error.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -18,6 +19,20 @@ absl::Status ImportError(absl::string_view file, int line,
   if (!element.empty()) absl::StrAppend(&text, element, ": ");
   absl::StrAppend(&text, message);
   return absl::InvalidArgumentError(text);
+}
+
+absl::Status CheckCreatable(absl::string_view file, absl::string_view element,
+                            const SkeletonDef& def) {
+  const absl::StatusOr<Skeleton> created = Skeleton::Create(def);
+  if (created.ok()) return absl::OkStatus();
+  std::string message(created.status().message());
+  int index = -1;
+  size_t end = 0;
+  if (std::sscanf(message.c_str(), "joints[%d]%zn", &index, &end) == 1 &&
+      index >= 0 && index < static_cast<int>(def.joints.size())) {
+    message.insert(end, absl::StrCat(" '", def.joints[index].name, "'"));
+  }
+  return ImportError(file, 0, element, message);
 }
 
 absl::Status ReadFile(const std::string& path, std::string* contents) {

@@ -24,6 +24,13 @@ struct ImportedSkeleton {
 absl::Status ImportError(absl::string_view file, int line,
                          absl::string_view element, absl::string_view message);
 
+// OK when Skeleton::Create accepts `def`; otherwise ImportError(file, 0,
+// element, ...) with Create's message, the joint it names followed by its
+// name (joints[5] 'panda_link5'). Each importer's last step, so that what
+// it returns registers.
+absl::Status CheckCreatable(absl::string_view file, absl::string_view element,
+                            const SkeletonDef& def);
+
 // Reads a whole file. NotFound / InvalidArgument name the file.
 absl::Status ReadFile(const std::string& path, std::string* contents);
 

@@ -466,6 +466,11 @@ absl::StatusOr<ImportedSkeleton> UrdfReader::Read(absl::string_view text) {
                  "has no <link>");
   }
   if (auto s = BuildTree(&out); !s.ok()) return s;
+  if (auto s = CheckCreatable(file_, absl::StrCat("robot '", out.name, "'"),
+                              out.def);
+      !s.ok()) {
+    return s;
+  }
   return out;
 }
 

@@ -250,6 +250,24 @@ TEST(UrdfImportTest, RevoluteLimitBoundsDefaultToZero) {
   EXPECT_EQ(robot->def.joints[1].max_angle_rad, 0.5);
 }
 
+// Found by the urdf fuzzer: origins whose sum is beyond what a skeleton may
+// span (kMaxSkeletonExtent) made a definition Skeleton::Create refuses; the
+// importer refuses it itself, naming the joint.
+TEST(UrdfImportTest, OriginsBeyondTheSkeletonExtentAreRejectedNamingTheJoint) {
+  const absl::StatusOr<ImportedSkeleton> robot = ParseUrdf(
+      R"(<robot name="far"><link name="a"/><link name="b"/><link name="c"/>
+  <joint name="j1" type="fixed"><parent link="a"/><child link="b"/>
+    <origin xyz="0 0 9e14"/></joint>
+  <joint name="j2" type="fixed"><parent link="b"/><child link="c"/>
+    <origin xyz="0 0 9e14"/></joint></robot>)",
+      "far.urdf");
+  ASSERT_FALSE(robot.ok());
+  EXPECT_EQ(robot.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(robot.status().message(),
+              HasSubstr("far.urdf: robot 'far': joints[2] 'j2'.rest: "));
+  EXPECT_THAT(robot.status().message(), HasSubstr("the limit is 1e+15"));
+}
+
 // A serial robot of `joints` fixed joints below its root link.
 std::string SerialRobot(int joints) {
   std::string text = "<robot name=\"snake\">\n<link name=\"l0\"/>\n";
