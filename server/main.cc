@@ -54,6 +54,11 @@ ABSL_FLAG(int, max_concurrent_streams, 100,
           "MAX_CONCURRENT_STREAMS); more wait in the client. gRPC holds each "
           "open call's request (up to --max_message_bytes) before the "
           "--max_buffered_bytes budget sees it");
+ABSL_FLAG(int64_t, max_transport_bytes, int64_t{512} << 20,
+          "Bytes gRPC's transport may hold for all connections together "
+          "(its resource quota: requests no handler has seen yet, read "
+          "buffers); beyond it gRPC refuses calls and closes connections. "
+          "0: no quota");
 ABSL_FLAG(int, max_streams, 1000,
           "Concurrent SolveStream calls (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int, stream_window, 64,
@@ -185,6 +190,7 @@ int main(int argc, char** argv) {
   options.skeleton_cache_bytes = absl::GetFlag(FLAGS_skeleton_cache_bytes);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  options.max_transport_bytes = absl::GetFlag(FLAGS_max_transport_bytes);
   options.service.solve_limits.max_goals = absl::GetFlag(FLAGS_max_goals);
   options.service.solve_limits.max_iterations =
       absl::GetFlag(FLAGS_max_iterations);
@@ -238,6 +244,7 @@ int main(int argc, char** argv) {
       " max_batch=", o.service.max_batch,
       " max_message_bytes=", o.max_message_bytes,
       " max_concurrent_streams=", o.max_concurrent_streams,
+      " max_transport_bytes=", o.max_transport_bytes,
       " max_streams=", o.service.max_streams,
       " stream_window=", o.service.stream_window,
       " stream_window_bytes=", o.service.stream_window_bytes,

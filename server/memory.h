@@ -10,12 +10,17 @@
 namespace reach {
 
 // Makes glibc's malloc keep freed memory for reuse instead of returning it
-// to the kernel after every call: no mmap for blocks under 32 MiB and no
-// heap trimming until 256 MiB are free at its top. Without it each large
+// to the kernel after every call: no mmap for blocks under 1 MiB (glibc's
+// dynamic threshold would otherwise rise to the largest block freed) and
+// no heap trimming until 32 MiB are free at its top. Without it each large
 // call pays fresh page faults and zeroing for its message buffers (on this
 // project's 2-core VM: SolveBatch p50 4.4 ms -> 3.8 ms, parsing its
-// response 1.3 ms -> 0.6 ms; bench/service_bench). The process's resident
-// memory then stays at its peak. Call once at start, before threads exist.
+// response 1.3 ms -> 0.6 ms; bench/service_bench; those buffers are a few
+// hundred KB). Blocks of 1 MiB and more (8 MiB messages) are mapped on
+// their own and go back to the kernel when freed: kept in the heap, a
+// burst of them left 136 MiB resident against a 64 MiB budget
+// (scripts/harden-check memory-slow-consumer; 76-104 MiB mapped). Call
+// once at start, before threads exist.
 // False when the allocator refused a setting (AddressSanitizer's allocator,
 // which replaces glibc's, ignores mallopt).
 bool RetainFreedMemory();

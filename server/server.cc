@@ -263,6 +263,11 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   // client).
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              o.max_concurrent_streams);
+  if (o.max_transport_bytes > 0) {
+    grpc::ResourceQuota quota("reach-transport");
+    quota.Resize(static_cast<size_t>(o.max_transport_bytes));
+    builder.SetResourceQuota(quota);
+  }
   builder.RegisterService(s->service_.get());
   // Our own health service instead of gRPC's default (see health.h),
   // whatever grpc::EnableDefaultHealthCheckService says.

@@ -42,6 +42,11 @@ struct ServerOptions {
   // the client. With max_message_bytes it bounds what one connection's
   // requests hold in gRPC's transport before the budget sees them.
   int max_concurrent_streams = 100;
+  // Bytes gRPC's transport may hold for all connections together (its
+  // resource quota: read buffers, requests no handler has seen yet). The
+  // one server-wide bound on that term; past it gRPC refuses new calls and
+  // closes connections itself, without naming a flag. <= 0: no quota.
+  int64_t max_transport_bytes = int64_t{512} << 20;
   ServiceOptions service;
 
   // Security (README "Security"). TLS: PEM files, re-read every

@@ -486,6 +486,69 @@ TEST_F(HardeningTest, AConnectionOpensAtMostMaxConcurrentStreamsCalls) {
       HasSubstr("--max_concurrent_streams"));
 }
 
+// `calls` Solve calls padded to `bytes` with an unknown field, sent at once
+// from as many connections (channels with their own subchannel pools) on as
+// many threads, so that their uploads overlap. Returns their status codes.
+std::vector<grpc::StatusCode> PaddedSolvesFromManyConnections(
+    const TestServer& server, const std::string& id, int calls, int bytes) {
+  v1::SolveRequest request = TrivialRequest(id);
+  request.GetReflection()
+      ->MutableUnknownFields(&request)
+      ->AddLengthDelimited(1000, std::string(bytes, 'p'));
+  std::vector<grpc::StatusCode> codes(calls);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < calls; ++c) {
+    threads.emplace_back([&, c] {
+      grpc::ChannelArguments args;
+      args.SetInt("grpc.use_local_subchannel_pool", 1);
+      args.SetMaxSendMessageSize(-1);
+      auto stub = v1::IkService::NewStub(grpc::CreateCustomChannel(
+          server.address(), grpc::InsecureChannelCredentials(), args));
+      v1::SolveResponse response;
+      codes[c] = stub->Solve(Context(60).get(), request, &response).error_code();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return codes;
+}
+
+// --max_transport_bytes is gRPC's resource quota: the one bound on what the
+// transport holds for all connections together. Under it, uploads beyond
+// the quota are refused (gRPC's RST_STREAM ENHANCE_YOUR_CALM, which clients
+// see as RESOURCE_EXHAUSTED, or a closed connection: UNAVAILABLE); without
+// it the same calls all succeed. Either way the server goes on serving.
+TEST_F(HardeningTest, MaxTransportBytesRefusesUploadsBeyondItAcrossConnections) {
+  constexpr int kCalls = 16;
+  constexpr int kBytes = 4 << 20;
+  ServerOptions options = TestServerOptions();
+  options.max_transport_bytes = 0;
+  Start(options);
+  for (grpc::StatusCode code :
+       PaddedSolvesFromManyConnections(*server_, id_, kCalls, kBytes)) {
+    EXPECT_EQ(code, grpc::StatusCode::OK);
+  }
+  server_.reset();
+
+  options.max_transport_bytes = 2 << 20;
+  Start(options);
+  int refused = 0;
+  for (int round = 0; round < 5 && refused == 0; ++round) {
+    for (grpc::StatusCode code :
+         PaddedSolvesFromManyConnections(*server_, id_, kCalls, kBytes)) {
+      EXPECT_TRUE(code == grpc::StatusCode::OK ||
+                  code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                  code == grpc::StatusCode::UNAVAILABLE)
+          << code;
+      refused += code != grpc::StatusCode::OK;
+    }
+  }
+  EXPECT_GT(refused, 0) << kCalls << " uploads of 4 MiB under a 2 MiB quota";
+  v1::SolveResponse response;
+  EXPECT_TRUE(server_->stub->Solve(Context().get(), TrivialRequest(id_),
+                                   &response)
+                  .ok());
+}
+
 TEST(MemoryTrimmerTest, ALargeReleaseTrimsAndASmallOneDoesNot) {
   StartMemoryTrimmer();
   const auto wait_for_trims = [](int64_t above) {
