@@ -265,6 +265,10 @@ void SolveAndCheck(const Registry& registry,
         status.ok() ? absl::StrCat("ok, ", request.goals_size(), " goals")
                     : status.ToString();
     std::fprintf(stderr, "solve: %s\n", outcome.c_str());
+    if (status.ok()) {
+      std::fprintf(stderr, "response: %s\n",
+                   response.ShortDebugString().c_str());
+    }
   }
   if (!status.ok()) {
     REACH_FUZZ_CHECK(status.code() == absl::StatusCode::kInvalidArgument ||
@@ -318,6 +322,11 @@ void StructuredRequest(const uint8_t* data, size_t size) {
   }
   v1::SolveRequest request = BuildRequest(in, definition, kMaxGoals);
   request.set_skeleton_id(registered->id);
+  if (Verbose()) {
+    std::fprintf(stderr, "skeleton: %s\nrequest: %s\n",
+                 definition.ShortDebugString().c_str(),
+                 request.ShortDebugString().c_str());
+  }
   SolveAndCheck(**registry, *(*registry)->Find(registered->id), request,
                 nullptr);
 }

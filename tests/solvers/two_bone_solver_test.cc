@@ -345,3 +345,37 @@ TEST_F(TwoBoneSolverTest, TargetAtCurrentTipChangesNothing) {
 
 }  // namespace
 }  // namespace reach
+
+namespace reach {
+namespace {
+
+// Found by the solve_request fuzzer: a start pose holding an unlimited hinge
+// knee off its axis. The knee's turn kept that swing, which no hinge angle
+// can report, so the service's response (a pure hinge rotation) put the
+// ankle elsewhere than the error it reported. The knee now comes back on its
+// axis, and the result describes the returned pose.
+TEST(TwoBoneHingeTest, AKneeStartedOffItsAxisIsReturnedOnIt) {
+  absl::StatusOr<Skeleton> leg = Skeleton::Create(testing::TwoBoneLegDef(true));
+  ASSERT_TRUE(leg.ok()) << leg.status();
+  const int knee = leg->FindJoint("knee");
+  const int ankle = leg->FindJoint("ankle");
+  Pose start = RestPose(*leg);
+  start.local[knee].rotation = AxisAngle(Vector3d::UnitZ(), 0.4) *
+                               AxisAngle(Vector3d::UnitX(), 0.3);
+  Goal goal;
+  goal.chain = 0;
+  goal.solver = SolverKind::kTwoBone;
+  goal.target = Vector3d(0.2, 0.35, 0.3);
+  const absl::StatusOr<testing::Solved> solved =
+      testing::SolveOne(*leg, goal, start);
+  ASSERT_TRUE(solved.ok()) << solved.status();
+  EXPECT_TRUE(WithinLimits(leg->joint(knee),
+                           solved->pose.local[knee].rotation, 1e-12));
+  const double error =
+      (GlobalOf(*leg, solved->pose, ankle).translation - goal.target).norm();
+  EXPECT_NEAR(error, solved->result.position_error, 1e-12);
+  EXPECT_TRUE(solved->result.reached) << error;
+}
+
+}  // namespace
+}  // namespace reach
