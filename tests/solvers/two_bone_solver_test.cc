@@ -343,6 +343,51 @@ TEST_F(TwoBoneSolverTest, TargetAtCurrentTipChangesNothing) {
   }
 }
 
+// A hip whose twist range ends at pi, started at a half turn about the
+// thigh (read back as a twist of -pi): the solve bends the knee in its
+// plane and swings the hip about an axis across the thigh, so the twist
+// stays the half turn, inside the range. TWO_BONE must then leave the limb
+// as a free hip would solve it. Before the twist counted modulo 2pi, the
+// half turn read as -pi was judged outside [0.5, pi] and the limb was
+// turned about the root-target line to a "feasible" twist (found by the
+// solve_request fuzzer with the ball twist check).
+TEST_F(TwoBoneSolverTest, HipTwistedByAHalfTurnAtItsPiLimitIsNotTurned) {
+  SkeletonDef limited_def = TwoBoneLegDef();
+  limited_def.joints[0].min_angle_rad = 0.5;
+  limited_def.joints[0].max_angle_rad = M_PI;
+  auto limited = Skeleton::Create(std::move(limited_def));
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  const Joint& hip = limited->joint(hip_);
+
+  Pose start = RestPose(skeleton_);
+  // Half turn about the thigh (-Y, the hip's twist axis), knee bent in YZ.
+  start.local[hip_].rotation = AxisAngle(Vector3d(0, -1, 0), -M_PI);
+  start.local[knee_].rotation = AxisAngle(Vector3d::UnitX(), 0.5);
+  EXPECT_TRUE(WithinLimits(hip, start.local[hip_].rotation, 1e-12));
+  // A reachable target in the YZ plane through the hip.
+  const Vector3d target = Pos(start, hip_) + Vector3d(0.0, -0.7, 0.25);
+
+  const auto free = SolveFrom(MakeGoal(target), start);
+  auto solved = SolveOne(*limited, MakeGoal(target), start);
+  ASSERT_TRUE(solved.ok()) << solved.status();
+  EXPECT_TRUE(solved->result.reached) << solved->result.position_error;
+  EXPECT_LT(
+      (GlobalOf(*limited, solved->pose, ankle_).translation - target).norm(),
+      1e-9);
+  EXPECT_TRUE(WithinLimits(hip, solved->pose.local[hip_].rotation, 1e-9));
+  // The same limb as with a free hip: no turn about the line.
+  for (int j : {hip_, knee_}) {
+    EXPECT_LT(AngleBetween(solved->pose.local[j].rotation,
+                           free.pose.local[j].rotation),
+              1e-12)
+        << j;
+  }
+  EXPECT_LT((GlobalOf(*limited, solved->pose, knee_).translation -
+             Pos(free.pose, knee_))
+                .norm(),
+            1e-12);
+}
+
 }  // namespace
 }  // namespace reach
 
