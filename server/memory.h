@@ -19,7 +19,7 @@ namespace reach {
 // hundred KB). Blocks of 1 MiB and more (8 MiB messages) are mapped on
 // their own and go back to the kernel when freed: kept in the heap, a
 // burst of them left 136 MiB resident against a 64 MiB budget
-// (scripts/harden-check memory-slow-consumer; 76-104 MiB mapped). Call
+// (scripts/harden-check memory-slow-consumer; 65-104 MiB mapped). Call
 // once at start, before threads exist.
 // False when the allocator refused a setting (AddressSanitizer's allocator,
 // which replaces glibc's, ignores mallopt).
