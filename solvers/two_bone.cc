@@ -258,15 +258,17 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   }
 
   // A hinge mid joint held off its axis by the start pose (any pose is
-  // accepted as a start) is first put on it: the bend below turns about the
-  // axis and keeps whatever swing it starts with, which no hinge angle can
-  // report (found by the solve_request fuzzer: the service's response, a
-  // pure hinge rotation, put the tip elsewhere than the error it reported).
+  // accepted as a start) is first put on it, within its range: the bend
+  // below turns about the axis and keeps whatever swing it starts with
+  // (and may not turn at all, with a zero-length first bone), which no
+  // hinge angle can report (found by the solve_request fuzzer: the
+  // service's response, a hinge rotation within the range, put the tip
+  // elsewhere than the error it reported).
   if (mid.type == JointType::kHinge) {
     Quaterniond& local = pose.local[ib].rotation;
     const Vector3d v = (mid.rest.rotation.conjugate() * local).vec();
     if ((v - v.dot(mid.axis) * mid.axis).squaredNorm() > 1e-24) {
-      local = HingeRotation(mid, HingeAngle(mid, local));
+      local = ConstrainRotation(mid, local);
       g[1] = g[0] * pose.local[ib];
       g[2] = g[1] * pose.local[ic];
     }

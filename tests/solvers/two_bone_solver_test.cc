@@ -422,5 +422,36 @@ TEST(TwoBoneHingeTest, AKneeStartedOffItsAxisIsReturnedOnIt) {
   EXPECT_TRUE(solved->result.reached) << error;
 }
 
+// The same with a limited knee at the hip (a zero-length thigh, so the
+// bend cannot turn it): a knee the solve moves is within its range.
+TEST(TwoBoneHingeTest, AKneeStartedOffItsAxisAndOutOfRangeIsReturnedInside) {
+  SkeletonDef def = testing::TwoBoneLegDef(true);
+  def.joints[1].rest.translation = Vector3d::Zero();
+  def.joints[1].min_angle_rad = 0.0;
+  def.joints[1].max_angle_rad = 0.0;
+  absl::StatusOr<Skeleton> leg = Skeleton::Create(std::move(def));
+  ASSERT_TRUE(leg.ok()) << leg.status();
+  const int knee = leg->FindJoint("knee");
+  const int ankle = leg->FindJoint("ankle");
+  Pose start = RestPose(*leg);
+  // Nearly a half turn about the knee axis (X), a little off it.
+  start.local[knee].rotation =
+      AxisAngle(Vector3d(1, 0.2, 0).normalized(), M_PI - 1e-4);
+  Goal goal;
+  goal.chain = 0;
+  goal.solver = SolverKind::kTwoBone;
+  goal.target = Vector3d(0.5, 0.2, 0.3);
+  const absl::StatusOr<testing::Solved> solved =
+      testing::SolveOne(*leg, goal, start);
+  ASSERT_TRUE(solved.ok()) << solved.status();
+  const Eigen::Quaterniond& q = solved->pose.local[knee].rotation;
+  if (q.coeffs() != start.local[knee].rotation.coeffs()) {
+    EXPECT_TRUE(WithinLimits(leg->joint(knee), q, 1e-12));
+  }
+  const double error =
+      (GlobalOf(*leg, solved->pose, ankle).translation - goal.target).norm();
+  EXPECT_NEAR(error, solved->result.position_error, 1e-12);
+}
+
 }  // namespace
 }  // namespace reach
