@@ -699,13 +699,23 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton, absl::Span<const Goal> goals,
     ws.last_move = now;
   }
   // The solved chains' model-space transforms, as LazyGlobal would compute
-  // them (their parents are current: no member moved another's ancestors),
-  // stamped after every move: measuring the goals then needs no walk.
+  // them, stamped after every move: measuring the goals then needs no walk.
+  // Only chains whose parents are current: no earlier member turns a later
+  // one's ancestors, but a later member may turn an earlier one's (an arm,
+  // then the spine it hangs from); those are left to LazyGlobal.
   // (LazyGlobal's expression, written out: as a shared function GCC does
   // not inline it, which cost 5% of BM_HumanoidFourLimbs.)
   for (size_t e = 0; e < count; ++e) {
     if (!solved[e].solved) continue;
     const std::array<int, 3>& chain = chains[e];
+    bool carried = false;
+    for (int a = skeleton.joint(chain[0]).parent; a >= 0 && !carried;
+         a = skeleton.joint(a).parent) {
+      for (size_t later = e + 1; later < count; ++later) {
+        carried = carried || a == chains[later][0] || a == chains[later][1];
+      }
+    }
+    if (carried) continue;
     const int parent = skeleton.joint(chain[0]).parent;
     ws.globals[chain[0]] = parent < 0
                                ? pose->local[chain[0]]

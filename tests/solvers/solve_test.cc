@@ -862,6 +862,37 @@ TEST_F(HumanoidTest, TwoBoneGoalBelowAnotherStartsFromItsResult) {
   }
 }
 
+// Two two-bone goals solved together (one SIMD call) where the second
+// turns the first's ancestors: an arm, then spine -> chest -> neck. The arm
+// is solved from the rest spine (goal order), then carried by the spine;
+// its error is measured where it ends, not where the group solved it (the
+// solve_request fuzzer: an error reported 0.7 from the tip's distance).
+TEST_F(HumanoidTest, TwoBoneGoalAboveAnEarlierOneIsMeasuredAfterItMoved) {
+  Rng rng(109);
+  Goal spine_goal;
+  spine_goal.root_joint = Joint("spine");
+  spine_goal.tip_joint = Joint("neck");
+  spine_goal.solver = SolverKind::kTwoBone;
+  for (int trial = 0; trial < 10; ++trial) {
+    SCOPED_TRACE(trial);
+    const Pose random = RandomPose(skeleton_, rng, 0.7);
+    spine_goal.target = Pos(random, spine_goal.tip_joint);
+    Goal arm_goal = ChainGoal(left_arm_, Pos(random, Tip(left_arm_)));
+    arm_goal.solver = SolverKind::kTwoBone;
+    const std::vector<Goal> goals = {arm_goal, spine_goal};
+    Pose pose = RestPose(skeleton_);
+    std::vector<GoalResult> results;
+    ASSERT_TRUE(Run(goals, &pose, &results).ok());
+    const int tips[] = {Tip(left_arm_), spine_goal.tip_joint};
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(results[i].position_error,
+                  (Pos(pose, tips[i]) - goals[i].target).norm(), 1e-12)
+          << "goal " << i;
+    }
+    EXPECT_TRUE(results[1].reached);
+  }
+}
+
 // Solve computes model-space transforms lazily; every goal must still start
 // from, and be measured on, the transforms of the pose as it is then: an arm
 // solved before the spine moves is measured after it moved, and the other
