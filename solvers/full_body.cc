@@ -39,6 +39,13 @@ constexpr double kMaxRootStep = 0.2;
 // A joint projected back onto its limits by more than this (radians) is
 // held at the limit for the rest of the iteration's step.
 constexpr double kClampedBy = 1e-7;
+// Levels of the problem: each priority, then its demoted goals.
+constexpr int kMaxLevels = 2 * (kMaxPriority + 1);
+using Levels = std::array<double, kMaxLevels>;
+// Iterations between checks for a stalled solve, and the share of the
+// merit those iterations must remove.
+constexpr int kStallWindow = 8;
+constexpr double kStallProgress = 0.5;
 
 bool IsFullBody(const Goal& goal) {
   return goal.solver == SolverKind::kFullBody;
@@ -340,6 +347,16 @@ class FullBodySolve {
   int Run(const Deadline& deadline, int max_iterations);
 
  private:
+  // Sorts the goals (priority, demoted, content) into rows and levels.
+  void Arrange();
+  // The columns each goal and each pair of goals can be non-zero in.
+  void PairColumns();
+  // The first level of `excess` above 0, or -1.
+  int FirstUnreached(const Levels& excess) const;
+  // What the solve does when it stops progressing with level `first`
+  // unreached: returns whether it changed the problem (then the goals
+  // must be evaluated again).
+  bool OnStall(int first);
   void ForwardKinematics();
   // Fills the Jacobian and error rows; returns whether every goal is
   // reached, and writes each level's excess into level_excess_.
@@ -388,8 +405,9 @@ class FullBodySolve {
     level_excess_ = saved_excess_;
   }
   void RestoreLocals(const std::vector<Transform>& from);
-  bool Better(const std::array<double, kMaxPriority + 1>& a,
-              const std::array<double, kMaxPriority + 1>& b) const;
+  bool Better(const Levels& a, const Levels& b) const;
+  // The weighted sum of the active levels' excess from `level` on.
+  double Merit(const Levels& excess, int level = 0) const;
 
   const Skeleton& skeleton_;
   absl::Span<const Goal> goals_;
@@ -403,9 +421,19 @@ class FullBodySolve {
   int rows_ = 0;
   int cols_ = 0;
   int num_levels_ = 0;
-  std::array<int, kMaxPriority + 2> level_start_{};  // Rows, + end.
-  std::array<double, kMaxPriority + 1> level_excess_{};
-  std::array<double, kMaxPriority + 1> saved_excess_{};
+  std::array<int, kMaxLevels + 1> level_start_{};  // Rows, + end.
+  Levels level_excess_{};
+  Levels saved_excess_{};
+  // Each level's weight in the merit: 1e-2 per priority present, a
+  // priority's demoted goals 1e-1 of its others.
+  Levels level_weight_{};
+  // Levels the step is solved for (fewer while an earlier level is being
+  // restored: restoring_, else -1), and the leading levels whose excess a
+  // step may not increase (after a restoration).
+  int active_levels_ = 0;
+  int restoring_ = -1;
+  int restored_steps_ = 0;  // Steps the restored level has been reached.
+  int protected_levels_ = 0;
   int num_poles_ = 0;  // Goals with a pole.
 };
 
@@ -413,6 +441,9 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   const int n = skeleton_.num_joints();
   root_ = ResolveRoot(skeleton_, goals_, options_);
   s_.goal_order.clear();
+  s_.tolerance.resize(goals_.size());
+  s_.orientation_tolerance.resize(goals_.size());
+  s_.demoted.assign(goals_.size(), 0);
   for (int i = 0; i < static_cast<int>(goals_.size()); ++i) {
     const Goal& goal = goals_[i];
     if (!IsFullBody(goal)) continue;
@@ -424,20 +455,17 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     r.orientation_tolerance_rad = goal.options.orientation_tolerance_rad > 0.0
                                       ? goal.options.orientation_tolerance_rad
                                       : 1e-4;
+    s_.tolerance[i] = r.tolerance;
+    s_.orientation_tolerance[i] = r.orientation_tolerance_rad;
     if (goal.weight > 0.0) s_.goal_order.push_back(i);
   }
   if (s_.goal_order.empty() || root_ < 0) return false;
-  std::sort(s_.goal_order.begin(), s_.goal_order.end(), [&](int a, int b) {
-    const auto ka = SortKey(skeleton_, goals_[a]);
-    const auto kb = SortKey(skeleton_, goals_[b]);
-    if (ka != kb) return ka < kb;
-    return a < b;
-  });
   const int m = static_cast<int>(s_.goal_order.size());
   s_.effector.resize(m);
   s_.goal_row.resize(m + 1);
-  s_.tolerance.resize(m);
-  s_.orientation_tolerance.resize(m);
+  s_.goal_excess.resize(m);
+  s_.start_excess.resize(goals_.size());
+  Arrange();
 
   // Joints on a root-effector path (active), and those whose rotation moves
   // an effector (a strict ancestor of one, or the effector of an
@@ -445,16 +473,9 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   s_.active.assign(n, 0);
   s_.drives.assign(n, 0);
   num_poles_ = 0;
-  rows_ = 0;
-  num_levels_ = 0;
-  int last_priority = -1;
   for (int k = 0; k < m; ++k) {
     const Goal& goal = goals_[s_.goal_order[k]];
-    const int e = EffectorOf(skeleton_, goal);
-    s_.effector[k] = e;
-    s_.tolerance[k] = results[s_.goal_order[k]].tolerance;
-    s_.orientation_tolerance[k] =
-        results[s_.goal_order[k]].orientation_tolerance_rad;
+    const int e = s_.effector[k];
     if (goal.target_orientation || goal.aim_axis) s_.drives[e] = 1;
     for (int j = e;; j = skeleton_.joint(j).parent) {
       s_.active[j] = 1;
@@ -462,14 +483,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
       if (j == root_) break;
     }
     if (goal.pole) ++num_poles_;
-    if (goal.priority != last_priority) {
-      level_start_[num_levels_++] = rows_;
-      last_priority = goal.priority;
-    }
-    s_.goal_row[k] = rows_;
-    rows_ += RowsOf(goal);
   }
-  level_start_[num_levels_] = rows_;
 
   // Columns: the root's translation first, then each driving joint's.
   const bool pinned = options_.root_mode == RootMode::kPinned;
@@ -502,12 +516,80 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     }
   }
   cols_ = static_cast<int>(s_.dof_joint.size());
-  s_.goal_row[m] = rows_;
+  PairColumns();
+  s_.locked.assign(cols_, 0);
+  s_.axis.resize(cols_);
+  s_.saved_axis.resize(cols_);
+  s_.globals.resize(n);
 
+  // The root's parent frame (fixed during the solve).
+  root_parent_ = Transform();
+  s_.ancestors.clear();
+  for (int a = skeleton_.joint(root_).parent; a >= 0;
+       a = skeleton_.joint(a).parent) {
+    s_.ancestors.push_back(a);
+  }
+  for (int i = static_cast<int>(s_.ancestors.size()) - 1; i >= 0; --i) {
+    root_parent_ = root_parent_ * pose_.local[s_.ancestors[i]];
+  }
+
+  Reserve(s_.jacobian, rows_, cols_);
+  Reserve(s_.saved_jacobian, rows_, cols_);
+  Reserve(s_.saved_error, rows_);
+  Reserve(s_.gram, rows_, rows_);
+  Reserve(s_.cross, rows_, rows_);
+  Reserve(s_.small, rows_, rows_);
+  Reserve(s_.error, rows_);
+  Reserve(s_.coeffs, rows_);
+  Reserve(s_.rhs, rows_);
+  Reserve(s_.step, cols_);
+  Reserve(s_.delta, cols_);
+  Reserve(s_.delta_coeffs, rows_);
+  s_.saved_locals.resize(n);
+  return true;
+}
+
+void FullBodySolve::Arrange() {
+  std::sort(s_.goal_order.begin(), s_.goal_order.end(), [&](int a, int b) {
+    const auto ka = std::make_tuple(goals_[a].priority, s_.demoted[a],
+                                    SortKey(skeleton_, goals_[a]));
+    const auto kb = std::make_tuple(goals_[b].priority, s_.demoted[b],
+                                    SortKey(skeleton_, goals_[b]));
+    if (ka != kb) return ka < kb;
+    return a < b;
+  });
+  const int m = static_cast<int>(s_.goal_order.size());
+  rows_ = 0;
+  num_levels_ = 0;
+  int last_level = -1;
+  int last_priority = -1;
+  double weight = 1e2;
+  for (int k = 0; k < m; ++k) {
+    const int i = s_.goal_order[k];
+    const Goal& goal = goals_[i];
+    s_.effector[k] = EffectorOf(skeleton_, goal);
+    const int level = 2 * goal.priority + s_.demoted[i];
+    if (level != last_level) {
+      if (goal.priority != last_priority) weight *= 1e-2;
+      last_priority = goal.priority;
+      level_weight_[num_levels_] = weight * (s_.demoted[i] ? 1e-1 : 1.0);
+      level_start_[num_levels_++] = rows_;
+      last_level = level;
+    }
+    s_.goal_row[k] = rows_;
+    rows_ += RowsOf(goal);
+  }
+  level_start_[num_levels_] = rows_;
+  s_.goal_row[m] = rows_;
+  active_levels_ = num_levels_;
+}
+
+void FullBodySolve::PairColumns() {
   // The columns each goal's rows can be non-zero in (the root's
   // translation for a position goal, its effector's path), ascending, and
   // those two goals share: the Gram matrix is summed over them only (a
   // foot and a hand share the pelvis and little else).
+  const int m = static_cast<int>(s_.goal_order.size());
   s_.goal_cols.clear();
   s_.goal_col_start.resize(m + 1);
   for (int k = 0; k < m; ++k) {
@@ -540,36 +622,6 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     }
   }
   s_.pair_col_start.push_back(static_cast<int>(s_.pair_cols.size()));
-  s_.locked.assign(cols_, 0);
-  s_.axis.resize(cols_);
-  s_.saved_axis.resize(cols_);
-  s_.globals.resize(n);
-
-  // The root's parent frame (fixed during the solve).
-  root_parent_ = Transform();
-  s_.ancestors.clear();
-  for (int a = skeleton_.joint(root_).parent; a >= 0;
-       a = skeleton_.joint(a).parent) {
-    s_.ancestors.push_back(a);
-  }
-  for (int i = static_cast<int>(s_.ancestors.size()) - 1; i >= 0; --i) {
-    root_parent_ = root_parent_ * pose_.local[s_.ancestors[i]];
-  }
-
-  Reserve(s_.jacobian, rows_, cols_);
-  Reserve(s_.saved_jacobian, rows_, cols_);
-  Reserve(s_.saved_error, rows_);
-  Reserve(s_.gram, rows_, rows_);
-  Reserve(s_.cross, rows_, rows_);
-  Reserve(s_.small, rows_, rows_);
-  Reserve(s_.error, rows_);
-  Reserve(s_.coeffs, rows_);
-  Reserve(s_.rhs, rows_);
-  Reserve(s_.step, cols_);
-  Reserve(s_.delta, cols_);
-  Reserve(s_.delta_coeffs, rows_);
-  s_.saved_locals.resize(n);
-  return true;
 }
 
 void FullBodySolve::ForwardKinematics() {
@@ -623,7 +675,8 @@ bool FullBodySolve::Evaluate() {
   const int m = static_cast<int>(s_.goal_order.size());
   for (int k = 0; k < m; ++k) {
     while (row >= level_start_[level + 1]) ++level;
-    const Goal& goal = goals_[s_.goal_order[k]];
+    const int i = s_.goal_order[k];
+    const Goal& goal = goals_[i];
     const int e = s_.effector[k];
     const Transform& ge = s_.globals[e];
     const double sw = std::sqrt(goal.weight);
@@ -645,7 +698,7 @@ bool FullBodySolve::Evaluate() {
       }
       s_.error(row) = sw * b1.dot(turn);
       s_.error(row + 1) = sw * b2.dot(turn);
-      excess = std::max(0.0, angle - s_.orientation_tolerance[k]);
+      excess = std::max(0.0, angle - s_.orientation_tolerance[i]);
       for (int j = e;; j = skeleton_.joint(j).parent) {
         for (int c = s_.dof_start[j], end = c + DofCount(j); c < end; ++c) {
           J(row, c) = sw * b1.dot(s_.axis[c]);
@@ -660,7 +713,7 @@ bool FullBodySolve::Evaluate() {
       s_.error.segment<3>(row) =
           (sw / body_) *
           (miss_norm > kMaxStepError ? (kMaxStepError / miss_norm) * miss : miss);
-      excess = std::max(0.0, miss.norm() - s_.tolerance[k]) / body_;
+      excess = std::max(0.0, miss.norm() - s_.tolerance[i]) / body_;
       const bool orient = goal.target_orientation.has_value();
       Vector3d turn = Vector3d::Zero();
       if (orient) {
@@ -669,7 +722,7 @@ bool FullBodySolve::Evaluate() {
         const double angle = turn.norm();
         s_.error.segment<3>(row + 3) =
             sw * (angle > kMaxStepError ? (kMaxStepError / angle) * turn : turn);
-        excess += std::max(0.0, turn.norm() - s_.orientation_tolerance[k]);
+        excess += std::max(0.0, turn.norm() - s_.orientation_tolerance[i]);
       }
       if (translates_) {
         for (int a = 0; a < 3; ++a) J(row + a, a) = sw;
@@ -686,7 +739,8 @@ bool FullBodySolve::Evaluate() {
       row += orient ? 6 : 3;
     }
     if (excess > 0.0) all_reached = false;
-    level_excess_[level] += goal.weight * excess * excess;
+    s_.goal_excess[k] = goal.weight * excess * excess;
+    level_excess_[level] += s_.goal_excess[k];
   }
   return all_reached;
 }
@@ -861,7 +915,7 @@ void FullBodySolve::ComputeStep(double damping) {
   c.setZero();
   step.setZero();
   const double lambda2 = damping * damping;
-  const int levels = num_levels_;
+  const int levels = active_levels_;
   // One Cholesky factor L of G + mu I serves every level: for a level's
   // rows k below the rows a above it, L_ka^T = L_a^-1 G_ak, so
   // X^T = (G_aa + mu)^-1 G_ak = L_a^-T L_ka^T, and the projected level's
@@ -1064,19 +1118,81 @@ void FullBodySolve::RestoreLocals(const std::vector<Transform>& from) {
   for (int j : s_.active_joints) pose_.local[j] = from[j];
 }
 
-bool FullBodySolve::Better(const std::array<double, kMaxPriority + 1>& a,
-                           const std::array<double, kMaxPriority + 1>& b) const {
-  // A merit that weighs each level's squared excess 100 times the next
-  // level's: a step may cost an earlier level a little while a later one
-  // gains much more (the nonlinearity of a long step); the next step,
-  // solved for the earlier level first, gives it back.
-  double merit_a = 0.0, merit_b = 0.0, weight = 1.0;
-  for (int level = 0; level < num_levels_; ++level) {
-    merit_a += weight * a[level];
-    merit_b += weight * b[level];
-    weight *= 1e-2;
+bool FullBodySolve::Better(const Levels& a, const Levels& b) const {
+  // The protected levels compare strictly in order: a step never costs
+  // them anything.
+  int level = 0;
+  for (; level < protected_levels_ && level < active_levels_; ++level) {
+    if (a[level] > b[level] * (1.0 + 1e-12)) return false;
+    if (a[level] < b[level] * (1.0 - 1e-12)) return true;
   }
-  return merit_a < merit_b * (1.0 - 1e-12);
+  // Then a merit that weighs each priority's squared excess 100 times the
+  // next one's: a step may cost an earlier level a little while a later
+  // one gains much more (the nonlinearity of a long step); the next step,
+  // solved for the earlier level first, gives it back.
+  return Merit(a, level) < Merit(b, level) * (1.0 - 1e-12);
+}
+
+double FullBodySolve::Merit(const Levels& excess, int level) const {
+  double merit = 0.0;
+  for (; level < active_levels_; ++level) {
+    merit += level_weight_[level] * excess[level];
+  }
+  return merit;
+}
+
+int FullBodySolve::FirstUnreached(const Levels& excess) const {
+  for (int level = 0; level < num_levels_; ++level) {
+    if (excess[level] > 0.0) return level;
+  }
+  return -1;
+}
+
+bool FullBodySolve::OnStall(int first) {
+  if (restoring_ >= 0) {
+    // The restored level got as close as it can: every level again, that
+    // one and those before it protected.
+    protected_levels_ = std::max(protected_levels_, restoring_ + 1);
+    restoring_ = -1;
+    active_levels_ = num_levels_;
+    return true;
+  }
+  // A level of several goals: within a level goals share their errors,
+  // so one that cannot be reached with the others (a foot far below the
+  // floor) drags them (the planted foot) along. The goal that asked for
+  // the most (the largest weighted excess at the start) is demoted: solved
+  // after the rest of its level, in their null space. Goals already at
+  // their targets stay there, as a stream's answer stays near the last.
+  int begin = 0;
+  while (s_.goal_row[begin] < level_start_[first]) ++begin;
+  int end = begin;
+  const int m = static_cast<int>(s_.goal_order.size());
+  while (end < m && s_.goal_row[end] < level_start_[first + 1]) ++end;
+  if (end - begin >= 2 && !s_.demoted[s_.goal_order[begin]]) {
+    auto asked = [&](int k) {
+      return std::make_pair(s_.start_excess[s_.goal_order[k]],
+                            s_.goal_excess[k]);
+    };
+    int worst = begin;
+    for (int k = begin + 1; k < end; ++k) {
+      if (asked(k) > asked(worst)) worst = k;
+    }
+    s_.demoted[s_.goal_order[worst]] = 1;
+    if (protected_levels_ > first) ++protected_levels_;
+    Arrange();
+    PairColumns();
+    return true;
+  }
+  // A level a later one keeps from its target (the second-order effect of
+  // the later levels' steps): solve it alone until it gets there or
+  // stalls, then keep it where it is.
+  if (first + 1 < num_levels_ && protected_levels_ <= first) {
+    restoring_ = first;
+    restored_steps_ = 0;
+    active_levels_ = first + 1;
+    return true;
+  }
+  return false;
 }
 
 int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
@@ -1102,9 +1218,21 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
   // damping raised; one that helps is kept and the damping lowered.
   double damping = kDamping;
   bool reached = Evaluate();
-  std::array<double, kMaxPriority + 1> current = level_excess_;
+  for (size_t k = 0; k < s_.goal_order.size(); ++k) {
+    s_.start_excess[s_.goal_order[k]] = s_.goal_excess[k];
+  }
+  Levels current = level_excess_;
   int iterations = 0;
   int pole_rounds = num_poles_ > 0 ? 2 : 0;
+  // The merit at the last stall check.
+  double check_merit = Merit(current);
+  // After a stall changed the problem: the goals' rows again.
+  auto restart = [&] {
+    reached = Evaluate();
+    current = level_excess_;
+    damping = kDamping;
+    check_merit = Merit(current);
+  };
   for (;;) {
     if (reached && pole_rounds > 0) {
       // Converged: face the poles, and converge again if that cost a goal
@@ -1132,19 +1260,66 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
     }
     const double moved = s_.step.head(cols_).lpNorm<Eigen::Infinity>();
     ForwardKinematics();
-    const bool now_reached = Evaluate();
-    if (now_reached || Better(level_excess_, current)) {
+    bool now_reached = Evaluate();
+    if (!now_reached && protected_levels_ > 0 && restoring_ < 0 &&
+        !Better(level_excess_, current) &&
+        Merit(level_excess_, protected_levels_) <
+            Merit(current, protected_levels_)) {
+      // The later levels gained and a protected level lost: the curvature
+      // of its goals along a step in their null space. One step for it
+      // and the levels before it alone, from here, takes it back.
+      int lost = 0;
+      while (lost < protected_levels_ && !(level_excess_[lost] > current[lost])) {
+        ++lost;
+      }
+      if (lost < protected_levels_) {
+        const int active = active_levels_;
+        active_levels_ = lost + 1;
+        std::fill(s_.locked.begin(), s_.locked.end(), 0);
+        ComputeStep(kDamping);
+        ApplyStep();
+        active_levels_ = active;
+        ForwardKinematics();
+        now_reached = Evaluate();
+      }
+    }
+    if (now_reached || Better(level_excess_, current) ||
+        (restoring_ >= 0 && Merit(level_excess_) == 0.0)) {
       current = level_excess_;
       reached = now_reached;
       damping = std::max(kMinDamping, 0.5 * damping);
+      if (restoring_ >= 0 && current[restoring_] == 0.0 &&
+          ++restored_steps_ > 2) {
+        // Restored, and two more steps taken it well inside its
+        // tolerance (a later level's next steps may move it a little):
+        // every level again.
+        OnStall(restoring_);
+        restart();
+      }
     } else {
       RestoreLocals(s_.saved_locals);
       ForwardKinematics();
       RestoreEvaluation();
       damping *= 4.0;
-      if (damping > kMaxDamping) break;  // No step helps: converged.
+      if (damping > kMaxDamping) {
+        // No step helps: converged, unless the problem can change.
+        const int first = FirstUnreached(current);
+        if (first < 0 || !OnStall(first)) break;
+        restart();
+        continue;
+      }
     }
     if (moved < 1e-12) break;
+    if (iterations % kStallWindow == 0) {
+      const int first = FirstUnreached(current);
+      const double merit = Merit(current);
+      if (first >= 0 && merit > kStallProgress * check_merit &&
+          OnStall(first)) {
+        restart();
+      } else {
+        check_merit = merit;
+      }
+    }
   }
   return std::max(iterations, 1);
 }

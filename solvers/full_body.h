@@ -6,7 +6,11 @@
 // of the effector that should point at a point). Each goal has an integer
 // priority: levels are solved in order, each in the null space of the
 // levels before it, so a goal never gives up accuracy for a goal of a later
-// level; within a level, goals trade errors by weight.
+// level; within a level, goals trade errors by weight. When the solve
+// stalls with a level of several goals unreached, the goal that asked for
+// the most at the start is solved after the rest of its level (an
+// unreachable foot does not drag the planted one); a single goal that a
+// later level keeps from its target is solved alone, then protected.
 //
 // The method is prioritised damped least squares over the tree
 // (Siciliano-Slotine task priority, Gauss-Newton steps): the degrees of
@@ -50,8 +54,13 @@ struct FullBodyScratch {
   std::vector<int> goal_col_start;
   std::vector<int> pair_cols;   // Per pair a <= b: the columns shared.
   std::vector<int> pair_col_start;
-  std::vector<double> tolerance;              // Per sorted goal.
-  std::vector<double> orientation_tolerance;  // Per sorted goal.
+  std::vector<double> tolerance;              // Per goal of the request.
+  std::vector<double> orientation_tolerance;  // Per goal of the request.
+  // Per goal of the request: solved after the other goals of its priority
+  // (the solve stalled with it the furthest from its target).
+  std::vector<char> demoted;
+  std::vector<double> goal_excess;  // Per sorted goal: weight * excess^2.
+  std::vector<double> start_excess;  // Per goal of the request: at the start.
   std::vector<char> active;  // Per joint: on a root-effector path.
   std::vector<char> drives;  // Per joint: its rotation moves an effector.
   std::vector<int> active_joints;  // Ascending.
