@@ -162,6 +162,17 @@ class HumanoidTest : public ::testing::Test {
     return start;
   }
 
+  // spine -> chest -> neck as an ad hoc two-bone chain (the left arm hangs
+  // from the chest, its mid joint), aimed at the neck of `random`.
+  Goal SpineTwoBoneGoal(const Pose& random) {
+    Goal goal;
+    goal.root_joint = Joint("spine");
+    goal.tip_joint = Joint("neck");
+    goal.solver = SolverKind::kTwoBone;
+    goal.target = Pos(random, goal.tip_joint);
+    return goal;
+  }
+
   // The left arm's goal reachable only from where `spine_goal` alone,
   // solved from rest, leaves the chest: the arm turned as in `random`.
   Goal ArmGoalAfter(const Goal& spine_goal, const Pose& random) {
@@ -840,15 +851,10 @@ TEST_F(HumanoidTest, LimbGoalsSolvedTogetherMatchOneByOne) {
 // must start from where that goal moved them, not be solved beside it.
 TEST_F(HumanoidTest, TwoBoneGoalBelowAnotherStartsFromItsResult) {
   Rng rng(108);
-  Goal spine_goal;  // spine -> chest -> neck, as an ad hoc two-bone chain.
-  spine_goal.root_joint = Joint("spine");
-  spine_goal.tip_joint = Joint("neck");
-  spine_goal.solver = SolverKind::kTwoBone;
   for (int trial = 0; trial < 10; ++trial) {
     SCOPED_TRACE(trial);
     const Pose random = RandomPose(skeleton_, rng, 0.7);
-    spine_goal.target = Pos(random, spine_goal.tip_joint);
-    // The arm hangs from the chest, the spine goal's mid joint.
+    const Goal spine_goal = SpineTwoBoneGoal(random);
     const Goal arm_goal = ArmGoalAfter(spine_goal, random);
     ASSERT_GT((arm_goal.target - Pos(random, Tip(left_arm_))).norm(), 1e-3);
     std::vector<GoalResult> results;
@@ -869,14 +875,10 @@ TEST_F(HumanoidTest, TwoBoneGoalBelowAnotherStartsFromItsResult) {
 // solve_request fuzzer: an error reported 0.7 from the tip's distance).
 TEST_F(HumanoidTest, TwoBoneGoalAboveAnEarlierOneIsMeasuredAfterItMoved) {
   Rng rng(109);
-  Goal spine_goal;
-  spine_goal.root_joint = Joint("spine");
-  spine_goal.tip_joint = Joint("neck");
-  spine_goal.solver = SolverKind::kTwoBone;
   for (int trial = 0; trial < 10; ++trial) {
     SCOPED_TRACE(trial);
     const Pose random = RandomPose(skeleton_, rng, 0.7);
-    spine_goal.target = Pos(random, spine_goal.tip_joint);
+    const Goal spine_goal = SpineTwoBoneGoal(random);
     Goal arm_goal = ChainGoal(left_arm_, Pos(random, Tip(left_arm_)));
     arm_goal.solver = SolverKind::kTwoBone;
     const std::vector<Goal> goals = {arm_goal, spine_goal};
