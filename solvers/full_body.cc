@@ -91,6 +91,7 @@ int ResolveRoot(const Skeleton& skeleton, absl::Span<const Goal> goals,
 }
 
 // Rows a goal adds: position 3, orientation 3, look-at 2.
+constexpr int kMaxGoalRows = 6;
 int RowsOf(const Goal& goal) {
   if (goal.aim_axis) return 2;
   return 3 + (goal.target_orientation ? 3 : 0);
@@ -301,17 +302,18 @@ Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
 
 // In-place Cholesky of the leading n x n block of `a` (lower triangle
 // read and written): a = L L^T. A pivot below `floor` (rounding on a
-// singular Gram matrix) is raised to it.
+// singular Gram matrix) is raised to it. Right-looking: each column, once
+// final, updates the columns after it down their contiguous entries.
 void CholeskyInPlace(Eigen::MatrixXd& a, int n, double floor) {
   for (int j = 0; j < n; ++j) {
-    double d = a(j, j);
-    for (int k = 0; k < j; ++k) d -= a(j, k) * a(j, k);
-    d = std::sqrt(std::max(d, floor));
-    a(j, j) = d;
-    for (int i = j + 1; i < n; ++i) {
-      double v = a(i, j);
-      for (int k = 0; k < j; ++k) v -= a(i, k) * a(j, k);
-      a(i, j) = v / d;
+    double* cj = &a(0, j);
+    const double d = std::sqrt(std::max(cj[j], floor));
+    cj[j] = d;
+    for (int i = j + 1; i < n; ++i) cj[i] /= d;
+    for (int k = j + 1; k < n; ++k) {
+      const double f = cj[k];
+      double* ck = &a(0, k);
+      for (int i = k; i < n; ++i) ck[i] -= cj[i] * f;
     }
   }
 }
@@ -881,23 +883,29 @@ void FullBodySolve::ComputeStep(double damping) {
     J.col(c).head(rows_) *= s_.locked[c] ? 0.0 : s_.dof_weight[c];
   }
   auto G = s_.gram.topLeftCorner(rows_, rows_);
-  // G = J J^T, block by block over the columns two goals share.
+  // G = J J^T, block by block over the columns two goals share: each
+  // shared column adds the outer product of the two goals' rows in it
+  // (contiguous in the column-major J), so the block's sums run side by
+  // side instead of one after another.
   const int goals = static_cast<int>(s_.goal_order.size());
   int pair = 0;
   for (int a = 0; a < goals; ++a) {
     const int ra = s_.goal_row[a], na = s_.goal_row[a + 1] - ra;
     for (int b = a; b < goals; ++b, ++pair) {
       const int rb = s_.goal_row[b], nb = s_.goal_row[b + 1] - rb;
+      double block[kMaxGoalRows][kMaxGoalRows] = {};
+      for (int p = s_.pair_col_start[pair]; p < s_.pair_col_start[pair + 1];
+           ++p) {
+        const double* ja = &J(ra, s_.pair_cols[p]);
+        const double* jb = &J(rb, s_.pair_cols[p]);
+        for (int i = 0; i < nb; ++i) {
+          for (int k = 0; k < na; ++k) block[i][k] += jb[i] * ja[k];
+        }
+      }
       for (int i = 0; i < nb; ++i) {
         for (int k = 0; k < na; ++k) {
-          double sum = 0.0;
-          for (int p = s_.pair_col_start[pair]; p < s_.pair_col_start[pair + 1];
-               ++p) {
-            const int col = s_.pair_cols[p];
-            sum += J(rb + i, col) * J(ra + k, col);
-          }
-          G(rb + i, ra + k) = sum;
-          G(ra + k, rb + i) = sum;
+          G(rb + i, ra + k) = block[i][k];
+          G(ra + k, rb + i) = block[i][k];
         }
       }
     }
@@ -932,15 +940,20 @@ void FullBodySolve::ComputeStep(double damping) {
     auto r = s_.rhs.head(m);
     r = s_.error.segment(s, m);
     r.noalias() -= G.middleRows(s, m) * c;
+    // H = L_kk L_kk^T (lower triangle), column by column of L_kk.
     Eigen::MatrixXd& H = s_.small;
-    for (int a = 0; a < m; ++a) {
-      for (int b = 0; b <= a; ++b) {
-        double sum = 0.0;
-        for (int t = 0; t <= b; ++t) sum += L(s + a, s + t) * L(s + b, s + t);
-        H(a, b) = sum;
-      }
-      H(a, a) += lambda2 - kProjectionRegulariser;
+    for (int b = 0; b < m; ++b) {
+      for (int a = b; a < m; ++a) H(a, b) = 0.0;
     }
+    for (int t = 0; t < m; ++t) {
+      const double* lt = &L(s, s + t);
+      for (int b = t; b < m; ++b) {
+        const double f = lt[b];
+        double* hb = &H(0, b);
+        for (int a = b; a < m; ++a) hb[a] += lt[a] * f;
+      }
+    }
+    for (int a = 0; a < m; ++a) H(a, a) += lambda2 - kProjectionRegulariser;
     CholeskyInPlace(H, m, 1e-300);
     CholeskySolveInPlace(H, m, r.data());
     dc.setZero();
