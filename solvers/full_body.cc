@@ -353,12 +353,10 @@ class FullBodySolve {
   void Arrange();
   // The columns each goal and each pair of goals can be non-zero in.
   void PairColumns();
-  // The first level of `excess` above 0, or -1.
-  int FirstUnreached(const Levels& excess) const;
-  // What the solve does when it stops progressing with level `first`
-  // unreached: returns whether it changed the problem (then the goals
+  // What the solve does when it stops progressing with levels unreached
+  // (`excess`): returns whether it changed the problem (then the goals
   // must be evaluated again).
-  bool OnStall(int first);
+  bool OnStall(const Levels& excess);
   void ForwardKinematics();
   // Fills the Jacobian and error rows; returns whether every goal is
   // reached, and writes each level's excess into level_excess_.
@@ -397,6 +395,8 @@ class FullBodySolve {
         s_.jacobian.topLeftCorner(rows_, cols_);
     s_.saved_error.head(rows_) = s_.error.head(rows_);
     std::copy(s_.axis.begin(), s_.axis.end(), s_.saved_axis.begin());
+    std::copy(s_.goal_excess.begin(), s_.goal_excess.end(),
+              s_.saved_goal_excess.begin());
     saved_excess_ = level_excess_;
   }
   void RestoreEvaluation() {
@@ -404,6 +404,8 @@ class FullBodySolve {
         s_.saved_jacobian.topLeftCorner(rows_, cols_);
     s_.error.head(rows_) = s_.saved_error.head(rows_);
     std::copy(s_.saved_axis.begin(), s_.saved_axis.end(), s_.axis.begin());
+    std::copy(s_.saved_goal_excess.begin(), s_.saved_goal_excess.end(),
+              s_.goal_excess.begin());
     level_excess_ = saved_excess_;
   }
   void RestoreLocals(const std::vector<Transform>& from);
@@ -466,6 +468,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   s_.effector.resize(m);
   s_.goal_row.resize(m + 1);
   s_.goal_excess.resize(m);
+  s_.saved_goal_excess.resize(m);
   s_.start_excess.resize(goals_.size());
   Arrange();
 
@@ -1154,14 +1157,7 @@ double FullBodySolve::Merit(const Levels& excess, int level) const {
   return merit;
 }
 
-int FullBodySolve::FirstUnreached(const Levels& excess) const {
-  for (int level = 0; level < num_levels_; ++level) {
-    if (excess[level] > 0.0) return level;
-  }
-  return -1;
-}
-
-bool FullBodySolve::OnStall(int first) {
+bool FullBodySolve::OnStall(const Levels& excess) {
   if (restoring_ >= 0) {
     // The restored level got as close as it can: every level again, that
     // one and those before it protected.
@@ -1170,40 +1166,49 @@ bool FullBodySolve::OnStall(int first) {
     active_levels_ = num_levels_;
     return true;
   }
-  // A level of several goals: within a level goals share their errors,
-  // so one that cannot be reached with the others (a foot far below the
-  // floor) drags them (the planted foot) along. The goal that asked for
-  // the most (the largest weighted excess at the start) is demoted: solved
-  // after the rest of its level, in their null space. Goals already at
-  // their targets stay there, as a stream's answer stays near the last.
-  int begin = 0;
-  while (s_.goal_row[begin] < level_start_[first]) ++begin;
-  int end = begin;
   const int m = static_cast<int>(s_.goal_order.size());
-  while (end < m && s_.goal_row[end] < level_start_[first + 1]) ++end;
-  if (end - begin >= 2 && !s_.demoted[s_.goal_order[begin]]) {
-    auto asked = [&](int k) {
-      return std::make_pair(s_.start_excess[s_.goal_order[k]],
-                            s_.goal_excess[k]);
-    };
-    int worst = begin;
-    for (int k = begin + 1; k < end; ++k) {
-      if (asked(k) > asked(worst)) worst = k;
+  for (int level = 0; level < num_levels_; ++level) {
+    if (!(excess[level] > 0.0)) continue;
+    // A level of several goals: within a level goals share their errors,
+    // so one that cannot be reached with the others (a foot far below the
+    // floor) drags them (the planted foot) along. The goal that asked for
+    // the most (the largest weighted excess at the start, then now) is
+    // demoted: solved after the rest of its level, in their null space.
+    // Goals already at their targets stay there, as a stream's answer
+    // stays near the last.
+    int begin = 0;
+    while (s_.goal_row[begin] < level_start_[level]) ++begin;
+    int end = begin;
+    while (end < m && s_.goal_row[end] < level_start_[level + 1]) ++end;
+    if (end - begin >= 2 && !s_.demoted[s_.goal_order[begin]]) {
+      auto asked = [&](int k) {
+        return std::make_pair(s_.start_excess[s_.goal_order[k]],
+                              s_.goal_excess[k]);
+      };
+      int worst = begin;
+      for (int k = begin + 1; k < end; ++k) {
+        if (asked(k) > asked(worst)) worst = k;
+      }
+      s_.demoted[s_.goal_order[worst]] = 1;
+      const int levels_before = num_levels_;
+      Arrange();
+      PairColumns();
+      // A new sub-level after this one shifts the protected ones.
+      if (num_levels_ > levels_before && protected_levels_ > level) {
+        ++protected_levels_;
+      }
+      return true;
     }
-    s_.demoted[s_.goal_order[worst]] = 1;
-    if (protected_levels_ > first) ++protected_levels_;
-    Arrange();
-    PairColumns();
-    return true;
-  }
-  // A level a later one keeps from its target (the second-order effect of
-  // the later levels' steps): solve it alone until it gets there or
-  // stalls, then keep it where it is.
-  if (first + 1 < num_levels_ && protected_levels_ <= first) {
-    restoring_ = first;
-    restored_steps_ = 0;
-    active_levels_ = first + 1;
-    return true;
+    // A level a later one keeps from its target (the second-order effect
+    // of the later levels' steps): solve it alone until it gets there or
+    // stalls, then keep it where it is. Once protected, a level that is
+    // still unreached cannot be helped: look at the next.
+    if (level + 1 < num_levels_ && protected_levels_ <= level) {
+      restoring_ = level;
+      restored_steps_ = 0;
+      active_levels_ = level + 1;
+      return true;
+    }
   }
   return false;
 }
@@ -1237,14 +1242,16 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
   Levels current = level_excess_;
   int iterations = 0;
   int pole_rounds = num_poles_ > 0 ? 2 : 0;
-  // The merit at the last stall check.
+  // The merit and iteration at the last stall check (or restart).
   double check_merit = Merit(current);
+  int check_iteration = 0;
   // After a stall changed the problem: the goals' rows again.
   auto restart = [&] {
     reached = Evaluate();
     current = level_excess_;
     damping = kDamping;
     check_merit = Merit(current);
+    check_iteration = iterations;
   };
   for (;;) {
     if (reached && pole_rounds > 0) {
@@ -1306,8 +1313,9 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
         // Restored, and two more steps taken it well inside its
         // tolerance (a later level's next steps may move it a little):
         // every level again.
-        OnStall(restoring_);
+        OnStall(current);
         restart();
+        continue;
       }
     } else {
       RestoreLocals(s_.saved_locals);
@@ -1316,21 +1324,25 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
       damping *= 4.0;
       if (damping > kMaxDamping) {
         // No step helps: converged, unless the problem can change.
-        const int first = FirstUnreached(current);
-        if (first < 0 || !OnStall(first)) break;
+        if (!OnStall(current)) break;
         restart();
         continue;
       }
     }
-    if (moved < 1e-12) break;
-    if (iterations % kStallWindow == 0) {
-      const int first = FirstUnreached(current);
+    if (moved < 1e-12) {
+      // Nothing moves (the goals' joints held at their limits): converged,
+      // unless the problem can change (a restoration ends).
+      if (!OnStall(current)) break;
+      restart();
+      continue;
+    }
+    if (iterations - check_iteration >= kStallWindow) {
       const double merit = Merit(current);
-      if (first >= 0 && merit > kStallProgress * check_merit &&
-          OnStall(first)) {
+      if (merit > kStallProgress * check_merit && OnStall(current)) {
         restart();
       } else {
         check_merit = merit;
+        check_iteration = iterations;
       }
     }
   }

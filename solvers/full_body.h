@@ -60,6 +60,7 @@ struct FullBodyScratch {
   // (the solve stalled with it the furthest from its target).
   std::vector<char> demoted;
   std::vector<double> goal_excess;  // Per sorted goal: weight * excess^2.
+  std::vector<double> saved_goal_excess;
   std::vector<double> start_excess;  // Per goal of the request: at the start.
   std::vector<char> active;  // Per joint: on a root-effector path.
   std::vector<char> drives;  // Per joint: its rotation moves an effector.
