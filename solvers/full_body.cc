@@ -128,8 +128,11 @@ double BodySize(const Skeleton& skeleton) {
 
 double AimError(const Transform& effector, const Vector3d& aim_axis,
                 const Vector3d& target) {
-  const Vector3d to = target - effector.translation;
-  const Vector3d aim = RotateVector(effector.rotation, aim_axis);
+  // Unit directions first: an axis or a distance whose norm overflows
+  // (finite components near 1e300) would turn the products below to inf.
+  const Vector3d to = (target - effector.translation).stableNormalized();
+  const Vector3d aim =
+      RotateVector(effector.rotation, aim_axis.stableNormalized());
   if (!(to.norm() > 0.0) || !(aim.norm() > 0.0)) return 0.0;
   return std::atan2(aim.cross(to).norm(), aim.dot(to));
 }
@@ -689,7 +692,7 @@ bool FullBodySolve::Evaluate() {
     if (goal.aim_axis) {
       // Look-at: two rows, the aim's turn across itself.
       const Vector3d aim =
-          RotateVector(ge.rotation, goal.aim_axis->normalized());
+          RotateVector(ge.rotation, goal.aim_axis->stableNormalized());
       const Vector3d b1 = aim.unitOrthogonal();
       const Vector3d b2 = aim.cross(b1);
       const Vector3d to = goal.target - ge.translation;

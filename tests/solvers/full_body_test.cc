@@ -282,6 +282,28 @@ TEST(FullBodyTest, LookAtAimsTheHeadWhileHandsAndFeetHold) {
   ExpectValidPose(skeleton, o);
 }
 
+// An aim axis is a direction: one whose norm overflows (finite
+// components, 1e300 long) aims as its unit vector does (the solve_request
+// fuzzer: normalising it gave a zero axis and a NaN pose).
+TEST(FullBodyTest, AHugeAimAxisAimsAsItsDirection) {
+  const Skeleton skeleton = LimitedHumanoid();
+  std::vector<Goal> goals = testing::HumanoidGoals(
+      skeleton, RestPose(skeleton), Vector3d(-0.25, -0.25, 0.2),
+      Vector3d(0.8, 1.9, 1.5), kTolerance);
+  ASSERT_TRUE(goals[4].aim_axis.has_value());
+  const Outcome unit = SolveBody(skeleton, goals, RestPose(skeleton));
+  *goals[4].aim_axis *= 1e300;
+  goals[4].aim_axis->x() = 1e-300;  // Finite, and no longer exactly scaled.
+  const Outcome huge = SolveBody(skeleton, goals, RestPose(skeleton));
+  ASSERT_TRUE(huge.status.ok()) << huge.status;
+  ExpectValidPose(skeleton, huge);
+  EXPECT_TRUE(huge.results[4].reached);
+  for (int j = 0; j < skeleton.num_joints(); ++j) {
+    EXPECT_LE((huge.fk.position[j] - unit.fk.position[j]).norm(), 1e-9)
+        << skeleton.joint(j).name;
+  }
+}
+
 TEST(FullBodyTest, EveryOrderOfTheGoalsGivesTheSamePose) {
   const Skeleton skeleton = LimitedHumanoid();
   const std::vector<Goal> goals = testing::HumanoidGoals(
