@@ -23,7 +23,8 @@ ARG BASE_IMAGE=debian:bookworm
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
 COPY scripts/setup scripts/setup
-RUN scripts/setup && rm -rf /var/lib/apt/lists/*
+COPY viewer/package.json viewer/package-lock.json viewer/
+RUN scripts/setup --build-only && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DREACH_BUILD_BENCHMARKS=OFF \
@@ -36,7 +37,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
-      libsqlite3-0 libssl3 libtinyxml2-9 libtinygltf2d zlib1g \
+      libsqlite3-0 libssl3 libtinyxml2-9 libtinygltf2d libcivetweb1 zlib1g \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/reach --shell /usr/sbin/nologin reach \
  && mkdir -p /var/lib/reach && chown reach:reach /var/lib/reach

@@ -82,7 +82,7 @@ def main():
         with open(password_file, "w") as f:
             f.write(tokens["prometheus"])
         server = subprocess.Popen(
-            [server_bin, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+            [server_bin, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--http_listen=",
              "--in_memory", f"--auth_tokens_file={os.path.join(work, 'tokens')}"],
             stderr=log, stdout=log)
         processes.append(server)

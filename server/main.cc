@@ -22,6 +22,12 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC listen address host:port (port 0: any free port)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics listen address host:port; empty: off");
+ABSL_FLAG(std::string, http_listen, "127.0.0.1:9465",
+          "host:port for the browser viewer (the page, and a JSON gateway "
+          "to this server's API); empty: off. Not loopback: needs "
+          "--auth_tokens_file or --insecure");
+ABSL_FLAG(int, http_threads, 16,
+          "Viewer HTTP requests served at once (each holds a thread)");
 ABSL_FLAG(int, solver_threads, 0,
           "Solver worker threads; 0: one per hardware thread");
 ABSL_FLAG(int, queue_capacity, 1024,
@@ -180,6 +186,8 @@ int main(int argc, char** argv) {
   reach::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
+  options.http_address = absl::GetFlag(FLAGS_http_listen);
+  options.http_threads = absl::GetFlag(FLAGS_http_threads);
   options.solver_threads = absl::GetFlag(FLAGS_solver_threads);
   options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -227,7 +235,12 @@ int main(int argc, char** argv) {
       o.metrics_address.empty()
           ? std::string("(off)")
           : absl::StrCat("http://", o.metrics_address, "/metrics (port ",
-                         (*server)->metrics_port(), ")")));
+                         (*server)->metrics_port(), ")"),
+      "; viewer on ",
+      o.http_address.empty()
+          ? std::string("(off)")
+          : absl::StrCat("http://", o.http_address, "/ (port ",
+                         (*server)->http_port(), ")")));
   reach::LogInfo(absl::StrCat(
       "config: solver_threads=", o.solver_threads,
       " queue_capacity=", o.queue_capacity, " store=",

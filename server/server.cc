@@ -195,6 +195,18 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     LogError(absl::StrCat("WARNING: serving /metrics without authentication "
                           "on ", o.metrics_address, " (--insecure)"));
   }
+  if (!o.http_address.empty() && !IsLoopbackAddress(o.http_address) &&
+      o.auth_tokens_file.empty()) {
+    if (!o.insecure) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--http_listen=", o.http_address,
+          " is not a loopback address: give --auth_tokens_file (the viewer "
+          "then asks for a token), or --insecure"));
+    }
+    LogError(absl::StrCat("WARNING: serving the viewer without "
+                          "authentication on ", o.http_address,
+                          " (--insecure)"));
+  }
   absl::StatusOr<std::unique_ptr<TokenAuth>> auth =
       TokenAuth::Open(o.auth_tokens_file, o.auth_reload_interval);
   if (!auth.ok()) return auth.status();
@@ -297,6 +309,22 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on --listen=", o.listen_address));
   }
+  if (!o.http_address.empty()) {
+    // The viewer's calls go through this very server, in process.
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    ViewerOptions viewer;
+    viewer.listen_address = o.http_address;
+    viewer.threads = o.http_threads;
+    viewer.max_body_bytes = o.max_message_bytes;
+    absl::StatusOr<std::unique_ptr<Viewer>> started =
+        Viewer::Start(viewer, s->server_->InProcessChannel(args));
+    if (!started.ok()) {
+      s->Shutdown();
+      return started.status();
+    }
+    s->viewer_ = *std::move(started);
+  }
   s->health_->SetServing(true);
   return s;
 }
@@ -319,8 +347,12 @@ void ReachServer::Shutdown() {
   // The metrics endpoint stops beside the drain: civetweb takes about a
   // second to stop its workers, which would otherwise come on top of the
   // grace (no scrapes are served while the server drains).
-  std::thread stop_metrics([exposer = std::move(exposer_)]() mutable {
+  // So does the viewer's: its requests in progress end with the calls
+  // they made, which the drain answers.
+  std::thread stop_metrics([exposer = std::move(exposer_),
+                            viewer = std::move(viewer_)]() mutable {
     exposer.reset();
+    viewer.reset();
   });
   if (server_ != nullptr) {
     // First, so open Health.Watch calls end rather than hold the shutdown

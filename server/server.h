@@ -13,6 +13,7 @@
 #include "server/health.h"
 #include "server/ik_service.h"
 #include "server/unknown_method.h"
+#include "server/viewer.h"
 
 namespace prometheus {
 class Exposer;
@@ -25,6 +26,10 @@ struct ServerOptions {
   std::string listen_address = "127.0.0.1:50051";
   // host:port for /metrics; empty: no metrics endpoint. Port 0 picks one.
   std::string metrics_address = "127.0.0.1:9464";
+  // host:port for the browser viewer (viewer.h); empty: none. Port 0
+  // picks one (see ReachServer::http_port()).
+  std::string http_address;
+  int http_threads = 16;  // Viewer requests served at once.
   int solver_threads = 0;      // 0: one per hardware thread.
   int queue_capacity = 1024;   // Tasks waiting for a solver thread.
   // The SQLite registry lives at data_dir/registry.sqlite3; data_dir is
@@ -85,6 +90,7 @@ class ReachServer {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  int http_port() const { return viewer_ == nullptr ? 0 : viewer_->port(); }
   const ServerOptions& options() const { return options_; }
   IkService& service() { return *service_; }
 
@@ -117,6 +123,7 @@ class ReachServer {
   std::unique_ptr<UnknownMethodService> unknown_method_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<Viewer> viewer_;
   int port_ = 0;
   int metrics_port_ = 0;
   absl::Mutex mu_;

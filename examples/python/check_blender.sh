@@ -9,7 +9,7 @@ command -v blender >/dev/null || exit 77
 server_bin=$1 site=$2
 here="$(cd "$(dirname "$0")" && pwd)"
 work=$(mktemp -d)
-"$server_bin" --listen=127.0.0.1:0 --metrics_listen= --in_memory 2>"$work/log" &
+"$server_bin" --listen=127.0.0.1:0 --metrics_listen= --http_listen= --in_memory 2>"$work/log" &
 server=$!
 trap 'kill -TERM $server 2>/dev/null || true; wait; rm -rf "$work"' EXIT
 port=""

@@ -93,7 +93,8 @@ class ServerProcess {
   explicit ServerProcess(const std::string& log_path) : log_path_(log_path) {
     std::vector<std::string> args = {REACH_SERVER_BINARY,
                                      "--listen=127.0.0.1:0",
-                                     "--metrics_listen=", "--in_memory"};
+                                     "--metrics_listen=", "--http_listen=",
+                                     "--in_memory"};
     pid_ = fork();
     if (pid_ == 0) {
       const int fd =

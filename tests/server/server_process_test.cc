@@ -49,7 +49,7 @@ class ServerProcess {
       : log_path_(data_dir + "/server.log." + std::to_string(++starts_)) {
     std::vector<std::string> args = {REACH_SERVER_BINARY,
                                      "--listen=127.0.0.1:0",
-                                     "--metrics_listen=127.0.0.1:0",
+                                     "--metrics_listen=127.0.0.1:0", "--http_listen=",
                                      "--data_dir=" + data_dir};
     args.insert(args.end(), flags.begin(), flags.end());
     pid_ = fork();

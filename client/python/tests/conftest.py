@@ -23,7 +23,7 @@ class Server:
         self.log_path = os.path.join(self.dir, "server.log")
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
-            [SERVER, "--listen=127.0.0.1:0", "--metrics_listen=", "--in_memory", *flags],
+            [SERVER, "--listen=127.0.0.1:0", "--metrics_listen=", "--http_listen=", "--in_memory", *flags],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + 30
         self.port = None

@@ -1,0 +1,285 @@
+#include "server/viewer.h"
+
+#include <civetweb.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/client_context.h"
+#include "server/log.h"
+#include "viewer/assets.h"
+
+namespace reach {
+namespace {
+
+namespace pbutil = google::protobuf::util;
+
+int HttpStatus(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return 200;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::OUT_OF_RANGE: return 400;
+    case grpc::StatusCode::UNAUTHENTICATED: return 401;
+    case grpc::StatusCode::PERMISSION_DENIED: return 403;
+    case grpc::StatusCode::NOT_FOUND: return 404;
+    case grpc::StatusCode::ALREADY_EXISTS:
+    case grpc::StatusCode::ABORTED: return 409;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return 429;
+    case grpc::StatusCode::CANCELLED: return 499;
+    case grpc::StatusCode::UNIMPLEMENTED: return 501;
+    case grpc::StatusCode::UNAVAILABLE: return 503;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return 504;
+    default: return 500;
+  }
+}
+
+const char* CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "INTERNAL";
+  }
+}
+
+void Send(mg_connection* conn, int status, const char* content_type,
+          const char* data, size_t size, bool body = true) {
+  mg_response_header_start(conn, status);
+  mg_response_header_add(conn, "Content-Type", content_type, -1);
+  mg_response_header_add(conn, "Content-Length", std::to_string(size).c_str(),
+                         -1);
+  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  mg_response_header_add(conn, "X-Content-Type-Options", "nosniff", -1);
+  // Everything the page loads comes from this server.
+  mg_response_header_add(
+      conn, "Content-Security-Policy",
+      "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+      "style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+      "connect-src 'self'",
+      -1);
+  mg_response_header_send(conn);
+  if (body && size > 0) mg_write(conn, data, size);
+}
+
+void SendJson(mg_connection* conn, int status, const std::string& json) {
+  Send(conn, status, "application/json", json.data(), json.size());
+}
+
+void SendError(mg_connection* conn, int status, absl::string_view code,
+               absl::string_view message) {
+  google::protobuf::Struct error;
+  (*error.mutable_fields())["code"].set_string_value(std::string(code));
+  (*error.mutable_fields())["message"].set_string_value(std::string(message));
+  std::string json;
+  if (!pbutil::MessageToJsonString(error, &json).ok()) {
+    json = absl::StrCat("{\"code\":\"", code, "\"}");
+  }
+  SendJson(conn, status, json);
+}
+
+// The query parameter `name` of the request, or "".
+std::string QueryParam(const mg_request_info* info, const char* name) {
+  if (info->query_string == nullptr) return "";
+  std::string value(1024, '\0');
+  const int n = mg_get_var(info->query_string, strlen(info->query_string),
+                           name, value.data(), value.size());
+  value.resize(std::max(n, 0));
+  return value;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Viewer>> Viewer::Start(
+    const ViewerOptions& options, std::shared_ptr<grpc::Channel> channel) {
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError("--http_threads must be >= 1");
+  }
+  static std::once_flag init;
+  std::call_once(init, [] { mg_init_library(0); });
+  std::unique_ptr<Viewer> v(new Viewer());
+  v->options_ = options;
+  v->channel_ = std::move(channel);
+  v->stub_ = v1::IkService::NewStub(v->channel_);
+
+  const std::string threads = std::to_string(options.threads);
+  const char* civet_options[] = {
+      "listening_ports", options.listen_address.c_str(),
+      "num_threads", threads.c_str(),
+      // A connection that sends nothing for this long is closed, so idle
+      // browsers cannot hold every worker.
+      "request_timeout_ms", "10000",
+      "enable_keep_alive", "no",
+      nullptr};
+  mg_callbacks callbacks{};
+  callbacks.log_message = [](const mg_connection*, const char* message) {
+    LogLimited("E", absl::StrCat("viewer: ", message));
+    return 1;
+  };
+  v->context_ = mg_start(&callbacks, v.get(), civet_options);
+  if (v->context_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on --http_listen=", options.listen_address));
+  }
+  // One handler for everything: civetweb would pick "/" over "/api/".
+  mg_set_request_handler(v->context_, "/", &Viewer::Handle, v.get());
+  mg_server_port ports[4];
+  const int n = mg_get_server_ports(v->context_, 4, ports);
+  v->port_ = n > 0 ? ports[0].port : 0;
+  return v;
+}
+
+Viewer::~Viewer() {
+  if (context_ != nullptr) mg_stop(context_);
+}
+
+int Viewer::Handle(mg_connection* conn, void* self) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  if (absl::StartsWith(info->local_uri, "/api/")) {
+    static_cast<Viewer*>(self)->Api(conn);
+    return 1;
+  }
+  const absl::string_view method = info->request_method;
+  if (method != "GET" && method != "HEAD") {
+    SendError(conn, 405, "METHOD_NOT_ALLOWED",
+              absl::StrCat(method.substr(0, 20), ": only GET"));
+    return 405;
+  }
+  const absl::string_view uri = info->local_uri;
+  const EmbeddedAsset* asset = FindAsset(uri);
+  if (asset == nullptr) {
+    SendError(conn, 404, "NOT_FOUND",
+              absl::StrCat("no file at ", uri.substr(0, 200)));
+    return 404;
+  }
+  Send(conn, 200, asset->content_type, asset->data, asset->size,
+       method == "GET");
+  return 200;
+}
+
+void Viewer::Api(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  const absl::string_view method = info->request_method;
+  const absl::string_view uri = info->local_uri;
+
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       absl::ToChronoNanoseconds(options_.call_timeout));
+  if (const char* authorization = mg_get_header(conn, "Authorization")) {
+    context.AddMetadata("authorization", authorization);
+  }
+  pbutil::JsonPrintOptions print;
+  print.always_print_primitive_fields = true;
+
+  // Runs `call` and answers its response (or error) in JSON.
+  auto answer = [&](const grpc::Status& status,
+                    const google::protobuf::Message& response) {
+    if (!status.ok()) {
+      SendError(conn, HttpStatus(status.error_code()),
+                CodeName(status.error_code()), status.error_message());
+      return;
+    }
+    std::string json;
+    const auto printed =
+        pbutil::MessageToJsonString(response, &json, print);
+    if (!printed.ok()) {
+      SendError(conn, 500, "INTERNAL", std::string(printed.message()));
+      return;
+    }
+    SendJson(conn, 200, json);
+  };
+
+  constexpr absl::string_view kSkeletons = "/api/skeletons";
+  if (uri == kSkeletons || uri == "/api/skeletons/") {
+    if (method != "GET") {
+      SendError(conn, 405, "METHOD_NOT_ALLOWED", "/api/skeletons: only GET");
+      return;
+    }
+    v1::ListSkeletonsRequest request;
+    request.set_page_token(QueryParam(info, "page_token"));
+    v1::ListSkeletonsResponse response;
+    answer(stub_->ListSkeletons(&context, request, &response), response);
+    return;
+  }
+  if (absl::StartsWith(uri, "/api/skeletons/")) {
+    if (method != "GET") {
+      SendError(conn, 405, "METHOD_NOT_ALLOWED",
+                "/api/skeletons/ID: only GET");
+      return;
+    }
+    v1::GetSkeletonRequest request;
+    request.set_skeleton_id(std::string(uri.substr(kSkeletons.size() + 1)));
+    v1::GetSkeletonResponse response;
+    answer(stub_->GetSkeleton(&context, request, &response), response);
+    return;
+  }
+  if (uri == "/api/solve") {
+    if (method != "POST") {
+      SendError(conn, 405, "METHOD_NOT_ALLOWED", "/api/solve: only POST");
+      return;
+    }
+    // JSON only: a cross-site form cannot send it without a preflight,
+    // which this server does not grant.
+    const char* type = mg_get_header(conn, "Content-Type");
+    if (type == nullptr ||
+        !absl::StartsWith(absl::string_view(type), "application/json")) {
+      SendError(conn, 415, "INVALID_ARGUMENT",
+                "/api/solve: Content-Type must be application/json");
+      return;
+    }
+    const long long length = info->content_length;
+    if (length > options_.max_body_bytes) {
+      SendError(conn, 413, "RESOURCE_EXHAUSTED",
+                absl::StrCat("/api/solve: the body is ", length,
+                             " bytes, more than --max_message_bytes=",
+                             options_.max_body_bytes));
+      return;
+    }
+    std::string body;
+    char buffer[16384];
+    int got;
+    while ((got = mg_read(conn, buffer, sizeof(buffer))) > 0) {
+      if (body.size() + got > static_cast<size_t>(options_.max_body_bytes)) {
+        SendError(conn, 413, "RESOURCE_EXHAUSTED",
+                  absl::StrCat("/api/solve: the body is more than "
+                               "--max_message_bytes=",
+                               options_.max_body_bytes, " bytes"));
+        return;
+      }
+      body.append(buffer, got);
+    }
+    v1::SolveRequest request;
+    const auto parsed = pbutil::JsonStringToMessage(body, &request);
+    if (!parsed.ok()) {
+      SendError(conn, 400, "INVALID_ARGUMENT",
+                absl::StrCat("/api/solve: the body is not a SolveRequest: ",
+                             std::string(parsed.message()).substr(0, 500)));
+      return;
+    }
+    v1::SolveResponse response;
+    answer(stub_->Solve(&context, request, &response), response);
+    return;
+  }
+  SendError(conn, 404, "NOT_FOUND", absl::StrCat("no API at ", uri.substr(0, 200)));
+}
+
+}  // namespace reach

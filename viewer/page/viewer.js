@@ -1,0 +1,497 @@
+// The Reach viewer: the registry, a 3D view of a skeleton (rest pose,
+// limits, chains, joint names on hover) and a playground whose dragged
+// target is solved by the server's own Solve (POST /api/solve). Everything
+// it loads comes from the server that serves it.
+import * as THREE from 'three';
+import { OrbitControls } from 'three/addons/controls/OrbitControls.js';
+import { TransformControls } from 'three/addons/controls/TransformControls.js';
+
+const $ = (id) => document.getElementById(id);
+const CHAIN_COLORS = [0xe6553a, 0x3aa0e6, 0x5fc46a, 0xe6c03a, 0xb36ae6,
+                      0x3ae6c8, 0xe63aa0, 0x9fb0c0];
+const SOLVERS = ['SOLVER_AUTO', 'SOLVER_TWO_BONE', 'SOLVER_FABRIK', 'SOLVER_CCD',
+                 'SOLVER_JACOBIAN_TRANSPOSE', 'SOLVER_JACOBIAN_PINV',
+                 'SOLVER_JACOBIAN_DLS', 'SOLVER_GRADIENT_DESCENT',
+                 'SOLVER_FULL_BODY'];
+
+// What the page shows; the browser test reads it through window.reachViewer.
+const state = {
+  token: sessionStorage.getItem('reach.token') || '',
+  skeletons: [],
+  id: null,
+  skeleton: null,  // GetSkeletonResponse.skeleton
+  rest: [],        // Per joint: {t, q, s} (THREE types).
+  pose: [],        // Per joint: local {t, q, s}, the pose drawn.
+  solves: 0,       // Playground solves answered.
+  lastResult: null,
+};
+
+// ---------------------------------------------------------------- API
+
+async function api(path, init = {}) {
+  const headers = Object.assign({}, init.headers || {});
+  if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  const response = await fetch(path, Object.assign({}, init, { headers }));
+  const body = await response.json().catch(() => ({}));
+  if (response.status === 401 || response.status === 403) {
+    $('auth').hidden = false;
+  }
+  if (!response.ok) {
+    const error = new Error(`${body.code || response.status}: ${body.message || ''}`);
+    error.status = response.status;
+    throw error;
+  }
+  return body;
+}
+
+function showStatus(text) { $('status').textContent = text; }
+
+// ------------------------------------------------------- skeleton math
+
+const vec = (v) => new THREE.Vector3(v?.x || 0, v?.y || 0, v?.z || 0);
+function quat(q) {
+  if (!q || (!q.w && !q.x && !q.y && !q.z)) return new THREE.Quaternion();
+  return new THREE.Quaternion(q.x || 0, q.y || 0, q.z || 0, q.w || 0).normalize();
+}
+
+function restOf(joint) {
+  const rest = joint.rest || {};
+  return { t: vec(rest.translation), q: quat(rest.rotation), s: rest.scale || 1 };
+}
+
+// Model-space matrices of a pose (parents come before children).
+function globals(skeleton, pose) {
+  const out = [];
+  skeleton.joints.forEach((joint, j) => {
+    const m = new THREE.Matrix4().compose(pose[j].t, pose[j].q,
+                                          new THREE.Vector3(pose[j].s, pose[j].s, pose[j].s));
+    out.push(joint.parent >= 0 ? out[joint.parent].clone().multiply(m) : m);
+  });
+  return out;
+}
+
+const positionOf = (m) => new THREE.Vector3().setFromMatrixPosition(m);
+function rotationOf(m) {
+  const p = new THREE.Vector3(), q = new THREE.Quaternion(), s = new THREE.Vector3();
+  m.decompose(p, q, s);
+  return q;
+}
+
+function chainJoints(skeleton, chain) {
+  const index = new Map(skeleton.joints.map((j, i) => [j.name, i]));
+  const path = [];
+  for (let j = index.get(chain.tip); j !== undefined && j >= 0;
+       j = skeleton.joints[j].parent) {
+    path.unshift(j);
+    if (skeleton.joints[j].name === chain.root) return path;
+  }
+  return [];
+}
+
+// The joint's limit axis in its own frame: Joint.axis, or towards its
+// first child with a non-zero rest translation, or +X.
+function limitAxis(skeleton, j) {
+  const a = vec(skeleton.joints[j].axis);
+  if (a.lengthSq() > 0) return a.normalize();
+  for (let c = j + 1; c < skeleton.joints.length; ++c) {
+    if (skeleton.joints[c].parent !== j) continue;
+    const t = vec(skeleton.joints[c].rest?.translation);
+    if (t.lengthSq() > 0) return t.normalize();
+  }
+  return new THREE.Vector3(1, 0, 0);
+}
+
+// ------------------------------------------------------------ the view
+
+const view = $('view');
+const renderer = new THREE.WebGLRenderer({ antialias: true, preserveDrawingBuffer: true });
+renderer.setPixelRatio(window.devicePixelRatio);
+view.appendChild(renderer.domElement);
+const scene = new THREE.Scene();
+scene.background = new THREE.Color(0x1d2125);
+scene.add(new THREE.HemisphereLight(0xffffff, 0x404050, 2.5));
+const sun = new THREE.DirectionalLight(0xffffff, 1.5);
+sun.position.set(2, 4, 3);
+scene.add(sun);
+const camera = new THREE.PerspectiveCamera(45, 1, 0.01, 1000);
+camera.position.set(2, 1.5, 3);
+const orbit = new OrbitControls(camera, renderer.domElement);
+const grid = new THREE.GridHelper(4, 20, 0x556070, 0x333a44);
+scene.add(grid);
+
+let figure = null;  // The drawn skeleton: {group, bones, joints, limits}.
+let bodySize = 1;
+
+function resize() {
+  const w = view.clientWidth, h = view.clientHeight;
+  renderer.setSize(w, h);
+  camera.aspect = w / Math.max(h, 1);
+  camera.updateProjectionMatrix();
+}
+window.addEventListener('resize', resize);
+
+function chainColorOf(skeleton) {
+  const color = new Array(skeleton.joints.length).fill(null);
+  (skeleton.chains || []).forEach((chain, c) => {
+    const joints = chainJoints(skeleton, chain);
+    joints.slice(1).forEach((j) => { color[j] = CHAIN_COLORS[c % CHAIN_COLORS.length]; });
+  });
+  return color;
+}
+
+function buildFigure(skeleton) {
+  if (figure) scene.remove(figure.group);
+  const group = new THREE.Group();
+  const g = globals(skeleton, state.rest);
+  const box = new THREE.Box3();
+  g.forEach((m) => box.expandByPoint(positionOf(m)));
+  bodySize = Math.max(box.getSize(new THREE.Vector3()).length(), 1e-3);
+  const r = bodySize * 0.008;
+  const jointGeometry = new THREE.SphereGeometry(r * 1.6, 12, 8);
+  const boneGeometry = new THREE.CylinderGeometry(r, r, 1, 8);
+  boneGeometry.translate(0, 0.5, 0);
+  const colors = chainColorOf(skeleton);
+  const joints = [], bones = [];
+  skeleton.joints.forEach((joint, j) => {
+    const sphere = new THREE.Mesh(jointGeometry,
+        new THREE.MeshStandardMaterial({ color: 0xdde3ea }));
+    sphere.userData.joint = j;
+    group.add(sphere);
+    joints.push(sphere);
+    if (joint.parent >= 0) {
+      const bone = new THREE.Mesh(boneGeometry, new THREE.MeshStandardMaterial({
+        color: colors[j] ?? 0x8a96a3 }));
+      group.add(bone);
+      bones.push({ mesh: bone, joint: j });
+    }
+  });
+  // Limits, fixed to the parent's frame: ball cones about the twist axis,
+  // hinge arcs about the hinge axis from the rest direction of the bone.
+  const limits = [];
+  skeleton.joints.forEach((joint, j) => {
+    const length = bodySize * 0.06;
+    const material = new THREE.MeshBasicMaterial({
+      color: 0xf0c050, transparent: true, opacity: 0.25, side: THREE.DoubleSide,
+      depthWrite: false });
+    if ((joint.type === 'JOINT_TYPE_BALL' || joint.type === 'JOINT_TYPE_UNSPECIFIED' ||
+         !joint.type) && joint.maxSwingRad !== undefined) {
+      const angle = Math.min(joint.maxSwingRad, THREE.MathUtils.degToRad(85));
+      const cone = new THREE.ConeGeometry(length * Math.tan(angle), length, 24, 1, true);
+      cone.translate(0, -length / 2, 0);
+      cone.rotateX(Math.PI);  // Apex at the joint, opening along +Y.
+      const mesh = new THREE.Mesh(cone, material);
+      limits.push({ mesh, joint: j, kind: 'cone' });
+      group.add(mesh);
+    } else if (joint.type === 'JOINT_TYPE_HINGE' && joint.minAngleRad !== undefined &&
+               joint.maxAngleRad !== undefined) {
+      const arc = new THREE.RingGeometry(length * 0.4, length, 24, 1, joint.minAngleRad,
+                                         joint.maxAngleRad - joint.minAngleRad);
+      const mesh = new THREE.Mesh(arc, material);
+      limits.push({ mesh, joint: j, kind: 'arc' });
+      group.add(mesh);
+    }
+  });
+  scene.add(group);
+  figure = { group, joints, bones, limits };
+  grid.scale.setScalar(bodySize / 2);
+  grid.position.y = box.min.y;
+  const center = box.getCenter(new THREE.Vector3());
+  orbit.target.copy(center);
+  camera.position.copy(center).add(new THREE.Vector3(0.6, 0.35, 1).multiplyScalar(bodySize * 1.1));
+  camera.near = bodySize * 0.01;
+  camera.far = bodySize * 100;
+  camera.updateProjectionMatrix();
+  orbit.update();
+}
+
+// Places the figure's meshes at `state.pose`.
+function drawPose() {
+  const skeleton = state.skeleton;
+  if (!figure || !skeleton) return;
+  const g = globals(skeleton, state.pose);
+  const p = g.map(positionOf);
+  figure.joints.forEach((sphere, j) => sphere.position.copy(p[j]));
+  const up = new THREE.Vector3(0, 1, 0);
+  for (const { mesh, joint } of figure.bones) {
+    const from = p[skeleton.joints[joint].parent], d = p[joint].clone().sub(from);
+    const length = d.length();
+    mesh.visible = length > 1e-9;
+    mesh.position.copy(from);
+    if (length > 1e-9) mesh.quaternion.setFromUnitVectors(up, d.divideScalar(length));
+    mesh.scale.set(1, Math.max(length, 1e-9), 1);
+  }
+  for (const { mesh, joint, kind } of figure.limits) {
+    // The limit frame: the parent's model rotation times the rest rotation.
+    const parent = skeleton.joints[joint].parent;
+    const frame = (parent >= 0 ? rotationOf(g[parent]) : new THREE.Quaternion())
+        .multiply(state.rest[joint].q);
+    const axis = limitAxis(skeleton, joint).applyQuaternion(frame);
+    mesh.position.copy(p[joint]);
+    if (kind === 'cone') {
+      mesh.quaternion.setFromUnitVectors(up, axis);
+    } else {
+      // Ring in its XY plane: Z along the hinge axis, X along the rest
+      // direction of the bone (its first child) projected off the axis.
+      let ref = new THREE.Vector3(1, 0, 0);
+      const child = skeleton.joints.findIndex((c) => c.parent === joint);
+      if (child >= 0) ref = vec(skeleton.joints[child].rest?.translation).applyQuaternion(frame);
+      ref.sub(axis.clone().multiplyScalar(ref.dot(axis)));
+      if (ref.lengthSq() < 1e-12) ref = new THREE.Vector3(1, 0, 0).cross(axis);
+      ref.normalize();
+      const y = axis.clone().cross(ref);
+      mesh.quaternion.setFromRotationMatrix(new THREE.Matrix4().makeBasis(ref, y, axis));
+    }
+  }
+}
+
+// ---------------------------------------------------- joint names on hover
+
+const raycaster = new THREE.Raycaster();
+const pointer = new THREE.Vector2();
+renderer.domElement.addEventListener('pointermove', (event) => {
+  const tip = $('tip');
+  if (!figure) return;
+  const rect = renderer.domElement.getBoundingClientRect();
+  pointer.set(((event.clientX - rect.left) / rect.width) * 2 - 1,
+              -((event.clientY - rect.top) / rect.height) * 2 + 1);
+  raycaster.setFromCamera(pointer, camera);
+  const hit = raycaster.intersectObjects(figure.joints, false)[0];
+  if (!hit) { tip.hidden = true; return; }
+  const joint = state.skeleton.joints[hit.object.userData.joint];
+  const lines = [joint.name, (joint.type || 'JOINT_TYPE_BALL').replace('JOINT_TYPE_', '').toLowerCase()];
+  const deg = (r) => `${THREE.MathUtils.radToDeg(r).toFixed(0)}°`;
+  if (joint.maxSwingRad !== undefined) lines.push(`swing ≤ ${deg(joint.maxSwingRad)}`);
+  if (joint.minAngleRad !== undefined || joint.maxAngleRad !== undefined) {
+    lines.push(`${joint.type === 'JOINT_TYPE_HINGE' ? 'angle' : 'twist'} ` +
+               `${joint.minAngleRad !== undefined ? deg(joint.minAngleRad) : '-∞'} … ` +
+               `${joint.maxAngleRad !== undefined ? deg(joint.maxAngleRad) : '∞'}`);
+  }
+  tip.textContent = lines.join('\n');
+  tip.style.left = `${event.clientX - rect.left + 12}px`;
+  tip.style.top = `${event.clientY - rect.top + 12}px`;
+  tip.hidden = false;
+});
+
+// ------------------------------------------------------------ playground
+
+const target = new THREE.Mesh(new THREE.SphereGeometry(1, 16, 12),
+                              new THREE.MeshStandardMaterial({ color: 0xff3030 }));
+const pole = new THREE.Mesh(new THREE.SphereGeometry(1, 16, 12),
+                            new THREE.MeshStandardMaterial({ color: 0x3070ff }));
+target.visible = pole.visible = false;
+scene.add(target, pole);
+const gizmos = [target, pole].map((object) => {
+  const controls = new TransformControls(camera, renderer.domElement);
+  controls.attach(object);
+  controls.addEventListener('dragging-changed', (e) => { orbit.enabled = !e.value; });
+  controls.addEventListener('objectChange', () => requestSolve());
+  scene.add(controls.getHelper());
+  controls.getHelper().visible = false;
+  controls.enabled = false;
+  return controls;
+});
+
+function selectedChain() {
+  return (state.skeleton?.chains || []).find((c) => c.name === $('pg-chain').value);
+}
+
+// Puts the target on the chain's tip and the pole in front of its middle.
+function placeGizmos() {
+  const chain = selectedChain();
+  const on = Boolean(chain);
+  target.visible = on;
+  pole.visible = on && $('pg-pole').checked;
+  gizmos[0].enabled = on;
+  gizmos[0].getHelper().visible = on;
+  gizmos[1].enabled = pole.visible;
+  gizmos[1].getHelper().visible = pole.visible;
+  if (!on) return;
+  const joints = chainJoints(state.skeleton, chain);
+  const g = globals(state.skeleton, state.pose);
+  const tip = positionOf(g[joints[joints.length - 1]]);
+  const mid = positionOf(g[joints[Math.floor(joints.length / 2)]]);
+  target.position.copy(tip);
+  pole.position.copy(mid).add(new THREE.Vector3(0, 0, bodySize * 0.25));
+  target.scale.setScalar(bodySize * 0.015);
+  pole.scale.setScalar(bodySize * 0.012);
+  for (const c of gizmos) c.size = 0.6;
+}
+
+let solveInFlight = false, solveAgain = false;
+function requestSolve() {
+  if (solveInFlight) { solveAgain = true; return; }
+  solve();
+}
+
+const xyz = (v) => ({ x: v.x, y: v.y, z: v.z });
+async function solve() {
+  const chain = selectedChain();
+  if (!chain) return;
+  solveInFlight = true;
+  const goal = { chain: chain.name, solver: $('pg-solver').value, target: xyz(target.position) };
+  if ($('pg-pole').checked) goal.pole = xyz(pole.position);
+  // Warm start from the pose shown, so dragging moves it continuously.
+  const request = {
+    skeletonId: state.id,
+    goals: [goal],
+    startPose: {
+      rotations: state.pose.map(({ q }) => ({ w: q.w, x: q.x, y: q.y, z: q.z })),
+      rootTranslation: xyz(state.pose[0].t),
+    },
+  };
+  const started = performance.now();
+  try {
+    const response = await api('/api/solve', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(request),
+    });
+    const ms = performance.now() - started;
+    applySolve(response);
+    const result = response.results[0];
+    state.solves += 1;
+    state.lastResult = Object.assign({ roundTripMs: ms }, result);
+    showResult(result, ms);
+    showStatus('');
+  } catch (error) {
+    showStatus(`solve: ${error.message}`);
+  } finally {
+    solveInFlight = false;
+    if (solveAgain) { solveAgain = false; requestSolve(); }
+  }
+}
+
+function applySolve(response) {
+  (response.rotatedJoints || []).forEach((j, k) => {
+    const r = response.rotations.slice(4 * k, 4 * k + 4);
+    state.pose[j].q.set(r[1], r[2], r[3], r[0]);
+  });
+  (response.translatedJoints || []).forEach((j, k) => {
+    const t = response.translations.slice(3 * k, 3 * k + 3);
+    state.pose[j].t.set(t[0], t[1], t[2]);
+  });
+  drawPose();
+}
+
+function showResult(result, ms) {
+  const rows = [
+    ['reached', String(result.reached)],
+    ['position error', Number(result.positionError).toExponential(2)],
+    ['iterations', String(result.iterations)],
+    ['solver', String(result.solver).replace('SOLVER_', '').toLowerCase()],
+    ['round trip', `${ms.toFixed(1)} ms`],
+  ];
+  const table = $('pg-result');
+  table.replaceChildren(...rows.map(([k, v]) => {
+    const tr = document.createElement('tr');
+    for (const text of [k, v]) {
+      const td = document.createElement('td');
+      td.textContent = text;
+      tr.appendChild(td);
+    }
+    return tr;
+  }));
+}
+
+function resetPose() {
+  state.pose = state.rest.map(({ t, q, s }) => ({ t: t.clone(), q: q.clone(), s }));
+  drawPose();
+  placeGizmos();
+}
+
+// -------------------------------------------------------------- registry
+
+async function loadSkeletons() {
+  const all = [];
+  let token = '';
+  do {
+    const page = await api(`/api/skeletons${token ? `?page_token=${encodeURIComponent(token)}` : ''}`);
+    all.push(...(page.skeletons || []));
+    token = page.nextPageToken || '';
+  } while (token);
+  state.skeletons = all;
+  const list = $('skeletons');
+  list.replaceChildren(...all.map((s) => {
+    const li = document.createElement('li');
+    li.dataset.id = s.skeletonId;
+    const name = document.createElement('div');
+    name.textContent = s.name || '(unnamed)';
+    const info = document.createElement('small');
+    info.textContent = `${s.skeletonId.slice(0, 12)} · ${s.jointCount} joints · ` +
+                       `${(s.chains || []).length} chains`;
+    li.append(name, info);
+    li.addEventListener('click', () => openSkeleton(s.skeletonId));
+    return li;
+  }));
+  if (all.length === 0) showStatus('No skeletons registered yet.');
+  return all;
+}
+
+async function openSkeleton(id) {
+  const response = await api(`/api/skeletons/${encodeURIComponent(id)}`);
+  state.id = id;
+  state.skeleton = response.skeleton;
+  state.rest = state.skeleton.joints.map(restOf);
+  for (const li of $('skeletons').children) li.classList.toggle('selected', li.dataset.id === id);
+  $('details').hidden = false;
+  $('skeleton-name').textContent = state.skeleton.name || '(unnamed)';
+  const limited = state.skeleton.joints.filter((j) => j.maxSwingRad !== undefined ||
+      j.minAngleRad !== undefined || j.maxAngleRad !== undefined).length;
+  $('skeleton-info').textContent = `${state.skeleton.joints.length} joints, ` +
+      `${limited} limited · version ${response.version}`;
+  const chains = state.skeleton.chains || [];
+  $('chains').replaceChildren(...chains.map((c, k) => {
+    const li = document.createElement('li');
+    const swatch = document.createElement('span');
+    swatch.className = 'swatch';
+    swatch.style.background = `#${CHAIN_COLORS[k % CHAIN_COLORS.length].toString(16).padStart(6, '0')}`;
+    li.append(swatch, `${c.name}: ${c.root} → ${c.tip}`);
+    return li;
+  }));
+  buildFigure(state.skeleton);
+  $('playground').hidden = chains.length === 0;
+  $('pg-chain').replaceChildren(...chains.map((c) => new Option(c.name, c.name)));
+  resetPose();
+}
+
+// ------------------------------------------------------------------ start
+
+$('pg-solver').replaceChildren(...SOLVERS.map((s) =>
+  new Option(s.replace('SOLVER_', '').toLowerCase(), s)));
+$('pg-chain').addEventListener('change', placeGizmos);
+$('pg-pole').addEventListener('change', placeGizmos);
+$('pg-reset').addEventListener('click', resetPose);
+$('token').value = state.token;
+$('token-save').addEventListener('click', () => {
+  state.token = $('token').value.trim();
+  sessionStorage.setItem('reach.token', state.token);
+  start();
+});
+
+async function start() {
+  try {
+    const skeletons = await loadSkeletons();
+    $('auth').hidden = Boolean(state.token) ? $('auth').hidden : true;
+    const wanted = new URLSearchParams(location.search).get('skeleton');
+    const first = skeletons.find((s) => s.skeletonId === wanted) || skeletons[0];
+    if (first) await openSkeleton(first.skeletonId);
+    showStatus('');
+  } catch (error) {
+    showStatus(error.message);
+  }
+}
+
+resize();
+renderer.setAnimationLoop(() => renderer.render(scene, camera));
+window.reachViewer = {
+  state,
+  ready: start(),
+  // Screen position (CSS pixels, page coordinates) of a point in the view.
+  screenOf(point) {
+    const p = new THREE.Vector3(point.x, point.y, point.z).project(camera);
+    const rect = renderer.domElement.getBoundingClientRect();
+    return { x: rect.left + (p.x + 1) / 2 * rect.width, y: rect.top + (1 - p.y) / 2 * rect.height };
+  },
+  targetPosition: () => xyz(target.position),
+  jointPositions: () => state.skeleton ? globals(state.skeleton, state.pose).map((m) => xyz(positionOf(m))) : [],
+};
