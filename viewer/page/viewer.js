@@ -175,11 +175,11 @@ function buildFigure(skeleton) {
       depthWrite: false });
     if ((joint.type === 'JOINT_TYPE_BALL' || joint.type === 'JOINT_TYPE_UNSPECIFIED' ||
          !joint.type) && joint.maxSwingRad !== undefined) {
-      const angle = Math.min(joint.maxSwingRad, THREE.MathUtils.degToRad(85));
-      const cone = new THREE.ConeGeometry(length * Math.tan(angle), length, 24, 1, true);
-      cone.translate(0, -length / 2, 0);
-      cone.rotateX(Math.PI);  // Apex at the joint, opening along +Y.
-      const mesh = new THREE.Mesh(cone, material);
+      // The directions the twist axis may take: a cap of a sphere about
+      // +Y, of the cone's half-angle (wider than 90 degrees too).
+      const cap = new THREE.SphereGeometry(length, 24, 12, 0, 2 * Math.PI, 0,
+                                           Math.max(joint.maxSwingRad, 0.02));
+      const mesh = new THREE.Mesh(cap, material);
       limits.push({ mesh, joint: j, kind: 'cone' });
       group.add(mesh);
     } else if (joint.type === 'JOINT_TYPE_HINGE' && joint.minAngleRad !== undefined &&

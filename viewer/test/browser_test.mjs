@@ -1,0 +1,179 @@
+// The viewer in a real browser: Debian's chromium (headless, SwiftShader
+// WebGL), driven by puppeteer-core, against a real reach-server with a
+// skeleton registered through the real `reach` tool.
+//
+//   node viewer/test/browser_test.mjs --server build/server/reach-server \
+//     --cli build/client/reach --skeleton examples/humanoid_limited.skeleton.json \
+//     --out build [--chromium /usr/bin/chromium]
+//
+// Checks: the page loads with no console error, failed request or page
+// error; it lists the registered skeleton; the 3D view is not empty (pixels
+// of a screenshot); hovering a joint names it; dragging the playground's
+// target with the mouse solves through the server and moves the arm.
+// Screenshots: OUT/viewer-rest.png, OUT/viewer-playground.png.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, openSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import puppeteer from 'puppeteer-core';
+
+const args = Object.fromEntries(process.argv.slice(2).reduce((pairs, a, i, all) => {
+  if (a.startsWith('--')) pairs.push([a.slice(2), all[i + 1]]);
+  return pairs;
+}, []));
+for (const need of ['server', 'cli', 'skeleton', 'out']) {
+  if (!args[need]) { console.error(`browser_test: --${need} is required`); process.exit(2); }
+}
+const chromium = args.chromium || '/usr/bin/chromium';
+
+let failures = 0;
+function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures += 1;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(what, fn, timeoutMs = 20000) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+// The server, on ports the kernel picks, read from its start line.
+const work = mkdtempSync(join(tmpdir(), 'reach-viewer-'));
+const logPath = join(work, 'server.log');
+const server = spawn(args.server, ['--listen=127.0.0.1:0', '--metrics_listen=',
+                                   '--http_listen=127.0.0.1:0', '--in_memory'],
+                     { stdio: ['ignore', 'ignore', openSync(logPath, 'w')] });
+let browser = null;
+try {
+  const [grpcPort, httpPort] = await waitFor('the server\'s start line', () => {
+    const m = /listening on \S+ \(port (\d+)\).*viewer on \S+ \(port (\d+)\)/
+        .exec(readFileSync(logPath, 'utf8'));
+    return m && [m[1], m[2]];
+  });
+  const registered = execFileSync(args.cli, [`--addr=127.0.0.1:${grpcPort}`, 'register',
+                                             '--json', args.skeleton], { encoding: 'utf8' });
+  const id = JSON.parse(registered).skeletonId;
+  const name = JSON.parse(readFileSync(args.skeleton, 'utf8')).name;
+
+  browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    args: ['--no-sandbox', '--use-angle=swiftshader', '--enable-unsafe-swiftshader',
+           '--window-size=1280,800'],
+  });
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 800 });
+  const problems = [];
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()}`));
+  page.on('response', (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`); });
+
+  const base = `http://127.0.0.1:${httpPort}`;
+  await page.goto(`${base}/`, { waitUntil: 'load' });
+  await page.evaluate(() => window.reachViewer.ready);
+
+  const listed = await page.$$eval('#skeletons li', (items) => items.map((li) => li.textContent));
+  check(listed.length === 1 && listed[0].includes(name) && listed[0].includes(id.slice(0, 12)),
+        `the registry lists the registered skeleton (${listed.length} listed)`);
+  const selected = await page.$eval('#skeleton-name', (e) => e.textContent);
+  check(selected === name, 'the first skeleton opens');
+  const chains = await page.$$eval('#chains li', (items) => items.map((li) => li.textContent));
+  check(chains.length === 5 && chains[0].startsWith('l_leg'), `its chains are listed (${chains.join(', ')})`);
+
+  // The 3D view: pixels of a screenshot that are not the background.
+  await sleep(500);
+  const shot = join(args.out, 'viewer-rest.png');
+  await page.screenshot({ path: shot });
+  const counts = await page.evaluate(async (png) => {
+    const image = new Image();
+    image.src = `data:image/png;base64,${png}`;
+    await image.decode();
+    const canvas = document.createElement('canvas');
+    canvas.width = image.width; canvas.height = image.height;
+    const context = canvas.getContext('2d');
+    context.drawImage(image, 0, 0);
+    const view = document.querySelector('#view').getBoundingClientRect();
+    const data = context.getImageData(view.left, view.top, view.width, view.height).data;
+    let figure = 0, limits = 0;
+    for (let i = 0; i < data.length; i += 4) {
+      const [r, g, b] = [data[i], data[i + 1], data[i + 2]];
+      // Background 1d2125 and the grid's greys aside.
+      const grey = Math.abs(r - g) < 12 && Math.abs(g - b) < 16 && r < 0x70;
+      if (!grey) figure += 1;
+      if (r > 60 && r > b + 30 && g > b + 10) limits += 1;  // Yellowish limit shapes.
+    }
+    return { figure, limits, total: data.length / 4 };
+  }, readFileSync(shot).toString('base64'));
+  check(counts.figure > 2000, `the 3D view draws the skeleton (${counts.figure} of ${counts.total} pixels)`);
+  check(counts.limits > 200, `limits are drawn (${counts.limits} pixels)`);
+
+  // Hover: a joint's name.
+  const head = await page.evaluate(() => {
+    const v = window.reachViewer;
+    const j = v.state.skeleton.joints.findIndex((x) => x.name === 'head');
+    return v.screenOf(v.jointPositions()[j]);
+  });
+  await page.mouse.move(head.x, head.y);
+  const tip = await waitFor('the hover tip', () => page.$eval('#tip', (e) => !e.hidden && e.textContent));
+  check(tip.startsWith('head'), `hovering the head names it (${JSON.stringify(tip.split('\n')[0])})`);
+
+  // Playground: drag the target of l_arm with the mouse.
+  await page.select('#pg-chain', 'l_arm');
+  await page.select('#pg-solver', 'SOLVER_FABRIK');
+  await page.evaluate(() => document.querySelector('#pg-chain').dispatchEvent(new Event('change')));
+  const before = await page.evaluate(() => window.reachViewer.jointPositions());
+  const start = await page.evaluate(() => window.reachViewer.screenOf(window.reachViewer.targetPosition()));
+  const targetBefore = await page.evaluate(() => window.reachViewer.targetPosition());
+  await page.mouse.move(start.x, start.y);
+  await page.mouse.down();
+  // Towards the shoulder on screen, so the target stays within reach.
+  const shoulder = await page.evaluate(() => {
+    const v = window.reachViewer;
+    const j = v.state.skeleton.joints.findIndex((x) => x.name === 'l_shoulder');
+    return v.screenOf(v.jointPositions()[j]);
+  });
+  for (let k = 1; k <= 10; ++k) {
+    await page.mouse.move(start.x + 0.04 * k * (shoulder.x - start.x),
+                          start.y + 0.04 * k * (shoulder.y - start.y) - 4 * k);
+    await sleep(30);
+  }
+  await page.mouse.up();
+  const targetAfter = await page.evaluate(() => window.reachViewer.targetPosition());
+  const moved = Math.hypot(targetAfter.x - targetBefore.x, targetAfter.y - targetBefore.y,
+                           targetAfter.z - targetBefore.z);
+  check(moved > 0.02, `the drag moves the target (${moved.toFixed(3)} m)`);
+  await waitFor('a playground solve', () => page.evaluate(() => window.reachViewer.state.solves > 0));
+  await sleep(500);  // The last drag position's solve.
+  const after = await page.evaluate(() => window.reachViewer.jointPositions());
+  const wrist = await page.evaluate(() => window.reachViewer.state.skeleton.joints
+      .findIndex((x) => x.name === 'l_wrist'));
+  const dist = (a, b) => Math.hypot(a.x - b.x, a.y - b.y, a.z - b.z);
+  check(dist(after[wrist], before[wrist]) > 0.02,
+        `the solve moves the wrist (${dist(after[wrist], before[wrist]).toFixed(3)} m)`);
+  const result = await page.evaluate(() => window.reachViewer.state.lastResult);
+  const final = await page.evaluate(() => window.reachViewer.targetPosition());
+  check(result && result.iterations >= 1 && result.positionError < 1e-3 &&
+        dist(after[wrist], final) < 1e-3,
+        `the wrist reaches the dragged target (error ${result?.positionError}, ` +
+        `${result?.iterations} iterations, ${result?.roundTripMs?.toFixed(1)} ms round trip)`);
+  const shown = await page.$eval('#pg-result', (e) => e.textContent);
+  check(shown.includes('iterations') && shown.includes('round trip'), 'the result is shown');
+  await page.screenshot({ path: join(args.out, 'viewer-playground.png') });
+
+  check(problems.length === 0, `no console errors or failed requests${problems.length ? `: ${problems.join('; ')}` : ''}`);
+} catch (error) {
+  check(false, `${error.stack || error}`);
+  console.log(readFileSync(logPath, 'utf8'));
+} finally {
+  if (browser) await browser.close();
+  server.kill('SIGTERM');
+}
+console.log(failures ? `browser_test: ${failures} check(s) failed` : 'browser_test: all checks passed');
+process.exit(failures ? 1 : 0);
