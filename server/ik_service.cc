@@ -655,8 +655,8 @@ void IkService::RunBatchChunk(BatchCall& batch, int chunk, int begin, int end,
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 IkService::SolveStream(grpc::CallbackServerContext* context) {
   metrics_->RpcStarted(Rpc::kSolveStream);
-  if (absl::StatusOr<Caller> caller = Authenticate(*context, Rpc::kSolveStream);
-      !caller.ok()) {
+  absl::StatusOr<Caller> caller = Authenticate(*context, Rpc::kSolveStream);
+  if (!caller.ok()) {
     return new RejectedStream(this, ToGrpcStatus(caller.status()));
   }
   absl::MutexLock lock(&streams_mu_);
@@ -673,6 +673,10 @@ IkService::SolveStream(grpc::CallbackServerContext* context) {
                                "; --max_streams=", options_.max_streams, ")")));
   }
   auto* stream = new SolveStreamReactor(this, context);
+  // Without auth, solves are not charged to anyone (no name): the viewer
+  // lists the stream under its peer's address.
+  stream->watched = stream_watch_.Add(
+      caller->name.empty() ? PeerOwner(context->peer()) : caller->name);
   streams_.insert(stream);
   metrics_->SetActiveStreams(static_cast<int>(streams_.size()));
   stream->Start();
@@ -680,6 +684,7 @@ IkService::SolveStream(grpc::CallbackServerContext* context) {
 }
 
 void IkService::StreamDone(SolveStreamReactor* stream) {
+  stream_watch_.Remove(stream->watched);
   absl::MutexLock lock(&streams_mu_);
   streams_.erase(stream);
   metrics_->SetActiveStreams(static_cast<int>(streams_.size()));

@@ -19,6 +19,7 @@
 #include "server/metrics.h"
 #include "server/registry.h"
 #include "server/solver_pool.h"
+#include "server/stream_watch.h"
 #include "solvers/deadline.h"
 #include "solvers/solve.h"
 
@@ -124,6 +125,8 @@ class IkService final : public IkServiceBase {
   const ServiceOptions& options() const { return options_; }
   RateLimitedLog& error_log() { return error_log_; }
   void StreamDone(SolveStreamReactor* stream);
+  // Open streams, for the viewer.
+  StreamWatch& stream_watch() { return stream_watch_; }
 
   MemoryBudget& budget() { return budget_; }
 
@@ -204,6 +207,7 @@ class IkService final : public IkServiceBase {
   absl::flat_hash_set<SolveStreamReactor*> streams_
       ABSL_GUARDED_BY(streams_mu_);
   bool shutting_down_ ABSL_GUARDED_BY(streams_mu_) = false;
+  StreamWatch stream_watch_;
 };
 
 }  // namespace reach

@@ -28,6 +28,9 @@ ABSL_FLAG(std::string, http_listen, "127.0.0.1:9465",
           "--auth_tokens_file or --insecure");
 ABSL_FLAG(int, http_threads, 16,
           "Viewer HTTP requests served at once (each holds a thread)");
+ABSL_FLAG(int, http_max_watchers, 8,
+          "Viewer WebSockets watching live streams at once (each holds one "
+          "of --http_threads); 0: no watching");
 ABSL_FLAG(int, solver_threads, 0,
           "Solver worker threads; 0: one per hardware thread");
 ABSL_FLAG(int, queue_capacity, 1024,
@@ -188,6 +191,7 @@ int main(int argc, char** argv) {
   options.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   options.http_address = absl::GetFlag(FLAGS_http_listen);
   options.http_threads = absl::GetFlag(FLAGS_http_threads);
+  options.http_max_watchers = absl::GetFlag(FLAGS_http_max_watchers);
   options.solver_threads = absl::GetFlag(FLAGS_solver_threads);
   options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);

@@ -317,8 +317,10 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     viewer.listen_address = o.http_address;
     viewer.threads = o.http_threads;
     viewer.max_body_bytes = o.max_message_bytes;
+    viewer.max_watchers = o.http_max_watchers;
     absl::StatusOr<std::unique_ptr<Viewer>> started =
-        Viewer::Start(viewer, s->server_->InProcessChannel(args));
+        Viewer::Start(viewer, s->server_->InProcessChannel(args),
+                      &s->service_->stream_watch(), s->auth_.get());
     if (!started.ok()) {
       s->Shutdown();
       return started.status();

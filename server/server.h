@@ -30,6 +30,7 @@ struct ServerOptions {
   // picks one (see ReachServer::http_port()).
   std::string http_address;
   int http_threads = 16;  // Viewer requests served at once.
+  int http_max_watchers = 8;  // Viewer WebSockets watching streams.
   int solver_threads = 0;      // 0: one per hardware thread.
   int queue_capacity = 1024;   // Tasks waiting for a solver thread.
   // The SQLite registry lives at data_dir/registry.sqlite3; data_dir is

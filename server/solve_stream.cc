@@ -250,6 +250,7 @@ void SolveStreamReactor::SolveFrame(SolveScratch& scratch) {
   if (skeleton->id != warm_skeleton_id_) {
     warm_.local.clear();  // A new skeleton starts from its rest pose.
     warm_skeleton_id_ = skeleton->id;
+    if (watched != nullptr) watched->SetSkeleton(skeleton->id);
   }
   solve_status_ =
       SolveOne(*skeleton, solving_, &warm_, service_->options().solve_limits,
@@ -258,7 +259,13 @@ void SolveStreamReactor::SolveFrame(SolveScratch& scratch) {
   service_->metrics().Record(scratch.tally);
   // The solution is the next frame's warm start; the scratch pose is
   // rewritten by the next solve, so a swap saves the copy.
-  if (solve_status_.ok()) warm_.local.swap(scratch.pose.local);
+  if (solve_status_.ok()) {
+    warm_.local.swap(scratch.pose.local);
+    if (watched != nullptr) {
+      watched->Published(skeleton->skeleton, skeleton->id, solving_, warm_,
+                         solved_);
+    }
+  }
 }
 
 void SolveStreamReactor::MaybeWrite() {

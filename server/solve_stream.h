@@ -36,6 +36,7 @@
 #include "grpcpp/grpcpp.h"
 #include "reach/v1/solve.pb.h"
 #include "server/memory_budget.h"
+#include "server/stream_watch.h"
 #include "solvers/pose.h"
 
 namespace reach {
@@ -136,6 +137,10 @@ class SolveStreamReactor final
   absl::Status solve_status_;
   Pose warm_;
   std::string warm_skeleton_id_;
+
+ public:
+  // The stream as the viewer lists and watches it (set before Start).
+  std::shared_ptr<WatchedStream> watched;
 };
 
 // A stream refused at the door (too many streams, shutting down): finishes

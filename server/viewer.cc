@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/struct.pb.h"
@@ -110,9 +111,22 @@ std::string QueryParam(const mg_request_info* info, const char* name) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Viewer>> Viewer::Start(
-    const ViewerOptions& options, std::shared_ptr<grpc::Channel> channel) {
+    const ViewerOptions& options, std::shared_ptr<grpc::Channel> channel,
+    const StreamWatch* streams, const TokenAuth* auth) {
   if (options.threads < 1) {
     return absl::InvalidArgumentError("--http_threads must be >= 1");
+  }
+  if (options.max_watchers < 0) {
+    return absl::InvalidArgumentError("--http_max_watchers must be >= 0");
+  }
+  if (options.max_watchers >= options.threads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_max_watchers=", options.max_watchers,
+        " must be less than --http_threads=", options.threads,
+        " (each watcher holds a thread)"));
+  }
+  if (options.watch_fps < 1) {
+    return absl::InvalidArgumentError("watch_fps must be >= 1");
   }
   static std::once_flag init;
   std::call_once(init, [] { mg_init_library(0); });
@@ -120,6 +134,8 @@ absl::StatusOr<std::unique_ptr<Viewer>> Viewer::Start(
   v->options_ = options;
   v->channel_ = std::move(channel);
   v->stub_ = v1::IkService::NewStub(v->channel_);
+  v->streams_ = streams;
+  v->auth_ = auth;
 
   const std::string threads = std::to_string(options.threads);
   const char* civet_options[] = {
@@ -142,6 +158,10 @@ absl::StatusOr<std::unique_ptr<Viewer>> Viewer::Start(
   }
   // One handler for everything: civetweb would pick "/" over "/api/".
   mg_set_request_handler(v->context_, "/", &Viewer::Handle, v.get());
+  mg_set_websocket_handler(v->context_, "/api/watch", &Viewer::OnWatchConnect,
+                           &Viewer::OnWatchReady, &Viewer::OnWatchData,
+                           &Viewer::OnWatchClose, v.get());
+  v->pump_ = std::thread([viewer = v.get()] { viewer->Pump(); });
   mg_server_port ports[4];
   const int n = mg_get_server_ports(v->context_, 4, ports);
   v->port_ = n > 0 ? ports[0].port : 0;
@@ -149,7 +169,159 @@ absl::StatusOr<std::unique_ptr<Viewer>> Viewer::Start(
 }
 
 Viewer::~Viewer() {
+  stop_.Notify();
+  if (pump_.joinable()) pump_.join();
+  // Runs the close handlers of open WebSockets, which free their watchers.
   if (context_ != nullptr) mg_stop(context_);
+}
+
+absl::StatusOr<Caller> Viewer::CallerOf(const mg_connection* conn) const {
+  const mg_request_info* info = mg_get_request_info(conn);
+  std::string authorization;
+  if (const char* header = mg_get_header(conn, "Authorization")) {
+    authorization = header;
+  } else if (const std::string token = QueryParam(info, "access_token");
+             !token.empty()) {
+    authorization = absl::StrCat("Bearer ", token);
+  }
+  absl::StatusOr<Caller> caller = auth_->Authenticate(
+      authorization,
+      absl::StrCat("ipv4:", info->remote_addr, ":", info->remote_port));
+  if (caller.ok() && !caller->role.has_value()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "token '", caller->name, "' has no role that may watch streams"));
+  }
+  return caller;
+}
+
+bool Viewer::MayWatch(const Caller& caller, const std::string& owner) {
+  return caller.role == Role::kAdmin || caller.name == owner;
+}
+
+void Viewer::ListStreams(mg_connection* conn) {
+  const absl::StatusOr<Caller> caller = CallerOf(conn);
+  if (!caller.ok()) {
+    const bool denied = caller.status().code() == absl::StatusCode::kPermissionDenied;
+    SendError(conn, denied ? 403 : 401,
+              denied ? "PERMISSION_DENIED" : "UNAUTHENTICATED",
+              caller.status().message());
+    return;
+  }
+  google::protobuf::Struct out;
+  google::protobuf::ListValue* list =
+      (*out.mutable_fields())["streams"].mutable_list_value();
+  const absl::Time now = absl::Now();
+  for (const std::shared_ptr<WatchedStream>& stream : streams_->List()) {
+    if (!MayWatch(*caller, stream->owner())) continue;
+    auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+    f["id"].set_number_value(static_cast<double>(stream->id()));
+    f["owner"].set_string_value(stream->owner());
+    f["skeletonId"].set_string_value(stream->skeleton_id());
+    f["frames"].set_number_value(static_cast<double>(stream->frames()));
+    f["watchers"].set_number_value(stream->watchers());
+    f["ageS"].set_number_value(absl::ToDoubleSeconds(now - stream->started()));
+  }
+  std::string json;
+  if (!pbutil::MessageToJsonString(out, &json).ok()) {
+    SendError(conn, 500, "INTERNAL", "cannot print the stream list");
+    return;
+  }
+  SendJson(conn, 200, json);
+}
+
+int Viewer::OnWatchConnect(const mg_connection* conn, void* self) {
+  auto* v = static_cast<Viewer*>(self);
+  auto watcher = std::make_unique<Watcher>();
+  // Refusals are told in the socket (a browser shows a refused handshake
+  // only as "failed"): the first message is {"error": ...}, then it closes.
+  const absl::StatusOr<Caller> caller = v->CallerOf(conn);
+  const std::string id = QueryParam(mg_get_request_info(conn), "stream");
+  int64_t stream_id = 0;
+  if (!caller.ok()) {
+    watcher->error = std::string(caller.status().message());
+  } else if (!absl::SimpleAtoi(id, &stream_id) ||
+             (watcher->stream = v->streams_->Find(stream_id)) == nullptr ||
+             !MayWatch(*caller, watcher->stream->owner())) {
+    watcher->stream = nullptr;
+    watcher->error = absl::StrCat("stream: no open stream '", id.substr(0, 40),
+                                  "' that this caller may watch");
+  } else {
+    absl::MutexLock lock(&v->mu_);
+    if (v->accepted_ >= v->options_.max_watchers) {
+      watcher->stream = nullptr;
+      watcher->error = absl::StrCat("too many watchers (--http_max_watchers=",
+                                    v->options_.max_watchers, ")");
+    } else {
+      ++v->accepted_;
+    }
+  }
+  mg_set_user_connection_data(conn, watcher.release());
+  return 0;
+}
+
+void Viewer::OnWatchReady(mg_connection* conn, void* self) {
+  auto* v = static_cast<Viewer*>(self);
+  auto* w = static_cast<Watcher*>(mg_get_user_connection_data(conn));
+  if (w == nullptr) return;
+  if (!w->error.empty()) {
+    google::protobuf::Struct error;
+    (*error.mutable_fields())["error"].set_string_value(w->error);
+    std::string json;
+    if (!pbutil::MessageToJsonString(error, &json).ok()) json = "{\"error\":\"\"}";
+    mg_websocket_write(conn, MG_WEBSOCKET_OPCODE_TEXT, json.data(), json.size());
+    mg_websocket_write(conn, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "", 0);
+    return;
+  }
+  w->stream->AddWatcher();
+  absl::MutexLock lock(&v->mu_);
+  w->conn = conn;
+  v->watchers_.push_back(w);
+}
+
+int Viewer::OnWatchData(mg_connection* /*conn*/, int bits, char* /*data*/,
+                        size_t /*size*/, void* /*self*/) {
+  // Nothing is read from the page; a close frame ends the watch.
+  return (bits & 0xf) == MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE ? 0 : 1;
+}
+
+void Viewer::OnWatchClose(const mg_connection* conn, void* self) {
+  auto* v = static_cast<Viewer*>(self);
+  std::unique_ptr<Watcher> w(
+      static_cast<Watcher*>(mg_get_user_connection_data(conn)));
+  if (w == nullptr) return;
+  mg_set_user_connection_data(conn, nullptr);
+  absl::MutexLock lock(&v->mu_);
+  if (w->conn != nullptr) {
+    v->watchers_.erase(
+        std::remove(v->watchers_.begin(), v->watchers_.end(), w.get()),
+        v->watchers_.end());
+    w->stream->RemoveWatcher();
+  }
+  if (w->error.empty()) --v->accepted_;
+}
+
+void Viewer::Pump() {
+  const absl::Duration period = absl::Seconds(1) / options_.watch_fps;
+  StreamFrame frame;  // Reused: its vectors keep their capacity.
+  while (!stop_.WaitForNotificationWithTimeout(period)) {
+    absl::MutexLock lock(&mu_);
+    for (Watcher* w : watchers_) {
+      if (w->ended_sent) continue;
+      if (w->stream->Latest(w->sent_version, &frame)) {
+        w->sent_version = frame.version;
+        const std::string json = StreamFrameJson(w->stream->id(), frame);
+        mg_websocket_write(w->conn, MG_WEBSOCKET_OPCODE_TEXT, json.data(),
+                           json.size());
+      } else if (w->stream->ended()) {
+        const std::string json = absl::StrCat(
+            "{\"stream\":", w->stream->id(), ",\"ended\":true}");
+        mg_websocket_write(w->conn, MG_WEBSOCKET_OPCODE_TEXT, json.data(),
+                           json.size());
+        mg_websocket_write(w->conn, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "", 0);
+        w->ended_sent = true;
+      }
+    }
+  }
 }
 
 int Viewer::Handle(mg_connection* conn, void* self) {
@@ -208,6 +380,14 @@ void Viewer::Api(mg_connection* conn) {
     SendJson(conn, 200, json);
   };
 
+  if (uri == "/api/streams") {
+    if (method != "GET") {
+      SendError(conn, 405, "METHOD_NOT_ALLOWED", "/api/streams: only GET");
+      return;
+    }
+    ListStreams(conn);
+    return;
+  }
   constexpr absl::string_view kSkeletons = "/api/skeletons";
   if (uri == kSkeletons || uri == "/api/skeletons/") {
     if (method != "GET") {

@@ -272,6 +272,8 @@ renderer.domElement.addEventListener('pointermove', (event) => {
   tip.hidden = false;
 });
 
+renderer.domElement.addEventListener('pointerleave', () => { $('tip').hidden = true; });
+
 // ------------------------------------------------------------ playground
 
 const target = new THREE.Mesh(new THREE.SphereGeometry(1, 16, 12),
@@ -298,7 +300,7 @@ function selectedChain() {
 // Puts the target on the chain's tip and the pole in front of its middle.
 function placeGizmos() {
   const chain = selectedChain();
-  const on = Boolean(chain);
+  const on = Boolean(chain) && !state.watch;
   target.visible = on;
   pole.visible = on && $('pg-pole').checked;
   gizmos[0].enabled = on;
@@ -399,6 +401,132 @@ function resetPose() {
   placeGizmos();
 }
 
+// ---------------------------------------------------------- live streams
+
+const markers = new THREE.Group();  // A watched stream's targets and poles.
+scene.add(markers);
+state.watch = null;  // {id, socket, messages, sequence, started}
+
+async function loadStreams() {
+  const { streams } = await api('/api/streams');
+  const list = $('streams');
+  list.replaceChildren(...streams.map((s) => {
+    const li = document.createElement('li');
+    li.dataset.id = s.id;
+    li.classList.toggle('selected', state.watch?.id === s.id);
+    const title = document.createElement('div');
+    title.textContent = `stream ${s.id} · ${s.owner || 'anonymous'}`;
+    const info = document.createElement('small');
+    info.textContent = `${(s.skeletonId || '?').slice(0, 12)} · ${s.frames} frames · ` +
+                       `${s.ageS.toFixed(0)} s`;
+    li.append(title, info);
+    li.addEventListener('click', () => watch(s));
+    return li;
+  }));
+  if (streams.length === 0) {
+    const li = document.createElement('li');
+    li.className = 'hint';
+    li.textContent = 'No open streams.';
+    list.replaceChildren(li);
+  }
+  return streams;
+}
+
+function stopWatching() {
+  if (state.watch) state.watch.socket.close();
+  state.watch = null;
+  markers.clear();
+  $('watching').hidden = true;
+  for (const li of $('streams').children) li.classList.remove('selected');
+}
+
+function drawMarkers(goals) {
+  const size = bodySize * 0.02;  // Larger than a joint: a reached target shows.
+  while (markers.children.length < 2 * goals.length) {
+    const target = markers.children.length % 2 === 0;
+    const m = new THREE.Mesh(new THREE.SphereGeometry(1, 12, 8),
+                             new THREE.MeshStandardMaterial({ color: target ? 0xff3030 : 0x3070ff }));
+    m.scale.setScalar(size);
+    markers.add(m);
+  }
+  markers.children.forEach((m) => { m.visible = false; });
+  goals.forEach((g, i) => {
+    for (const [k, p] of [[0, g.target], [1, g.pole]]) {
+      if (!p) continue;
+      const m = markers.children[2 * i + k];
+      m.position.set(p[0], p[1], p[2]);
+      m.visible = true;
+    }
+  });
+}
+
+// Keeps the camera on a moving figure: it moves with the root joint.
+function follow(w) {
+  const root = positionOf(globals(state.skeleton, state.pose)[0]);
+  if (w.root) {
+    const delta = root.clone().sub(w.root);
+    camera.position.add(delta);
+    orbit.target.add(delta);
+    grid.position.x += delta.x;
+    grid.position.z += delta.z;
+  } else {
+    const offset = camera.position.clone().sub(orbit.target);
+    orbit.target.copy(root);
+    camera.position.copy(root).add(offset);
+  }
+  orbit.update();
+  w.root = root;
+}
+
+async function watch(stream) {
+  stopWatching();
+  // The stream's skeleton may be newer than the list.
+  await loadSkeletons().catch(() => {});
+  if (stream.skeletonId && stream.skeletonId !== state.id) await openSkeleton(stream.skeletonId);
+  // The playground's gizmos would fight the stream for the pose.
+  $('pg-chain').value = '';
+  placeGizmos();
+  const url = new URL('/api/watch', location.href);
+  url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+  url.searchParams.set('stream', stream.id);
+  if (state.token) url.searchParams.set('access_token', state.token);
+  const socket = new WebSocket(url);
+  const w = { id: stream.id, socket, messages: 0, sequence: null, started: performance.now(),
+              ended: false, error: null };
+  state.watch = w;
+  $('watching').hidden = false;
+  for (const li of $('streams').children) li.classList.toggle('selected', Number(li.dataset.id) === stream.id);
+  socket.onmessage = async (event) => {
+    const frame = JSON.parse(event.data);
+    if (frame.error) { w.error = frame.error; showStatus(`watch: ${frame.error}`); return; }
+    if (frame.ended) { w.ended = true; $('watch-info').textContent = `stream ${w.id} ended`; return; }
+    if (frame.skeletonId !== state.id) {
+      await openSkeleton(frame.skeletonId);
+      w.root = null;
+    }
+    const n = state.pose.length;
+    if (frame.rotations.length !== 4 * n) return;
+    for (let j = 0; j < n; ++j) {
+      const r = frame.rotations, t = frame.translations;
+      state.pose[j].q.set(r[4 * j + 1], r[4 * j + 2], r[4 * j + 3], r[4 * j]);
+      state.pose[j].t.set(t[3 * j], t[3 * j + 1], t[3 * j + 2]);
+    }
+    drawPose();
+    drawMarkers(frame.goals);
+    follow(w);
+    w.messages += 1;
+    w.sequence = frame.sequence;
+    const seconds = (performance.now() - w.started) / 1000;
+    const reached = frame.goals.filter((g) => g.reached).length;
+    $('watch-info').textContent = `stream ${w.id}: frame ${frame.sequence}, ` +
+        `${(w.messages / Math.max(seconds, 1e-3)).toFixed(0)} frames/s shown, ` +
+        `${reached}/${frame.goals.length} goals reached`;
+  };
+}
+
+$('watch-stop').addEventListener('click', stopWatching);
+setInterval(() => { loadStreams().catch(() => {}); }, 1000);
+
 // -------------------------------------------------------------- registry
 
 async function loadSkeletons() {
@@ -414,6 +542,7 @@ async function loadSkeletons() {
   list.replaceChildren(...all.map((s) => {
     const li = document.createElement('li');
     li.dataset.id = s.skeletonId;
+    li.classList.toggle('selected', s.skeletonId === state.id);
     const name = document.createElement('div');
     name.textContent = s.name || '(unnamed)';
     const info = document.createElement('small');
@@ -458,7 +587,7 @@ async function openSkeleton(id) {
 
 $('pg-solver').replaceChildren(...SOLVERS.map((s) =>
   new Option(s.replace('SOLVER_', '').toLowerCase(), s)));
-$('pg-chain').addEventListener('change', placeGizmos);
+$('pg-chain').addEventListener('change', () => { stopWatching(); placeGizmos(); });
 $('pg-pole').addEventListener('change', placeGizmos);
 $('pg-reset').addEventListener('click', resetPose);
 $('token').value = state.token;
@@ -471,6 +600,7 @@ $('token-save').addEventListener('click', () => {
 async function start() {
   try {
     const skeletons = await loadSkeletons();
+    await loadStreams();
     $('auth').hidden = Boolean(state.token) ? $('auth').hidden : true;
     const wanted = new URLSearchParams(location.search).get('skeleton');
     const first = skeletons.find((s) => s.skeletonId === wanted) || skeletons[0];
@@ -493,5 +623,6 @@ window.reachViewer = {
     return { x: rect.left + (p.x + 1) / 2 * rect.width, y: rect.top + (1 - p.y) / 2 * rect.height };
   },
   targetPosition: () => xyz(target.position),
+  markersShown: () => markers.children.filter((m) => m.visible).length,
   jointPositions: () => state.skeleton ? globals(state.skeleton, state.pose).map((m) => xyz(positionOf(m))) : [],
 };

@@ -167,6 +167,41 @@ try {
   check(shown.includes('iterations') && shown.includes('round trip'), 'the result is shown');
   await page.screenshot({ path: join(args.out, 'viewer-playground.png') });
 
+  // Live: a running `reach stream` (the walk at 40 frames/s, about 8.6 s)
+  // is listed, and watching it shows its frames advancing.
+  const clip = join(args.data || 'tests/data', 'mocap', 'cmu_02_01_walk.bvh');
+  const streamer = spawn(args.cli, [`--addr=127.0.0.1:${grpcPort}`, 'stream', clip,
+                                    '--fps', '40', '--quiet'], { stdio: 'ignore' });
+  const streamEnded = new Promise((resolve) => streamer.on('exit', resolve));
+  try {
+    const streamId = await waitFor('the stream in the list', () => page.evaluate(() =>
+      document.querySelector('#streams li[data-id]')?.dataset.id));
+    await page.click(`#streams li[data-id="${streamId}"]`);
+    const first = await waitFor('frames of the stream', () => page.evaluate(() =>
+      window.reachViewer.state.watch?.messages >= 3 && window.reachViewer.state.watch.sequence));
+    const hipsBefore = await page.evaluate(() => window.reachViewer.jointPositions()[0]);
+    await sleep(1500);
+    const watched = await page.evaluate(() => ({
+      messages: window.reachViewer.state.watch.messages,
+      sequence: window.reachViewer.state.watch.sequence,
+      info: document.querySelector('#watch-info').textContent,
+      markers: window.reachViewer.markersShown(),
+    }));
+    const hipsAfter = await page.evaluate(() => window.reachViewer.jointPositions()[0]);
+    check(Number(watched.sequence) > Number(first) + 20 && watched.messages > 20,
+          `the watched stream advances (frame ${first} -> ${watched.sequence}, ` +
+          `${watched.messages} frames shown: ${watched.info})`);
+    check(dist(hipsAfter, hipsBefore) > 0.05,
+          `the walk moves the pelvis (${dist(hipsAfter, hipsBefore).toFixed(2)} m in 1.5 s)`);
+    check(watched.markers >= 4, `targets are drawn (${watched.markers})`);
+    await page.screenshot({ path: join(args.out, 'viewer-stream.png') });
+    await streamEnded;
+    await waitFor('the end of the stream', () => page.evaluate(() => window.reachViewer.state.watch?.ended));
+    check(true, 'the page sees the stream end');
+  } finally {
+    streamer.kill();
+  }
+
   check(problems.length === 0, `no console errors or failed requests${problems.length ? `: ${problems.join('; ')}` : ''}`);
 } catch (error) {
   check(false, `${error.stack || error}`);

@@ -1,0 +1,106 @@
+// The viewer's window on live SolveStreams: every open stream is listed
+// here (id, owner, skeleton, frames), and while someone watches it, each
+// solved frame's pose, targets and poles are copied into a one-frame slot
+// that the viewer samples (latest wins: frames solved between two samples
+// are never seen, never queued). Unwatched, a frame costs the solver one
+// relaxed atomic increment and one atomic load.
+#ifndef REACH_SERVER_STREAM_WATCH_H_
+#define REACH_SERVER_STREAM_WATCH_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "reach/v1/solve.pb.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+
+namespace reach {
+
+// One frame as the viewer draws it.
+struct StreamFrame {
+  uint64_t version = 0;  // Frames published before and including this one.
+  std::string skeleton_id;
+  uint64_t sequence = 0;  // The request's.
+  // Per joint, local: rotation (w, x, y, z) and translation (x, y, z).
+  std::vector<double> rotations;
+  std::vector<double> translations;
+  struct Goal {
+    int effector = -1;  // Joint index; -1 when the name is unknown.
+    bool has_target = false, has_pole = false;
+    double target[3] = {0, 0, 0};
+    double pole[3] = {0, 0, 0};
+    bool reached = false;
+    double position_error = 0;
+  };
+  std::vector<Goal> goals;
+};
+
+// The frame as JSON: {"stream": ID, "version", "skeletonId", "sequence",
+// "rotations": [...], "translations": [...], "goals": [{"effector",
+// "target": [x, y, z] (or null), "pole", "reached", "positionError"}]}.
+std::string StreamFrameJson(int64_t stream, const StreamFrame& frame);
+
+class WatchedStream {
+ public:
+  WatchedStream(int64_t id, std::string owner)
+      : id_(id), owner_(std::move(owner)), started_(absl::Now()) {}
+
+  int64_t id() const { return id_; }
+  const std::string& owner() const { return owner_; }
+  absl::Time started() const { return started_; }
+  int64_t frames() const { return frames_.load(std::memory_order_relaxed); }
+  int watchers() const { return watchers_.load(std::memory_order_relaxed); }
+  bool ended() const { return ended_.load(std::memory_order_acquire); }
+  std::string skeleton_id() const;
+
+  // The stream's skeleton, when it changes (before its first frame).
+  void SetSkeleton(const std::string& skeleton_id);
+  // The solver's thread, after each solved frame (`pose`: the solution).
+  // Copies the frame only while watched; reuses the slot's capacity.
+  void Published(const Skeleton& skeleton, const std::string& skeleton_id,
+                 const v1::SolveRequest& request, const Pose& pose,
+                 const v1::SolveResponse& response);
+
+  // The viewer: copies the latest frame into *out when its version is
+  // newer than `after`.
+  bool Latest(uint64_t after, StreamFrame* out) const;
+
+  void AddWatcher() { watchers_.fetch_add(1, std::memory_order_relaxed); }
+  void RemoveWatcher() { watchers_.fetch_sub(1, std::memory_order_relaxed); }
+  void End() { ended_.store(true, std::memory_order_release); }
+
+ private:
+  const int64_t id_;
+  const std::string owner_;
+  const absl::Time started_;
+  std::atomic<int64_t> frames_{0};
+  std::atomic<int> watchers_{0};
+  std::atomic<bool> ended_{false};
+  mutable absl::Mutex mu_;
+  StreamFrame latest_ ABSL_GUARDED_BY(mu_);
+  std::string skeleton_id_ ABSL_GUARDED_BY(mu_);
+};
+
+class StreamWatch {
+ public:
+  // A stream opened by `owner` (the caller's name).
+  std::shared_ptr<WatchedStream> Add(std::string owner);
+  // The stream ended: it is marked so, and no longer listed.
+  void Remove(const std::shared_ptr<WatchedStream>& stream);
+  std::vector<std::shared_ptr<WatchedStream>> List() const;
+  std::shared_ptr<WatchedStream> Find(int64_t id) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<std::shared_ptr<WatchedStream>> streams_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace reach
+
+#endif  // REACH_SERVER_STREAM_WATCH_H_
