@@ -2,10 +2,16 @@
 // server: its static files, and the JSON gateway to the server's own API
 // (answers equal to the gRPC ones, errors that name the field, limits,
 // token authentication).
+#include <civetweb.h>
+
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -225,6 +231,254 @@ TEST(ViewerAuthTest, TheGatewayNeedsTheSameTokensAsTheApi) {
   r = HttpRequest(port, "GET", "/api/skeletons", {{"Authorization", "Bearer t-solve"}});
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_THAT(r.body, HasSubstr("\"skeletons\""));
+}
+
+
+// A WebSocket client (civetweb's) on /api/watch; collects the text
+// messages it receives.
+class WatchClient {
+ public:
+  WatchClient(int port, const std::string& query) {
+    char error[256] = "";
+    conn_ = mg_connect_websocket_client("127.0.0.1", port, 0, error, sizeof(error),
+                                        ("/api/watch?" + query).c_str(), nullptr,
+                                        &WatchClient::OnData, &WatchClient::OnClose,
+                                        this);
+    EXPECT_NE(conn_, nullptr) << error;
+  }
+  ~WatchClient() {
+    if (conn_ != nullptr) mg_close_connection(conn_);
+  }
+
+  // Waits until the messages satisfy what Expect() gave, the socket
+  // closes or 20 s pass; returns the messages.
+  std::vector<std::string> WaitFor() {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](WatchClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                               return c->closed_ || c->done_(c->messages_);
+                             },
+                             this),
+                         absl::Seconds(20));
+    return messages_;
+  }
+  std::vector<std::string> Messages() {
+    absl::MutexLock lock(&mu_);
+    return messages_;
+  }
+  void Expect(std::function<bool(const std::vector<std::string>&)> done) {
+    absl::MutexLock lock(&mu_);
+    done_ = std::move(done);
+  }
+  bool closed() {
+    absl::MutexLock lock(&mu_);
+    return closed_;
+  }
+
+ private:
+  static int OnData(mg_connection*, int bits, char* data, size_t size, void* self) {
+    auto* c = static_cast<WatchClient*>(self);
+    absl::MutexLock lock(&c->mu_);
+    if ((bits & 0xf) == MG_WEBSOCKET_OPCODE_TEXT) c->messages_.emplace_back(data, size);
+    return 1;
+  }
+  static void OnClose(const mg_connection*, void* self) {
+    auto* c = static_cast<WatchClient*>(self);
+    absl::MutexLock lock(&c->mu_);
+    c->closed_ = true;
+  }
+
+  mg_connection* conn_ = nullptr;
+  absl::Mutex mu_;
+  std::vector<std::string> messages_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<bool(const std::vector<std::string>&)> done_
+      ABSL_GUARDED_BY(mu_) = [](const std::vector<std::string>&) { return false; };
+};
+
+google::protobuf::Struct ParseJson(const std::string& json) {
+  google::protobuf::Struct out;
+  EXPECT_TRUE(pbutil::JsonStringToMessage(json, &out).ok()) << json;
+  return out;
+}
+
+using Stream = grpc::ClientReaderWriter<v1::SolveRequest, v1::SolveResponse>;
+
+v1::SolveRequest ArmFrame(const std::string& id, int frame) {
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  request.set_sequence(frame);
+  *request.add_goals() =
+      MakeGoal("l_arm", Eigen::Vector3d(0.3, 1.1 + 0.01 * frame, 0.25));
+  return request;
+}
+
+TEST_F(ViewerTest, WatchesALiveStreamFrameByFrame) {
+  auto context = Context();
+  std::unique_ptr<Stream> stream = server_.stub->SolveStream(context.get());
+  v1::SolveResponse response;
+  ASSERT_TRUE(stream->Write(ArmFrame(id_, 1)));
+  ASSERT_TRUE(stream->Read(&response));
+
+  // Listed with its owner (without auth: the peer's address) and frames.
+  const HttpResponse list = HttpRequest(port_, "GET", "/api/streams");
+  ASSERT_EQ(list.status, 200) << list.body;
+  const google::protobuf::Struct listed = ParseJson(list.body);
+  const auto& streams = listed.fields().at("streams").list_value();
+  ASSERT_EQ(streams.values_size(), 1) << list.body;
+  const auto& s = streams.values(0).struct_value().fields();
+  EXPECT_EQ(s.at("owner").string_value(), "peer:127.0.0.1");
+  EXPECT_EQ(s.at("skeletonId").string_value(), id_);
+  EXPECT_EQ(s.at("frames").number_value(), 1);
+  const int stream_id = static_cast<int>(s.at("id").number_value());
+
+  WatchClient watcher(port_, absl::StrCat("stream=", stream_id));
+  // Watching starts with the next frame solved (once the socket is up).
+  std::vector<std::string> messages;
+  for (int frame = 2; frame <= 200 && messages.empty(); ++frame) {
+    ASSERT_TRUE(stream->Write(ArmFrame(id_, frame)));
+    ASSERT_TRUE(stream->Read(&response));
+    messages = watcher.Messages();
+    if (messages.empty()) absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_FALSE(messages.empty());
+  // The latest frame, as the stream answered it: every joint's rotation,
+  // equal to the response's for the joints it turned; the goal's target.
+  ASSERT_TRUE(stream->Write(ArmFrame(id_, 500)));
+  ASSERT_TRUE(stream->Read(&response));
+  watcher.Expect([](const std::vector<std::string>& m) {
+    return m.back().find("\"sequence\":500") != std::string::npos;
+  });
+  messages = watcher.WaitFor();
+  const google::protobuf::Struct frame = ParseJson(messages.back());
+  EXPECT_EQ(frame.fields().at("stream").number_value(), stream_id);
+  EXPECT_EQ(frame.fields().at("sequence").number_value(), 500);
+  EXPECT_EQ(frame.fields().at("skeletonId").string_value(), id_);
+  const auto& rotations = frame.fields().at("rotations").list_value();
+  ASSERT_EQ(rotations.values_size(), 4 * 31);
+  for (int k = 0; k < response.rotated_joints_size(); ++k) {
+    const int j = static_cast<int>(response.rotated_joints(k));
+    for (int c = 0; c < 4; ++c) {
+      EXPECT_EQ(rotations.values(4 * j + c).number_value(),
+                response.rotations(4 * k + c))
+          << "joint " << j;
+    }
+  }
+  const auto& goal = frame.fields().at("goals").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(goal.at("target").list_value().values(1).number_value(), 1.1 + 0.01 * 500);
+  EXPECT_EQ(goal.at("effector").number_value(), 20);  // l_wrist.
+  EXPECT_EQ(goal.at("pole").kind_case(), google::protobuf::Value::kNullValue);
+  EXPECT_EQ(goal.at("reached").bool_value(), response.results(0).reached());
+
+  // The stream ends: so does the watch, saying so.
+  stream->WritesDone();
+  while (stream->Read(&response)) {}
+  EXPECT_TRUE(stream->Finish().ok());
+  watcher.Expect([](const std::vector<std::string>& m) {
+    return m.back().find("\"ended\":true") != std::string::npos;
+  });
+  messages = watcher.WaitFor();
+  EXPECT_THAT(messages.back(), HasSubstr("\"ended\":true"));
+  const HttpResponse after = HttpRequest(port_, "GET", "/api/streams");
+  EXPECT_THAT(after.body, HasSubstr("\"streams\":[]"));
+}
+
+TEST_F(ViewerTest, AWatchOfNoStreamIsRefusedInTheSocket) {
+  WatchClient watcher(port_, "stream=12345");
+  watcher.Expect([](const std::vector<std::string>& m) { return !m.empty(); });
+  const std::vector<std::string> messages = watcher.WaitFor();
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_THAT(messages[0], HasSubstr("no open stream '12345'"));
+}
+
+TEST(ViewerLimitsTest, WatchersAreBoundedByHttpMaxWatchers) {
+  ServerOptions options = ViewerOptions();
+  options.http_max_watchers = 1;
+  TestServer server(options);
+  const std::string id =
+      MustRegister(*server.stub, testing::ToWire(testing::HumanoidDef(), "humanoid"));
+  auto context = Context();
+  std::unique_ptr<Stream> stream = server.stub->SolveStream(context.get());
+  v1::SolveResponse response;
+  ASSERT_TRUE(stream->Write(ArmFrame(id, 1)));
+  ASSERT_TRUE(stream->Read(&response));
+  const int port = server.server->http_port();
+
+  WatchClient first(port, "stream=1");
+  absl::SleepFor(absl::Milliseconds(200));  // Accepted and ready.
+  WatchClient second(port, "stream=1");
+  second.Expect([](const std::vector<std::string>& m) { return !m.empty(); });
+  const std::vector<std::string> refused = second.WaitFor();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_THAT(refused[0], HasSubstr("too many watchers (--http_max_watchers=1)"));
+  // The first one still gets frames.
+  first.Expect([](const std::vector<std::string>& m) { return !m.empty(); });
+  ASSERT_TRUE(stream->Write(ArmFrame(id, 2)));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_FALSE(first.WaitFor().empty());
+  stream->WritesDone();
+  while (stream->Read(&response)) {}
+  EXPECT_TRUE(stream->Finish().ok());
+
+  options.http_max_watchers = options.http_threads;
+  const absl::StatusOr<std::unique_ptr<ReachServer>> bad = ReachServer::Start(options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("--http_max_watchers=16 must be less than --http_threads=16"));
+}
+
+TEST(ViewerAuthTest, StreamsAreVisibleToTheirOwnerAndAdmins) {
+  const std::filesystem::path dir = testing::TempDir("viewer-streams");
+  testing::WriteFile(dir / "tokens", TokenLine("alice", "t-alice", "solve") +
+                                         TokenLine("bob", "t-bob", "register") +
+                                         TokenLine("ops", "t-admin", "admin"));
+  ServerOptions options = ViewerOptions();
+  options.auth_tokens_file = (dir / "tokens").string();
+  TestServer server(options);
+  const int port = server.server->http_port();
+  v1::RegisterSkeletonRequest registration;
+  *registration.mutable_skeleton() = testing::ToWire(testing::HumanoidDef(), "humanoid");
+  v1::RegisterSkeletonResponse registered;
+  auto register_context = Context();
+  register_context->AddMetadata("authorization", "Bearer t-bob");
+  ASSERT_TRUE(server.stub->RegisterSkeleton(register_context.get(), registration,
+                                            &registered).ok());
+
+  auto context = Context();
+  context->AddMetadata("authorization", "Bearer t-alice");
+  std::unique_ptr<Stream> stream = server.stub->SolveStream(context.get());
+  v1::SolveResponse response;
+  ASSERT_TRUE(stream->Write(ArmFrame(registered.skeleton_id(), 1)));
+  ASSERT_TRUE(stream->Read(&response));
+
+  auto list = [&](const std::string& token) {
+    return HttpRequest(port, "GET", "/api/streams",
+                       {{"Authorization", "Bearer " + token}});
+  };
+  EXPECT_EQ(HttpRequest(port, "GET", "/api/streams").status, 401);
+  EXPECT_EQ(list("nope").status, 401);
+  EXPECT_THAT(list("t-alice").body, HasSubstr("\"owner\":\"alice\""));
+  EXPECT_THAT(list("t-admin").body, HasSubstr("\"owner\":\"alice\""));
+  const HttpResponse bobs = list("t-bob");
+  EXPECT_EQ(bobs.status, 200);
+  EXPECT_THAT(bobs.body, HasSubstr("\"streams\":[]"));
+
+  // Watching: the token in the query (a browser cannot set the header).
+  WatchClient bob(port, "stream=1&access_token=t-bob");
+  bob.Expect([](const std::vector<std::string>& m) { return !m.empty(); });
+  EXPECT_THAT(bob.WaitFor().at(0), HasSubstr("may watch"));
+  WatchClient nobody(port, "stream=1");
+  nobody.Expect([](const std::vector<std::string>& m) { return !m.empty(); });
+  EXPECT_THAT(nobody.WaitFor().at(0), HasSubstr("\"error\""));
+  WatchClient alice(port, "stream=1&access_token=t-alice");
+  alice.Expect([](const std::vector<std::string>& m) { return !m.empty(); });
+  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE(stream->Write(ArmFrame(registered.skeleton_id(), 2)));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_THAT(alice.WaitFor().at(0), HasSubstr("\"rotations\""));
+  stream->WritesDone();
+  while (stream->Read(&response)) {}
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 }  // namespace
