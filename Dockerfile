@@ -44,8 +44,9 @@ RUN apt-get update \
 COPY --from=build /build/server/reach-server /build/client/reach /usr/local/bin/
 USER reach
 WORKDIR /var/lib/reach
-# gRPC (reach.v1.IkService, grpc.health.v1, reflection) and /metrics.
-EXPOSE 50051 9464
+# gRPC (reach.v1.IkService, grpc.health.v1, reflection), /metrics and the
+# browser viewer (plain HTTP; it asks for a token: publish it on loopback).
+EXPOSE 50051 9464 9465
 # The SQLite registry: mount a volume to keep registrations.
 VOLUME /var/lib/reach
 # The reach tool inside the image speaks TLS to the server by default
@@ -56,6 +57,7 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
 # reach-server drains streams and in-flight calls on SIGTERM (--shutdown_grace).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["reach-server", "--listen=0.0.0.0:50051", \
-            "--metrics_listen=0.0.0.0:9464", "--data_dir=/var/lib/reach", \
+            "--metrics_listen=0.0.0.0:9464", "--http_listen=0.0.0.0:9465", \
+            "--data_dir=/var/lib/reach", \
             "--tls_cert=/etc/reach/tls/tls.crt", "--tls_key=/etc/reach/tls/tls.key", \
             "--auth_tokens_file=/etc/reach/auth/tokens"]

@@ -27,7 +27,7 @@ else
 fi
 project=reach-smoke
 export REACH_GRPC_PORT=55051 REACH_METRICS_PORT=59464 PROMETHEUS_PORT=59090 \
-  GRAFANA_PORT=53000
+  GRAFANA_PORT=53000 REACH_VIEWER_PORT=59465
 grafana_image=${GRAFANA_IMAGE:-grafana/grafana-oss:11.2.0}
 export GRAFANA_IMAGE=$grafana_image
 dc() { "${compose[@]}" -p "$project" -f deploy/docker-compose.yml "$@"; }
@@ -139,6 +139,14 @@ if [[ " ${services[*]} " == *" grafana "* ]]; then
     "http://127.0.0.1:$GRAFANA_PORT/api/dashboards/uid/reach-overview" |
     grep -q '"uid":"reach-overview"' || fail "dashboard reach-overview"
 fi
+
+step "the viewer: its page, and its API behind the token"
+viewer=http://127.0.0.1:$REACH_VIEWER_PORT
+curl -sf "$viewer/" | grep -q "Reach viewer" || fail "the viewer's page"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$viewer/api/skeletons")
+[ "$code" = 401 ] || fail "the viewer's API answered no token with $code"
+curl -sf -H "Authorization: Bearer $client_token" "$viewer/api/skeletons" |
+  grep -q '"skeletons"' || fail "the viewer's API with the client's token"
 
 step "SIGTERM drains and exits 0"
 dc stop reach-server
