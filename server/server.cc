@@ -156,6 +156,30 @@ bool IsLoopbackAddress(absl::string_view address) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
+namespace {
+
+// An HTTP endpoint (`flag`, serving `what`) on an address other machines
+// can reach needs tokens, or --insecure (then a warning is logged).
+absl::Status CheckExposed(const ServerOptions& o, absl::string_view flag,
+                          const std::string& address, absl::string_view what,
+                          absl::string_view with_tokens) {
+  if (address.empty() || IsLoopbackAddress(address) ||
+      !o.auth_tokens_file.empty()) {
+    return absl::OkStatus();
+  }
+  if (!o.insecure) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, "=", address, " is not a loopback address: give "
+        "--auth_tokens_file (", with_tokens, "), or --insecure"));
+  }
+  LogError(absl::StrCat("WARNING: serving ", what,
+                        " without authentication on ", address,
+                        " (--insecure)"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     const ServerOptions& options) {
   std::unique_ptr<ReachServer> s(new ReachServer());
@@ -184,28 +208,12 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       Credentials(o);
   if (!credentials.ok()) return credentials.status();
-  if (!o.metrics_address.empty() && !IsLoopbackAddress(o.metrics_address) &&
-      o.auth_tokens_file.empty()) {
-    if (!o.insecure) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--metrics_listen=", o.metrics_address,
-          " is not a loopback address: give --auth_tokens_file (scrapers "
-          "then need a token with the metrics role), or --insecure"));
-    }
-    LogError(absl::StrCat("WARNING: serving /metrics without authentication "
-                          "on ", o.metrics_address, " (--insecure)"));
-  }
-  if (!o.http_address.empty() && !IsLoopbackAddress(o.http_address) &&
-      o.auth_tokens_file.empty()) {
-    if (!o.insecure) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--http_listen=", o.http_address,
-          " is not a loopback address: give --auth_tokens_file (the viewer "
-          "then asks for a token), or --insecure"));
-    }
-    LogError(absl::StrCat("WARNING: serving the viewer without "
-                          "authentication on ", o.http_address,
-                          " (--insecure)"));
+  for (const absl::Status& exposed :
+       {CheckExposed(o, "--metrics_listen", o.metrics_address, "/metrics",
+                     "scrapers then need a token with the metrics role"),
+        CheckExposed(o, "--http_listen", o.http_address, "the viewer",
+                     "the viewer then asks for a token")}) {
+    if (!exposed.ok()) return exposed;
   }
   absl::StatusOr<std::unique_ptr<TokenAuth>> auth =
       TokenAuth::Open(o.auth_tokens_file, o.auth_reload_interval);
