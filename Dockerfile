@@ -19,11 +19,12 @@
 # debootstrap and imports it into the local engine first.
 ARG BASE_IMAGE=debian:bookworm
 
-# Builder: the very setup script CI and developers use.
+# Builder: the very setup script CI and developers use. The viewer's
+# three.js comes with the source tree (viewer/node_modules/three, which
+# scripts/setup fetched with npm on the host: run it before building).
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
 COPY scripts/setup scripts/setup
-COPY viewer/package.json viewer/package-lock.json viewer/
 RUN scripts/setup --build-only && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
