@@ -151,8 +151,16 @@ bool WithinLimits(const Joint& joint, const Eigen::Quaterniond& local,
       const double angle = SwingTwist(delta, joint.axis, &swing);
       Eigen::Vector3d unused;
       if (SwingAngle(swing, &unused) > tolerance_rad) return false;
-      return AngleWithin(angle, joint.min_angle_rad, joint.max_angle_rad,
-                         tolerance_rad);
+      // 2pi-periodic: the smallest equivalent of the angle at or above the
+      // range's start must not pass its end. SwingTwist reads the angle
+      // anywhere in (-2pi, 2pi], so trying only +-2pi misses ranges far
+      // from it. A range 2pi wide or more (one side unlimited, too) holds
+      // every rotation.
+      const double lo = joint.min_angle_rad - tolerance_rad;
+      const double hi = joint.max_angle_rad + tolerance_rad;
+      if (!(hi - lo < kTwoPi)) return true;
+      const double above = angle - kTwoPi * std::floor((angle - lo) / kTwoPi);
+      return above <= hi;
     }
     case JointType::kBall: {
       const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * local;

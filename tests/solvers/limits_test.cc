@@ -469,6 +469,29 @@ TEST(HingeAngleWithinLimitsTest, ZeroWidthRangeIsExactlyItsValue) {
 
 // --- WithinLimits ----------------------------------------------------------
 
+// A hinge rotation whose quaternion has a negative w reads as an angle in
+// (-2pi, -pi) or (pi, 2pi]; a range with one side unlimited, or far from
+// zero, holds it at a 4pi-equivalent (solve_request fuzzer: a full-body
+// root hinge with min pi, no max, turned 0.17 rad, was called outside).
+TEST(WithinLimitsTest, HingeAngleCountsModuloTwoPiWhateverTheSign) {
+  const Joint open_above = MakeHinge(kRest, kAxis, M_PI, kInf);
+  const Joint open_below = MakeHinge(kRest, kAxis, -kInf, -M_PI);
+  const Joint far = MakeHinge(kRest, kAxis, 3.5, 4.5);  // Holds -2.5 + 2pi.
+  for (const double a : {0.171, -0.171, 2.0, -3.0, 6.1}) {
+    for (const double sign : {1.0, -1.0}) {
+      const Quaterniond q(sign * HingeRotation(open_above, a).coeffs());
+      EXPECT_TRUE(WithinLimits(open_above, q, 1e-6)) << a << " " << sign;
+      EXPECT_TRUE(WithinLimits(open_below, q, 0.0)) << a << " " << sign;
+    }
+  }
+  for (const double sign : {1.0, -1.0}) {
+    EXPECT_TRUE(WithinLimits(
+        far, Quaterniond(sign * HingeRotation(far, -2.5).coeffs()), 0.0));
+    EXPECT_FALSE(WithinLimits(
+        far, Quaterniond(sign * HingeRotation(far, 0.3).coeffs()), 1e-6));
+  }
+}
+
 TEST(WithinLimitsTest, FixedAllowsOnlyRest) {
   const Joint joint = MakeFixed(kRest);
   EXPECT_TRUE(WithinLimits(joint, kRest, 1e-6));
