@@ -53,6 +53,7 @@ const logPath = join(work, 'server.log');
 const server = spawn(args.server, ['--listen=127.0.0.1:0', '--metrics_listen=',
                                    '--http_listen=127.0.0.1:0', '--in_memory'],
                      { stdio: ['ignore', 'ignore', openSync(logPath, 'w')] });
+const exited = new Promise((resolve) => server.on('exit', (code, signal) => resolve({ code, signal })));
 let browser = null;
 try {
   const [grpcPort, httpPort] = await waitFor('the server\'s start line', () => {
@@ -219,7 +220,14 @@ try {
   console.log(readFileSync(logPath, 'utf8'));
 } finally {
   if (browser) await browser.close();
-  server.kill('SIGTERM');
 }
+// The server drains and exits 0 (under the sanitizers, also: no leak, no
+// error report at exit).
+server.kill('SIGTERM');
+const exit = await Promise.race([exited, sleep(60000).then(() => null)]);
+check(exit !== null && exit.code === 0,
+      `reach-server exits 0 on SIGTERM (${exit ? `code ${exit.code}, signal ${exit.signal}` : 'still running after 60 s'})`);
+if (exit === null) server.kill('SIGKILL');
+if (!exit || exit.code !== 0) console.log(readFileSync(logPath, 'utf8'));
 console.log(failures ? `browser_test: ${failures} check(s) failed` : 'browser_test: all checks passed');
 process.exit(failures ? 1 : 0);
