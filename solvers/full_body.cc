@@ -602,8 +602,7 @@ void FullBodySolve::PairColumns() {
   s_.goal_col_start.resize(m + 1);
   for (int k = 0; k < m; ++k) {
     s_.goal_col_start[k] = static_cast<int>(s_.goal_cols.size());
-    const Goal& goal = goals_[s_.goal_order[k]];
-    if (translates_ && !goal.aim_axis) {
+    if (translates_) {
       for (int a = 0; a < 3; ++a) s_.goal_cols.push_back(a);
     }
     const size_t first = s_.goal_cols.size();
@@ -698,8 +697,10 @@ bool FullBodySolve::Evaluate() {
       const Vector3d to = goal.target - ge.translation;
       Vector3d turn = Vector3d::Zero();
       double angle = 0.0;
-      if (to.norm() > 0.0) {
-        const Vector3d d = to.normalized();
+      Vector3d d = aim;
+      const double distance = to.norm();
+      if (distance > 0.0) {
+        d = to.normalized();
         const Vector3d c = aim.cross(d);
         angle = std::atan2(c.norm(), aim.dot(d));
         turn = c.norm() > 1e-300 ? (angle / c.norm()) * c : angle * b1;
@@ -707,10 +708,25 @@ bool FullBodySolve::Evaluate() {
       s_.error(row) = sw * b1.dot(turn);
       s_.error(row + 1) = sw * b2.dot(turn);
       excess = std::max(0.0, angle - s_.orientation_tolerance[i]);
+      // A column turns the aim about its axis u, and moves the effector by
+      // u x (effector - joint) (or by the root's translation), which turns
+      // the direction to the target the other way: the turn left shrinks
+      // by u + d x motion / distance, across the aim.
+      const double reach = distance > 1e-9 * body_ ? 1.0 / distance : 0.0;
+      if (translates_ && reach > 0.0) {
+        for (int a = 0; a < 3; ++a) {
+          const Vector3d moved = reach * d.cross(Vector3d::Unit(a));
+          J(row, a) = sw * b1.dot(moved) * body_;
+          J(row + 1, a) = sw * b2.dot(moved) * body_;
+        }
+      }
       for (int j = e;; j = skeleton_.joint(j).parent) {
+        const Vector3d lever = ge.translation - s_.globals[j].translation;
         for (int c = s_.dof_start[j], end = c + DofCount(j); c < end; ++c) {
-          J(row, c) = sw * b1.dot(s_.axis[c]);
-          J(row + 1, c) = sw * b2.dot(s_.axis[c]);
+          const Vector3d& u = s_.axis[c];
+          const Vector3d reduces = u + reach * d.cross(u.cross(lever));
+          J(row, c) = sw * b1.dot(reduces);
+          J(row + 1, c) = sw * b2.dot(reduces);
         }
         if (j == root_) break;
       }

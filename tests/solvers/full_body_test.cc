@@ -282,6 +282,47 @@ TEST(FullBodyTest, LookAtAimsTheHeadWhileHandsAndFeetHold) {
   ExpectValidPose(skeleton, o);
 }
 
+// A look-at turns with every joint that moves its effector: translating
+// the body changes the direction to the target too. With every rotation
+// held (stiffness 1), only the free root's translation can aim the head,
+// by the target's offset across the aim (before, the look-at's rows had no entries for the translation and
+// nothing moved; its rows also left out, for every joint, the effector's
+// own motion, so the aim converged only linearly).
+TEST(FullBodyTest, ALookAtIsServedByTheRootsTranslation) {
+  absl::StatusOr<SkeletonDef> def =
+      LoadSkeletonJson(ExamplePath("humanoid_limited.skeleton.json"));
+  ASSERT_TRUE(def.ok()) << def.status();
+  for (JointDef& joint : def->joints) joint.stiffness = 1.0;
+  const absl::StatusOr<Skeleton> made = Skeleton::Create(*def);
+  ASSERT_TRUE(made.ok()) << made.status();
+  const Skeleton& skeleton = *made;
+  const IndependentGlobals rest = IndependentFk(skeleton, RestPose(skeleton));
+  const int head = skeleton.FindJoint("head");
+  const Vector3d forward(0.0, 0.0, 1.0);
+  const Vector3d across(0.2, -0.1, 0.0);
+  Goal aim = FullBodyGoal(head, rest.position[head] + across + 1.5 * forward, 0);
+  aim.aim_axis = rest.rotation[head].conjugate() * forward;
+  aim.options.orientation_tolerance_rad = 1e-6;
+  const Outcome o = SolveBody(skeleton, {aim}, RestPose(skeleton));
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_TRUE(o.results[0].reached);
+  EXPECT_LE(AngleError(o, aim), 1e-6);
+  const int root = 0;
+  const Vector3d moved = o.fk.position[root] - rest.position[root];
+  // Across the aim, the target's offset; along it, what the steps'
+  // curvature added (a few centimetres).
+  const Vector3d sideways = moved - moved.dot(forward) * forward;
+  EXPECT_LE((sideways - across).norm(), 1e-5) << moved.transpose();
+  EXPECT_LE(std::abs(moved.dot(forward)), 0.05) << moved.transpose();
+  for (int j = 0; j < skeleton.num_joints(); ++j) {
+    EXPECT_LE(o.pose.local[j].rotation.angularDistance(
+                  skeleton.joint(j).rest.rotation),
+              1e-12)
+        << skeleton.joint(j).name;
+  }
+  EXPECT_LE(o.results[0].iterations, 4);
+}
+
 // An aim axis is a direction: one whose norm overflows (finite
 // components, 1e300 long) aims as its unit vector does (the solve_request
 // fuzzer: normalising it gave a zero axis and a NaN pose).
