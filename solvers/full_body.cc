@@ -312,7 +312,8 @@ void CholeskyInPlace(Eigen::MatrixXd& a, int n, double floor) {
     double* cj = &a(0, j);
     const double d = std::sqrt(std::max(cj[j], floor));
     cj[j] = d;
-    for (int i = j + 1; i < n; ++i) cj[i] /= d;
+    const double inverse = 1.0 / d;
+    for (int i = j + 1; i < n; ++i) cj[i] *= inverse;
     for (int k = j + 1; k < n; ++k) {
       const double f = cj[k];
       double* ck = &a(0, k);
@@ -332,6 +333,37 @@ void CholeskySolveInPlace(const Eigen::MatrixXd& l, int n, double* b) {
     double v = b[i];
     for (int k = i + 1; k < n; ++k) v -= l(k, i) * b[k];
     b[i] = v / l(i, i);
+  }
+}
+
+// The Gram block of two goals' rows (Nb x Na, into `block`) over the
+// columns they share: each column adds the outer product of the two
+// goals' entries in it (contiguous in the column-major Jacobian). Fixed
+// sizes let the compiler unroll the product.
+template <int Na, int Nb>
+void GramBlock(const Eigen::MatrixXd& J, int ra, int rb, const int* cols,
+               int count, double block[kMaxGoalRows][kMaxGoalRows]) {
+  double sum[Nb][Na] = {};
+  for (int p = 0; p < count; ++p) {
+    const double* ja = &J(ra, cols[p]);
+    const double* jb = &J(rb, cols[p]);
+    for (int i = 0; i < Nb; ++i) {
+      for (int k = 0; k < Na; ++k) sum[i][k] += jb[i] * ja[k];
+    }
+  }
+  for (int i = 0; i < Nb; ++i) {
+    for (int k = 0; k < Na; ++k) block[i][k] = sum[i][k];
+  }
+}
+
+template <int Na>
+void GramBlockB(const Eigen::MatrixXd& J, int ra, int rb, int nb,
+                const int* cols, int count,
+                double block[kMaxGoalRows][kMaxGoalRows]) {
+  switch (nb) {
+    case 2: return GramBlock<Na, 2>(J, ra, rb, cols, count, block);
+    case 3: return GramBlock<Na, 3>(J, ra, rb, cols, count, block);
+    default: return GramBlock<Na, 6>(J, ra, rb, cols, count, block);
   }
 }
 
@@ -915,14 +947,13 @@ void FullBodySolve::ComputeStep(double damping) {
     const int ra = s_.goal_row[a], na = s_.goal_row[a + 1] - ra;
     for (int b = a; b < goals; ++b, ++pair) {
       const int rb = s_.goal_row[b], nb = s_.goal_row[b + 1] - rb;
-      double block[kMaxGoalRows][kMaxGoalRows] = {};
-      for (int p = s_.pair_col_start[pair]; p < s_.pair_col_start[pair + 1];
-           ++p) {
-        const double* ja = &J(ra, s_.pair_cols[p]);
-        const double* jb = &J(rb, s_.pair_cols[p]);
-        for (int i = 0; i < nb; ++i) {
-          for (int k = 0; k < na; ++k) block[i][k] += jb[i] * ja[k];
-        }
+      double block[kMaxGoalRows][kMaxGoalRows];
+      const int* cols = s_.pair_cols.data() + s_.pair_col_start[pair];
+      const int count = s_.pair_col_start[pair + 1] - s_.pair_col_start[pair];
+      switch (na) {
+        case 2: GramBlockB<2>(J, ra, rb, nb, cols, count, block); break;
+        case 3: GramBlockB<3>(J, ra, rb, nb, cols, count, block); break;
+        default: GramBlockB<6>(J, ra, rb, nb, cols, count, block); break;
       }
       for (int i = 0; i < nb; ++i) {
         for (int k = 0; k < na; ++k) {
