@@ -324,9 +324,25 @@ class BvhParser {
                                   "declares ", n, " channels"));
       }
     }
-    if (lex_.NextLine(&line)) {
-      return Error("MOTION", absl::StrCat("more frame lines than Frames: ",
-                                          frames));
+    // Whole frames beyond the declared count are ignored and counted, as
+    // Assimp and Blender read such files (assimp's own Boxing_Toes.bvh
+    // declares 3069 frames and holds 3070); anything else is an error.
+    while (lex_.NextLine(&line)) {
+      int values = 0;
+      bool numbers = true;
+      for (absl::string_view token : absl::StrSplit(
+               line, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
+        double value;
+        numbers = numbers && ParseFinite(token, &value);
+        ++values;
+      }
+      if (!numbers || values != n) {
+        return Error("MOTION",
+                     absl::StrCat("after the ", frames,
+                                  " frames of Frames:, a line that is not a "
+                                  "frame of ", n, " numbers"));
+      }
+      ++clip_.extra_frame_lines;
     }
     return absl::OkStatus();
   }

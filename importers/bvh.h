@@ -41,6 +41,8 @@ struct BvhClip {
   int num_frames = 0;
   double frame_time = 0;                 // Seconds.
   std::vector<double> values;            // num_frames * num_channels.
+  // Whole frame lines after the declared Frames: count, ignored.
+  int extra_frame_lines = 0;
 
   // The pose of frame `frame` (0-based) for `skeleton`, which must be
   // Skeleton::Create(this->skeleton.def). `pose` is reused.

@@ -298,6 +298,10 @@ TEST(BvhImportTest, MalformedFilesGiveClearErrors) {
        "Yrotation Xrotation\n}\nMOTION\nFrames: 3\nFrame Time: 0.1\n1 2 "
        "3\n",
        10, "file ends after 1 of 3 frames"},
+      {"a surplus line that is not a frame",
+       "HIERARCHY\nROOT Hips\n{\n  OFFSET 0 0 0\n  CHANNELS 1 Zrotation\n}\n"
+       "MOTION\nFrames: 1\nFrame Time: 0.1\n1\n2\n3 4\n",
+       12, "after the 1 frames of Frames:, a line that is not a frame of 1"},
       {"bad frame time",
        "HIERARCHY\nROOT Hips\n{\n  OFFSET 0 0 0\n}\nMOTION\nFrames: 0\nFrame "
        "Time: -1\n",
@@ -316,6 +320,26 @@ TEST(BvhImportTest, MalformedFilesGiveClearErrors) {
                 HasSubstr(absl::StrCat("bad.bvh:", c.line, ": ")));
     EXPECT_THAT(clip.status().message(), HasSubstr(c.expected));
   }
+}
+
+// Assimp's Boxing_Toes.bvh declares 3069 frames and holds 3070 lines of
+// them: the declared frames are read, the surplus counted (Assimp and
+// Blender read it so).
+TEST(BvhImportTest, WholeFramesBeyondTheDeclaredCountAreIgnored) {
+  absl::StatusOr<BvhClip> clip = ParseBvh(
+      "HIERARCHY\nROOT Hips\n{\n  OFFSET 0 0 0\n  CHANNELS 1 Zrotation\n}\n"
+      "MOTION\nFrames: 2\nFrame Time: 0.1\n1\n2\n3\n\n",
+      "extra.bvh");
+  ASSERT_TRUE(clip.ok()) << clip.status();
+  EXPECT_EQ(clip->num_frames, 2);
+  EXPECT_EQ(clip->extra_frame_lines, 1);
+  EXPECT_EQ(clip->values, (std::vector<double>{1, 2}));
+  absl::StatusOr<BvhClip> boxing = ImportBvh(
+      absl::StrCat(REACH_TEST_DATA, "/rigs/Boxing_Toes.bvh"));
+  ASSERT_TRUE(boxing.ok()) << boxing.status();
+  EXPECT_EQ(boxing->num_frames, 3069);
+  EXPECT_EQ(boxing->extra_frame_lines, 1);
+  EXPECT_EQ(boxing->skeleton.def.joints.size(), 21u);
 }
 
 TEST(BvhImportTest, MissingFileIsNotFound) {

@@ -1,0 +1,751 @@
+#include "retarget/characterize.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "solvers/pose.h"
+
+namespace reach::retarget {
+namespace {
+
+using Eigen::Vector3d;
+
+enum Role {
+  kPelvis,
+  kSpine,
+  kNeck,
+  kHead,
+  kClavicle,
+  kUpperArm,
+  kForearm,
+  kHand,
+  kThigh,
+  kShin,
+  kFoot,
+  kToe,
+  kNumRoles,
+};
+using RoleSet = unsigned;
+constexpr RoleSet Bit(Role r) { return 1u << r; }
+
+// A joint name split into words: "mixamorig:LeftUpLeg" -> side left,
+// base "upleg"; "CC_Base_L_Calf" -> left, "calf"; "thigh.L" -> left,
+// "thigh"; "lhand" -> left, "hand"; "Spine01" -> "spine".
+struct NameParts {
+  int side = -1;  // kLeft, kRight or -1.
+  std::string base;
+};
+
+// Words that only prefix a rig's names.
+bool IsPrefixWord(const std::string& w) {
+  return w == "cc" || w == "base" || w == "b" || w == "mixamorig" ||
+         w == "bip01" || w == "bip" || w == "def" || w == "org" ||
+         w == "mch" || w == "j" || w == "jnt" || w == "bone";
+}
+
+RoleSet RolesOfBase(const std::string& base, bool sided) {
+  // Dictionary of the rigs users have (CMU MotionBuilder and 3ds Max, the
+  // Boxing rig, Character Creator, Mixamo, UE4/UE5 Mannequin, Rigify,
+  // the BCN rig, Godot/VRM humanoid), by base word.
+  static const std::pair<const char*, RoleSet> kWords[] = {
+      {"hips", Bit(kPelvis)},
+      {"pelvis", Bit(kPelvis)},
+      {"spine", Bit(kSpine)},
+      {"ab", Bit(kSpine)},
+      {"abdomen", Bit(kSpine)},
+      {"chest", Bit(kSpine)},
+      {"upperchest", Bit(kSpine)},
+      {"lowerback", Bit(kSpine)},
+      {"upperback", Bit(kSpine)},
+      {"waist", Bit(kSpine)},
+      {"torso", Bit(kSpine)},
+      {"neck", Bit(kNeck)},
+      {"lowerneck", Bit(kNeck)},
+      {"upperneck", Bit(kNeck)},
+      {"necktwist", Bit(kNeck)},
+      {"head", Bit(kHead)},
+      {"clavicle", Bit(kClavicle)},
+      {"collar", Bit(kClavicle)},
+      {"collarbone", Bit(kClavicle)},
+      {"shoulder", Bit(kClavicle) | Bit(kUpperArm)},
+      {"arm", Bit(kUpperArm)},
+      {"upperarm", Bit(kUpperArm)},
+      {"uparm", Bit(kUpperArm)},
+      {"humerus", Bit(kUpperArm)},
+      {"forearm", Bit(kForearm)},
+      {"lowerarm", Bit(kForearm)},
+      {"elbow", Bit(kForearm)},
+      {"hand", Bit(kHand)},
+      {"wrist", Bit(kHand)},
+      {"upleg", Bit(kThigh)},
+      {"thigh", Bit(kThigh)},
+      {"upperleg", Bit(kThigh)},
+      {"leg", Bit(kShin)},
+      {"shin", Bit(kShin)},
+      {"calf", Bit(kShin)},
+      {"knee", Bit(kShin)},
+      {"lowerleg", Bit(kShin)},
+      {"foot", Bit(kFoot)},
+      {"ankle", Bit(kFoot)},
+      {"toe", Bit(kToe)},
+      {"toes", Bit(kToe)},
+      {"toebase", Bit(kToe)},
+      {"ball", Bit(kToe)},
+  };
+  // "Hip" alone is the pelvis (CC_Base_Hip); with a side, the thigh
+  // (LeftHip in the CMU 3ds Max and Boxing rigs, B_Hip_Left).
+  if (base == "hip") return sided ? Bit(kThigh) : Bit(kPelvis);
+  for (const auto& [word, roles] : kWords) {
+    if (base == word) return roles;
+  }
+  return 0;
+}
+
+bool IsKnownWord(const std::string& w) {
+  return RolesOfBase(w, true) != 0 || RolesOfBase(w, false) != 0 ||
+         w == "thumb" || w == "fingers" || w == "finger" || w == "hipjoint";
+}
+
+NameParts SplitName(absl::string_view name) {
+  // The last namespace segment ("mixamorig:Hips" -> "Hips").
+  const size_t colon = name.rfind(':');
+  if (colon != absl::string_view::npos) name = name.substr(colon + 1);
+  // Words: split at separators, at lower-to-upper case changes and
+  // between letters and digits; digits are dropped ("Spine01").
+  std::vector<std::string> words;
+  std::string word;
+  auto flush = [&] {
+    if (!word.empty()) words.push_back(absl::AsciiStrToLower(word));
+    word.clear();
+  };
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char ch = name[i];
+    if (!absl::ascii_isalnum(ch)) {
+      flush();
+      continue;
+    }
+    if (absl::ascii_isdigit(ch)) {
+      flush();
+      continue;
+    }
+    if (absl::ascii_isupper(ch) && !word.empty() &&
+        absl::ascii_islower(word.back())) {
+      flush();
+    }
+    word.push_back(ch);
+  }
+  flush();
+  NameParts parts;
+  std::string base;
+  for (std::string& w : words) {
+    if (w == "left" || w == "l") {
+      parts.side = kLeft;
+      continue;
+    }
+    if (w == "right" || w == "r") {
+      parts.side = kRight;
+      continue;
+    }
+    // A side letter glued to a word: "lhand", "RThumb", "LHip".
+    if (w.size() > 2 && (w[0] == 'l' || w[0] == 'r') &&
+        IsKnownWord(w.substr(1))) {
+      parts.side = w[0] == 'l' ? kLeft : kRight;
+      w = w.substr(1);
+    }
+    if (base.empty() && IsPrefixWord(w)) continue;
+    base += w;
+  }
+  parts.base = std::move(base);
+  return parts;
+}
+
+RoleSet NameRoles(const NameParts& parts) {
+  return RolesOfBase(parts.base, parts.side >= 0);
+}
+
+// The shape of the skeleton's rest pose.
+struct Shape {
+  const Skeleton& skeleton;
+  std::vector<std::vector<int>> children;
+  std::vector<Vector3d> at;      // Rest position, model space.
+  std::vector<double> bone;      // Distance to the parent (0 at roots).
+  std::vector<double> reach;     // Longest path down to a leaf.
+  std::vector<int> farthest;     // The child on that path (-1 at leaves).
+  double size = 0.0;             // Largest distance between two joints.
+
+  std::vector<int> count;        // Joints in the subtree (end markers out).
+
+  Shape(const Skeleton& s, const Pose* reference) : skeleton(s) {
+    const int n = s.num_joints();
+    children.resize(n);
+    at.resize(n);
+    bone.assign(n, 0.0);
+    reach.assign(n, 0.0);
+    farthest.assign(n, -1);
+    count.assign(n, 1);
+    std::vector<std::vector<int>> all_children(n);
+    std::vector<Transform> globals(n);
+    if (reference != nullptr) {
+      ComputeGlobals(s, *reference, absl::MakeSpan(globals));
+    }
+    for (int j = 0; j < n; ++j) {
+      at[j] = reference != nullptr ? globals[j].translation
+                                   : s.rest_globals()[j].translation;
+      const int p = s.joint(j).parent;
+      if (p >= 0) {
+        all_children[p].push_back(j);
+        bone[j] = (at[j] - at[p]).norm();
+      }
+    }
+    // A fixed leaf (a BVH End Site, a fixed toe or finger tip) marks where
+    // a bone ends and has nothing to turn: it is no joint of the shape.
+    for (int j = 0; j < n; ++j) {
+      for (int c : all_children[j]) {
+        if (!(s.joint(c).type == JointType::kFixed && all_children[c].empty())) {
+          children[j].push_back(c);
+        }
+      }
+    }
+    for (int j = n - 1; j >= 0; --j) {
+      const int p = s.joint(j).parent;
+      if (p >= 0 && IsMarker(j, all_children)) continue;
+      if (p >= 0) count[p] += count[j];
+      for (int c : children[j]) {
+        if (bone[c] + reach[c] > reach[j] || farthest[j] < 0) {
+          reach[j] = bone[c] + reach[c];
+          farthest[j] = c;
+        }
+      }
+    }
+    for (int a = 0; a < n; ++a) {
+      for (int b = a + 1; b < n; ++b) {
+        size = std::max(size, (at[a] - at[b]).norm());
+      }
+    }
+  }
+  bool IsMarker(int j, const std::vector<std::vector<int>>& all) const {
+    return skeleton.joint(j).type == JointType::kFixed && all[j].empty();
+  }
+  double Branch(int c) const { return bone[c] + reach[c]; }
+  // Where a limb ends along `path` (hand, foot): the first joint that
+  // stops, fans out into short bones (fingers, toes: two or more, each
+  // under 0.8 of the bone that reaches the joint), or goes on by one short
+  // bone only (a toe: under half of it). -1 if none does.
+  int LimbEnd(const std::vector<int>& path) const {
+    for (size_t i = 1; i < path.size(); ++i) {
+      const int j = path[i];
+      const std::vector<int>& kids = children[j];
+      if (kids.empty()) return static_cast<int>(i);
+      double longest = 0.0;
+      for (int c : kids) longest = std::max(longest, Branch(c));
+      if (kids.size() >= 2 ? longest < 0.8 * bone[j] : longest < 0.5 * bone[j]) {
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
+  // The path from `j` down its longest branch to a leaf.
+  std::vector<int> PathDown(int j) const {
+    std::vector<int> path;
+    for (; j >= 0; j = farthest[j]) path.push_back(j);
+    return path;
+  }
+  Vector3d End(int j) const { return at[PathDown(j).back()]; }
+  bool IsAncestorOrSelf(int a, int j) const {
+    for (; j >= 0; j = skeleton.joint(j).parent) {
+      if (j == a) return true;
+    }
+    return false;
+  }
+  int CommonAncestor(int a, int b) const {
+    for (int j = a; j >= 0; j = skeleton.joint(j).parent) {
+      if (IsAncestorOrSelf(j, b)) return j;
+    }
+    return -1;
+  }
+};
+
+// Two child branches of one joint that mirror each other: long (a fifth
+// of the body at least), as many joints, and the bones along their
+// longest paths alike within 15% (legs, arms; not a leg and the spine).
+struct Pair {
+  int junction = -1;
+  int a = -1, b = -1;
+  double length = 0.0;
+};
+
+bool Mirrored(const Shape& s, int a, int b) {
+  const double la = s.Branch(a), lb = s.Branch(b);
+  if (std::abs(la - lb) > 0.15 * std::max(la, lb)) return false;
+  if (s.count[a] != s.count[b]) return false;
+  const std::vector<int> pa = s.PathDown(a), pb = s.PathDown(b);
+  if (pa.size() != pb.size()) return false;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    if (std::abs(s.bone[pa[i]] - s.bone[pb[i]]) >
+        0.15 * std::max(s.bone[pa[i]], s.bone[pb[i]]) + 1e-3 * s.size) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<Pair> FindPairs(const Shape& s) {
+  std::vector<Pair> pairs;
+  for (int j = 0; j < s.skeleton.num_joints(); ++j) {
+    Pair best;
+    const std::vector<int>& kids = s.children[j];
+    for (size_t x = 0; x < kids.size(); ++x) {
+      for (size_t y = x + 1; y < kids.size(); ++y) {
+        const int a = kids[x], b = kids[y];
+        const double length = std::min(s.Branch(a), s.Branch(b));
+        if (length < 0.2 * s.size || !Mirrored(s, a, b)) continue;
+        if (length > best.length) best = {j, a, b, length};
+      }
+    }
+    if (best.junction >= 0) pairs.push_back(best);
+  }
+  std::sort(pairs.begin(), pairs.end(),
+            [](const Pair& x, const Pair& y) { return x.length > y.length; });
+  return pairs;
+}
+
+// How well the limb roles `roles` (in order along the limb) sit at
+// `start` on `path`: +1 per joint whose name allows its role, -1 per
+// named joint that does not. `ambiguous` is set when a joint that scored
+// had a name allowing two roles.
+int NameScore(const std::vector<RoleSet>& names, int start,
+              const std::vector<Role>& roles, bool* ambiguous) {
+  int score = 0;
+  for (size_t r = 0; r < roles.size(); ++r) {
+    const int i = start + static_cast<int>(r);
+    if (i < 0 || i >= static_cast<int>(names.size())) continue;
+    if (names[i] == 0) continue;
+    if (names[i] & Bit(roles[r])) {
+      ++score;
+      if (ambiguous != nullptr && (names[i] & (names[i] - 1)) != 0) {
+        *ambiguous = true;
+      }
+    } else {
+      --score;
+    }
+  }
+  return score;
+}
+
+struct LimbPlacement {
+  int start = -1;  // Index on the path of roles[1] (upper arm / thigh).
+  Decided how = Decided::kShape;
+};
+
+// Places (before, first, second, end[, after]) on a limb path: `first`
+// and `second` (upper arm and forearm, thigh and shin) are consecutive,
+// `end` (hand, foot) follows; `before` (clavicle) precedes, `after` (toe)
+// follows. Names decide where they can; otherwise the two longest
+// consecutive bones.
+LimbPlacement PlaceLimb(const Shape& s, const std::vector<int>& path,
+                        const std::vector<Role>& roles, int first_role) {
+  std::vector<RoleSet> names;
+  for (int j : path) names.push_back(NameRoles(SplitName(s.skeleton.joint(j).name)));
+  LimbPlacement best;
+  int best_names = 0;
+  double best_bones = -1.0;
+  bool named_best = false;
+  const int n = static_cast<int>(path.size());
+  std::vector<int> scores;
+  const int end = s.LimbEnd(path);
+  for (int u = 0; u + 2 < n; ++u) {
+    const int names_score = NameScore(names, u - first_role, roles, nullptr);
+    // The shape: the limb's end (hand, foot) where it forks into short
+    // bones or stops, then the longer two bones before it.
+    const double bones = (u + 2 == end ? 1e6 : 0.0) + s.bone[path[u + 1]] +
+                         s.bone[path[u + 2]];
+    scores.push_back(names_score);
+    if (best.start < 0 || names_score > best_names ||
+        (names_score == best_names && bones > best_bones)) {
+      best.start = u;
+      best_names = names_score;
+      best_bones = bones;
+    }
+  }
+  if (best.start < 0) return best;
+  int equal = 0;
+  for (int score : scores) equal += score == best_names;
+  named_best = best_names > 0 && equal == 1;
+  if (named_best) {
+    bool ambiguous = false;
+    NameScore(names, best.start - first_role, roles, &ambiguous);
+    best.how = ambiguous ? Decided::kNameOrder : Decided::kName;
+  }
+  return best;
+}
+
+std::string SideName(int side) { return side == kLeft ? "left" : "right"; }
+
+}  // namespace
+
+absl::string_view DecidedName(Decided how) {
+  switch (how) {
+    case Decided::kName: return "name";
+    case Decided::kNameOrder: return "name, placed by its neighbours";
+    case Decided::kShape: return "shape";
+    case Decided::kOverride: return "override";
+  }
+  return "";
+}
+
+absl::StatusOr<Characterization> Characterize(
+    const Skeleton& skeleton, absl::Span<const RoleOverride> overrides,
+    const Pose* reference) {
+  if (reference != nullptr) {
+    const absl::Status valid = ValidatePose(skeleton, *reference);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("reference pose: ", valid.message()));
+    }
+  }
+  const Shape s(skeleton, reference);
+  const int n = skeleton.num_joints();
+  const std::vector<Pair> pairs = FindPairs(s);
+  if (pairs.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "skeleton: not a humanoid: found ", pairs.size(),
+        " joint(s) with two long mirrored branches, need two (the legs' "
+        "and the arms')"));
+  }
+  // Of the two longest mirrored pairs, the arms' junction (the chest) has
+  // a short third branch, the neck and head; the legs' has none (or the
+  // long spine). When both or neither do, the legs are the longer limbs
+  // (their two longest bones: thigh and shin against upper arm and
+  // forearm), whatever the rest pose (T, A, or arms down).
+  auto has_neck = [&](const Pair& p) {
+    for (int k : s.children[p.junction]) {
+      if (k != p.a && k != p.b && s.Branch(k) < 0.6 * p.length) return true;
+    }
+    return false;
+  };
+  auto limb_bones = [&](const Pair& p) {
+    double first = 0.0, second = 0.0;
+    for (int j : s.PathDown(p.a)) {
+      const double b = j == p.a ? 0.0 : s.bone[j];
+      if (b > first) {
+        second = first;
+        first = b;
+      } else if (b > second) {
+        second = b;
+      }
+    }
+    return first + second;
+  };
+  Pair legs = pairs[0], arms = pairs[1];
+  if (has_neck(legs) != has_neck(arms)) {
+    if (has_neck(legs)) std::swap(legs, arms);
+  } else if (limb_bones(arms) > limb_bones(legs)) {
+    std::swap(legs, arms);
+  }
+  if (legs.junction == arms.junction ||
+      s.IsAncestorOrSelf(arms.a, legs.junction) ||
+      s.IsAncestorOrSelf(arms.b, legs.junction) ||
+      s.IsAncestorOrSelf(legs.a, arms.junction) ||
+      s.IsAncestorOrSelf(legs.b, arms.junction)) {
+    return absl::InvalidArgumentError(
+        "skeleton: not a humanoid: the legs and arms found are not on "
+        "separate branches");
+  }
+
+  Characterization c;
+  c.pelvis = s.CommonAncestor(legs.junction, arms.junction);
+  for (int j = arms.junction; j != c.pelvis; j = skeleton.joint(j).parent) {
+    c.spine.push_back(j);
+  }
+  std::reverse(c.spine.begin(), c.spine.end());
+  const Vector3d feet = 0.5 * (s.End(legs.a) + s.End(legs.b));
+  c.up = (s.at[arms.junction] - feet).normalized();
+
+  // The head: the highest branch of the chest that is not an arm, down to
+  // the joint its name says is the head, else the first joint above the
+  // chest where it forks (face bones) or ends.
+  int neck_start = -1;
+  double top = -1e300;
+  std::vector<double> highest(n, -1e300);
+  for (int j = n - 1; j >= 0; --j) {
+    highest[j] = std::max(highest[j], s.at[j].dot(c.up));
+    const int p = skeleton.joint(j).parent;
+    if (p >= 0) highest[p] = std::max(highest[p], highest[j]);
+  }
+  auto holds_head = [&](int k) {
+    for (int j = 0; j < n; ++j) {
+      if (s.IsAncestorOrSelf(k, j) &&
+          NameRoles(SplitName(skeleton.joint(j).name)) == Bit(kHead)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (int k : s.children[arms.junction]) {
+    if (k == arms.a || k == arms.b) continue;
+    if (holds_head(k)) {
+      neck_start = k;
+      break;
+    }
+    if (highest[k] > top) {
+      top = highest[k];
+      neck_start = k;
+    }
+  }
+  Decided head_how = Decided::kShape;
+  if (neck_start >= 0) {
+    std::vector<int> up_path;
+    for (int j = neck_start; j >= 0;) {
+      up_path.push_back(j);
+      int next = -1;
+      for (int k : s.children[j]) {
+        if (next < 0 || highest[k] > highest[next]) next = k;
+      }
+      j = next;
+    }
+    for (int j : up_path) {
+      if (NameRoles(SplitName(skeleton.joint(j).name)) == Bit(kHead)) {
+        c.head = j;
+        head_how = Decided::kName;
+        break;
+      }
+    }
+    if (c.head < 0) {
+      for (int j : up_path) {
+        if (s.children[j].size() != 1) {
+          c.head = j;
+          break;
+        }
+      }
+    }
+    for (int j : up_path) {
+      if (j == c.head) break;
+      c.neck.push_back(j);
+    }
+  }
+
+  // Limbs along their longest paths.
+  const std::vector<Role> arm_roles = {kClavicle, kUpperArm, kForearm, kHand};
+  const std::vector<Role> leg_roles = {kThigh, kShin, kFoot, kToe};
+  std::array<std::vector<int>, 2> arm_paths = {s.PathDown(arms.a),
+                                               s.PathDown(arms.b)};
+  std::array<std::vector<int>, 2> leg_paths = {s.PathDown(legs.a),
+                                               s.PathDown(legs.b)};
+  std::array<LimbPlacement, 2> arm_at, leg_at;
+  for (int k = 0; k < 2; ++k) {
+    arm_at[k] = PlaceLimb(s, arm_paths[k], arm_roles, 1);
+    leg_at[k] = PlaceLimb(s, leg_paths[k], leg_roles, 0);
+    if (arm_at[k].start < 0 || leg_at[k].start < 0) {
+      return absl::InvalidArgumentError(
+          "skeleton: not a humanoid: a limb has fewer than three joints");
+    }
+  }
+  // Forward: heel to toe, where the feet have toes; else the model's +Z.
+  Vector3d forward = Vector3d::Zero();
+  for (int k = 0; k < 2; ++k) {
+    const std::vector<int>& path = leg_paths[k];
+    const int foot = leg_at[k].start + 2;
+    if (foot + 1 < static_cast<int>(path.size())) {
+      forward += s.at[path[foot + 1]] - s.at[path[foot]];
+    }
+  }
+  forward -= forward.dot(c.up) * c.up;
+  if (forward.norm() < 1e-3 * s.size) {
+    forward = Vector3d::UnitZ() - c.up.z() * c.up;
+  }
+  c.forward = forward.normalized();
+  c.left = c.up.cross(c.forward).normalized();
+
+  // Sides: from the names when they tell the two branches apart, else by
+  // the character's left.
+  auto side_by_names = [&](const std::vector<int>& path) {
+    int side = -1;
+    for (int j : path) {
+      const int s_j = SplitName(skeleton.joint(j).name).side;
+      if (s_j < 0) continue;
+      if (side >= 0 && side != s_j) return -1;
+      side = s_j;
+    }
+    return side;
+  };
+  auto order = [&](const std::array<std::vector<int>, 2>& paths,
+                   int junction) {
+    const int na = side_by_names(paths[0]), nb = side_by_names(paths[1]);
+    if (na >= 0 && nb >= 0 && na != nb) return std::make_pair(na == kLeft, true);
+    const double la = (s.End(paths[0].front()) - s.at[junction]).dot(c.left);
+    const double lb = (s.End(paths[1].front()) - s.at[junction]).dot(c.left);
+    return std::make_pair(la >= lb, false);
+  };
+  const auto [arm_a_left, arm_named] = order(arm_paths, arms.junction);
+  const auto [leg_a_left, leg_named] = order(leg_paths, legs.junction);
+  c.sides_from_names = arm_named && leg_named;
+  if (!arm_a_left) {
+    std::swap(arm_paths[0], arm_paths[1]);
+    std::swap(arm_at[0], arm_at[1]);
+  }
+  if (!leg_a_left) {
+    std::swap(leg_paths[0], leg_paths[1]);
+    std::swap(leg_at[0], leg_at[1]);
+  }
+  std::array<Decided, 2> arm_how, leg_how;
+  for (int k = 0; k < 2; ++k) {
+    const std::vector<int>& ap = arm_paths[k];
+    const int u = arm_at[k].start;
+    Arm& arm = c.arms[k];
+    arm.clavicle = u >= 1 ? ap[u - 1] : -1;
+    arm.upper_arm = ap[u];
+    arm.forearm = ap[u + 1];
+    arm.hand = ap[u + 2];
+    arm_how[k] = arm_at[k].how;
+    const std::vector<int>& lp = leg_paths[k];
+    const int t = leg_at[k].start;
+    Leg& leg = c.legs[k];
+    leg.thigh = lp[t];
+    leg.shin = lp[t + 1];
+    leg.foot = lp[t + 2];
+    leg.toe = t + 3 < static_cast<int>(lp.size()) ? lp[t + 3] : -1;
+    leg_how[k] = leg_at[k].how;
+  }
+
+  // Roles, in order, and how each was decided.
+  auto how_of_name = [&](int joint, Role role) {
+    const RoleSet roles = NameRoles(SplitName(skeleton.joint(joint).name));
+    return (roles & Bit(role)) != 0 ? Decided::kName : Decided::kShape;
+  };
+  c.roles.push_back({"pelvis", c.pelvis, how_of_name(c.pelvis, kPelvis)});
+  for (size_t i = 0; i < c.spine.size(); ++i) {
+    c.roles.push_back({absl::StrCat("spine.", i), c.spine[i],
+                       how_of_name(c.spine[i], kSpine)});
+  }
+  for (size_t i = 0; i < c.neck.size(); ++i) {
+    c.roles.push_back({absl::StrCat("neck.", i), c.neck[i],
+                       how_of_name(c.neck[i], kNeck)});
+  }
+  if (c.head >= 0) c.roles.push_back({"head", c.head, head_how});
+  for (int k = 0; k < 2; ++k) {
+    const Arm& a = c.arms[k];
+    const std::string side = SideName(k);
+    if (a.clavicle >= 0) {
+      c.roles.push_back({side + ".clavicle", a.clavicle, arm_how[k]});
+    }
+    c.roles.push_back({side + ".upper_arm", a.upper_arm, arm_how[k]});
+    c.roles.push_back({side + ".forearm", a.forearm, arm_how[k]});
+    c.roles.push_back({side + ".hand", a.hand, arm_how[k]});
+  }
+  for (int k = 0; k < 2; ++k) {
+    const Leg& l = c.legs[k];
+    const std::string side = SideName(k);
+    c.roles.push_back({side + ".thigh", l.thigh, leg_how[k]});
+    c.roles.push_back({side + ".shin", l.shin, leg_how[k]});
+    c.roles.push_back({side + ".foot", l.foot, leg_how[k]});
+    if (l.toe >= 0) c.roles.push_back({side + ".toe", l.toe, leg_how[k]});
+  }
+
+  // Overrides.
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    const RoleOverride& o = overrides[i];
+    const int joint = skeleton.FindJoint(o.joint);
+    if (joint < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "overrides[", i, "].joint: no joint named \"", o.joint, "\""));
+    }
+    int* slot = nullptr;
+    if (o.role == "pelvis") slot = &c.pelvis;
+    if (o.role == "head") slot = &c.head;
+    for (int k = 0; k < 2 && slot == nullptr; ++k) {
+      const std::string side = SideName(k) + ".";
+      Arm& a = c.arms[k];
+      Leg& l = c.legs[k];
+      const std::pair<std::string, int*> named[] = {
+          {"clavicle", &a.clavicle}, {"upper_arm", &a.upper_arm},
+          {"forearm", &a.forearm},   {"hand", &a.hand},
+          {"thigh", &l.thigh},       {"shin", &l.shin},
+          {"foot", &l.foot},         {"toe", &l.toe}};
+      for (const auto& [name, where] : named) {
+        if (o.role == side + name) slot = where;
+      }
+    }
+    if (slot == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "overrides[", i, "].role: \"", o.role,
+          "\" is not a single-joint role (pelvis, head, left.|right. + "
+          "clavicle, upper_arm, forearm, hand, thigh, shin, foot, toe)"));
+    }
+    // The joint leaves any role it had.
+    for (RoleAssignment& r : c.roles) {
+      if (r.joint == joint && r.role != o.role) r.joint = -1;
+    }
+    auto clear = [&](int& j) {
+      if (j == joint) j = -1;
+    };
+    clear(c.pelvis);
+    clear(c.head);
+    for (int k = 0; k < 2; ++k) {
+      clear(c.arms[k].clavicle), clear(c.arms[k].upper_arm);
+      clear(c.arms[k].forearm), clear(c.arms[k].hand);
+      clear(c.legs[k].thigh), clear(c.legs[k].shin);
+      clear(c.legs[k].foot), clear(c.legs[k].toe);
+    }
+    c.spine.erase(std::remove(c.spine.begin(), c.spine.end(), joint),
+                  c.spine.end());
+    c.neck.erase(std::remove(c.neck.begin(), c.neck.end(), joint),
+                 c.neck.end());
+    *slot = joint;
+    bool found = false;
+    for (RoleAssignment& r : c.roles) {
+      if (r.role == o.role) {
+        r.joint = joint;
+        r.how = Decided::kOverride;
+        found = true;
+      }
+    }
+    if (!found) c.roles.push_back({o.role, joint, Decided::kOverride});
+  }
+  c.roles.erase(std::remove_if(c.roles.begin(), c.roles.end(),
+                               [](const RoleAssignment& r) { return r.joint < 0; }),
+                c.roles.end());
+
+  std::vector<char> mapped(n, 0);
+  for (const RoleAssignment& r : c.roles) mapped[r.joint] = 1;
+  for (int j = 0; j < n; ++j) {
+    if (!mapped[j]) c.unmapped.push_back(j);
+  }
+  return c;
+}
+
+std::string RoleOf(const Characterization& c, int joint) {
+  for (const RoleAssignment& r : c.roles) {
+    if (r.joint == joint) return r.role;
+  }
+  return "";
+}
+
+std::string FormatCharacterization(const Skeleton& skeleton,
+                                   const Characterization& c) {
+  std::string out;
+  for (const RoleAssignment& r : c.roles) {
+    absl::StrAppend(&out, r.role, " = ", skeleton.joint(r.joint).name, " (",
+                    DecidedName(r.how), ")\n");
+  }
+  auto vec = [](const Vector3d& v) {
+    return absl::StrCat("(", std::round(v.x() * 1000) / 1000, ", ",
+                        std::round(v.y() * 1000) / 1000, ", ",
+                        std::round(v.z() * 1000) / 1000, ")");
+  };
+  absl::StrAppend(&out, "up ", vec(c.up), ", forward ", vec(c.forward),
+                  ", left ", vec(c.left), "; sides from ",
+                  c.sides_from_names ? "names" : "the shape (left = up x forward)",
+                  "\n");
+  std::vector<std::string> names;
+  for (int j : c.unmapped) names.push_back(skeleton.joint(j).name);
+  absl::StrAppend(&out, "unmapped (", c.unmapped.size(), "): ",
+                  absl::StrJoin(names, " "), "\n");
+  return out;
+}
+
+}  // namespace reach::retarget
