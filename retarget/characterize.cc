@@ -316,37 +316,28 @@ std::vector<Pair> FindPairs(const Shape& s) {
 
 // How well the limb roles `roles` (in order along the limb) sit at
 // `start` on `path`: +1 per joint whose name allows its role, -1 per
-// named joint that does not. `ambiguous` is set when a joint that scored
-// had a name allowing two roles.
+// named joint that does not.
 int NameScore(const std::vector<RoleSet>& names, int start,
-              const std::vector<Role>& roles, bool* ambiguous) {
+              const std::vector<Role>& roles) {
   int score = 0;
   for (size_t r = 0; r < roles.size(); ++r) {
     const int i = start + static_cast<int>(r);
     if (i < 0 || i >= static_cast<int>(names.size())) continue;
     if (names[i] == 0) continue;
-    if (names[i] & Bit(roles[r])) {
-      ++score;
-      if (ambiguous != nullptr && (names[i] & (names[i] - 1)) != 0) {
-        *ambiguous = true;
-      }
-    } else {
-      --score;
-    }
+    score += (names[i] & Bit(roles[r])) != 0 ? 1 : -1;
   }
   return score;
 }
 
 struct LimbPlacement {
-  int start = -1;  // Index on the path of roles[1] (upper arm / thigh).
-  Decided how = Decided::kShape;
+  int start = -1;  // Index on the path of the upper arm / thigh.
 };
 
 // Places (before, first, second, end[, after]) on a limb path: `first`
 // and `second` (upper arm and forearm, thigh and shin) are consecutive,
 // `end` (hand, foot) follows; `before` (clavicle) precedes, `after` (toe)
-// follows. Names decide where they can; otherwise the two longest
-// consecutive bones.
+// follows. Names decide where they can; otherwise the shape: the end at
+// the limb's LimbEnd, then the two longest consecutive bones.
 LimbPlacement PlaceLimb(const Shape& s, const std::vector<int>& path,
                         const std::vector<Role>& roles, int first_role) {
   std::vector<RoleSet> names;
@@ -354,32 +345,20 @@ LimbPlacement PlaceLimb(const Shape& s, const std::vector<int>& path,
   LimbPlacement best;
   int best_names = 0;
   double best_bones = -1.0;
-  bool named_best = false;
   const int n = static_cast<int>(path.size());
-  std::vector<int> scores;
   const int end = s.LimbEnd(path);
   for (int u = 0; u + 2 < n; ++u) {
-    const int names_score = NameScore(names, u - first_role, roles, nullptr);
+    const int names_score = NameScore(names, u - first_role, roles);
     // The shape: the limb's end (hand, foot) where it forks into short
     // bones or stops, then the longer two bones before it.
     const double bones = (u + 2 == end ? 1e6 : 0.0) + s.bone[path[u + 1]] +
                          s.bone[path[u + 2]];
-    scores.push_back(names_score);
     if (best.start < 0 || names_score > best_names ||
         (names_score == best_names && bones > best_bones)) {
       best.start = u;
       best_names = names_score;
       best_bones = bones;
     }
-  }
-  if (best.start < 0) return best;
-  int equal = 0;
-  for (int score : scores) equal += score == best_names;
-  named_best = best_names > 0 && equal == 1;
-  if (named_best) {
-    bool ambiguous = false;
-    NameScore(names, best.start - first_role, roles, &ambiguous);
-    best.how = ambiguous ? Decided::kNameOrder : Decided::kName;
   }
   return best;
 }
@@ -592,7 +571,6 @@ absl::StatusOr<Characterization> Characterize(
     std::swap(leg_paths[0], leg_paths[1]);
     std::swap(leg_at[0], leg_at[1]);
   }
-  std::array<Decided, 2> arm_how, leg_how;
   for (int k = 0; k < 2; ++k) {
     const std::vector<int>& ap = arm_paths[k];
     const int u = arm_at[k].start;
@@ -601,7 +579,6 @@ absl::StatusOr<Characterization> Characterize(
     arm.upper_arm = ap[u];
     arm.forearm = ap[u + 1];
     arm.hand = ap[u + 2];
-    arm_how[k] = arm_at[k].how;
     const std::vector<int>& lp = leg_paths[k];
     const int t = leg_at[k].start;
     Leg& leg = c.legs[k];
@@ -609,13 +586,15 @@ absl::StatusOr<Characterization> Characterize(
     leg.shin = lp[t + 1];
     leg.foot = lp[t + 2];
     leg.toe = t + 3 < static_cast<int>(lp.size()) ? lp[t + 3] : -1;
-    leg_how[k] = leg_at[k].how;
   }
 
   // Roles, in order, and how each was decided.
+  // A joint whose name allows its role was named; one whose name allows
+  // two roles was placed by its neighbours; the rest by the shape.
   auto how_of_name = [&](int joint, Role role) {
     const RoleSet roles = NameRoles(SplitName(skeleton.joint(joint).name));
-    return (roles & Bit(role)) != 0 ? Decided::kName : Decided::kShape;
+    if ((roles & Bit(role)) == 0) return Decided::kShape;
+    return (roles & (roles - 1)) != 0 ? Decided::kNameOrder : Decided::kName;
   };
   c.roles.push_back({"pelvis", c.pelvis, how_of_name(c.pelvis, kPelvis)});
   for (size_t i = 0; i < c.spine.size(); ++i) {
@@ -631,19 +610,24 @@ absl::StatusOr<Characterization> Characterize(
     const Arm& a = c.arms[k];
     const std::string side = SideName(k);
     if (a.clavicle >= 0) {
-      c.roles.push_back({side + ".clavicle", a.clavicle, arm_how[k]});
+      c.roles.push_back(
+          {side + ".clavicle", a.clavicle, how_of_name(a.clavicle, kClavicle)});
     }
-    c.roles.push_back({side + ".upper_arm", a.upper_arm, arm_how[k]});
-    c.roles.push_back({side + ".forearm", a.forearm, arm_how[k]});
-    c.roles.push_back({side + ".hand", a.hand, arm_how[k]});
+    c.roles.push_back({side + ".upper_arm", a.upper_arm,
+                       how_of_name(a.upper_arm, kUpperArm)});
+    c.roles.push_back(
+        {side + ".forearm", a.forearm, how_of_name(a.forearm, kForearm)});
+    c.roles.push_back({side + ".hand", a.hand, how_of_name(a.hand, kHand)});
   }
   for (int k = 0; k < 2; ++k) {
     const Leg& l = c.legs[k];
     const std::string side = SideName(k);
-    c.roles.push_back({side + ".thigh", l.thigh, leg_how[k]});
-    c.roles.push_back({side + ".shin", l.shin, leg_how[k]});
-    c.roles.push_back({side + ".foot", l.foot, leg_how[k]});
-    if (l.toe >= 0) c.roles.push_back({side + ".toe", l.toe, leg_how[k]});
+    c.roles.push_back({side + ".thigh", l.thigh, how_of_name(l.thigh, kThigh)});
+    c.roles.push_back({side + ".shin", l.shin, how_of_name(l.shin, kShin)});
+    c.roles.push_back({side + ".foot", l.foot, how_of_name(l.foot, kFoot)});
+    if (l.toe >= 0) {
+      c.roles.push_back({side + ".toe", l.toe, how_of_name(l.toe, kToe)});
+    }
   }
 
   // Overrides.

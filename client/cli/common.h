@@ -50,6 +50,8 @@ void AddRegistryCommands(CLI::App& app, const Globals& globals, Command* run);
 void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run);
 void AddStreamCommand(CLI::App& app, const Globals& globals, Command* run);
 void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run);
+// Runs locally (no server).
+void AddCharacterizeCommand(CLI::App& app, Command* run);
 
 // The client the global flags describe. Errors name the flag
 // ("--tls-ca: cannot read ...", "--token: ..."); FailSetup turns them into

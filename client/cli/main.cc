@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   AddSolveCommand(app, globals, &run);
   AddStreamCommand(app, globals, &run);
   AddBenchCommand(app, globals, &run);
+  AddCharacterizeCommand(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

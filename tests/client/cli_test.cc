@@ -19,6 +19,7 @@ namespace reach {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::TestServer;
 
 struct CliRun {
@@ -183,11 +184,51 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_THAT(help.out, HasSubstr("Exit codes"));
   for (const char* command :
        {"register", "list", "get", "delete", "solve", "stream", "bench",
-        "health"}) {
+        "health", "characterize"}) {
     CliRun sub = Reach(absl::StrCat(command, " --help"));
     EXPECT_EQ(sub.exit_code, 0) << command;
     EXPECT_THAT(sub.out, HasSubstr(command)) << command;
   }
+}
+
+// `characterize` runs locally: the Boxing rig's roles, its ambiguous
+// LeftShoulder placed as the upper arm; overrides; errors' exit codes.
+TEST_F(CliTest, CharacterizePrintsTheRoles) {
+  CliRun boxing = Reach("characterize " + DataPath("rigs/Boxing_Toes.bvh"));
+  EXPECT_EQ(boxing.exit_code, 0) << boxing.err;
+  EXPECT_THAT(boxing.out,
+              HasSubstr("left.upper_arm = LeftShoulder (name, placed by its "
+                        "neighbours)"));
+  EXPECT_THAT(boxing.out, HasSubstr("left.clavicle = LeftCollar (name)"));
+  EXPECT_THAT(boxing.out, HasSubstr("sides from names"));
+  EXPECT_THAT(boxing.out, HasSubstr("unmapped (5): Head_End"));
+  CliRun overridden =
+      Reach("characterize --override right.hand=RightElbow " +
+            DataPath("rigs/Boxing_Toes.bvh"));
+  EXPECT_EQ(overridden.exit_code, 0) << overridden.err;
+  EXPECT_THAT(overridden.out, HasSubstr("right.hand = RightElbow (override)"));
+  EXPECT_THAT(overridden.out, Not(HasSubstr("right.forearm")));
+  CliRun cc = Reach("characterize --frame 1 " +
+                    DataPath("mocap/cmu_06_15_shoot_ccrig.bvh"));
+  EXPECT_EQ(cc.exit_code, 0) << cc.err;
+  EXPECT_THAT(cc.out, HasSubstr("head = CC_Base_Head (name)"));
+  CliRun bad_override = Reach("characterize --override left.hand " +
+                              DataPath("rigs/Boxing_Toes.bvh"));
+  EXPECT_EQ(bad_override.exit_code, 2);
+  EXPECT_THAT(bad_override.err, HasSubstr("--override: expected ROLE=JOINT"));
+  CliRun bad_role = Reach("characterize --override elbow=LeftElbow " +
+                          DataPath("rigs/Boxing_Toes.bvh"));
+  EXPECT_EQ(bad_role.exit_code, 2);
+  EXPECT_THAT(bad_role.err, HasSubstr("overrides[0].role"));
+  CliRun not_humanoid = Reach("characterize " + DataPath("urdf/panda.urdf"));
+  EXPECT_EQ(not_humanoid.exit_code, 3);
+  EXPECT_THAT(not_humanoid.err, HasSubstr("not a humanoid"));
+  CliRun frame_of_json = Reach(
+      "characterize --frame 0 " + DataPath("../../examples/humanoid.skeleton.json"));
+  EXPECT_EQ(frame_of_json.exit_code, 2);
+  EXPECT_THAT(frame_of_json.err, HasSubstr("--frame"));
+  CliRun missing = Reach("characterize /nonexistent.bvh");
+  EXPECT_EQ(missing.exit_code, 3);
 }
 
 TEST_F(CliTest, SolveJsonLandsOnTheTarget) {
