@@ -339,7 +339,8 @@ TEST(BvhImportTest, WholeFramesBeyondTheDeclaredCountAreIgnored) {
   ASSERT_TRUE(boxing.ok()) << boxing.status();
   EXPECT_EQ(boxing->num_frames, 3069);
   EXPECT_EQ(boxing->extra_frame_lines, 1);
-  EXPECT_EQ(boxing->skeleton.def.joints.size(), 21u);
+  // 21 joints and 5 End Sites.
+  EXPECT_EQ(boxing->skeleton.def.joints.size(), 26u);
 }
 
 TEST(BvhImportTest, MissingFileIsNotFound) {
