@@ -1,0 +1,273 @@
+#include "retarget/transfer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace reach::retarget {
+namespace {
+
+using Eigen::Matrix3d;
+using Eigen::Quaterniond;
+using Eigen::Vector3d;
+
+// The body's frame in a pose: columns left, up, forward (right-handed:
+// forward = left x up), from the thighs (left minus right), the feet and
+// the chest.
+Matrix3d BodyFrame(const Characterization& c, absl::Span<const Transform> g) {
+  const Vector3d feet = 0.5 * (g[c.legs[kLeft].foot].translation +
+                               g[c.legs[kRight].foot].translation);
+  const int chest = c.spine.empty() ? c.pelvis : c.spine.back();
+  Vector3d up = (g[chest].translation - feet).normalized();
+  Vector3d left =
+      g[c.legs[kLeft].thigh].translation - g[c.legs[kRight].thigh].translation;
+  left = (left - left.dot(up) * up).normalized();
+  Matrix3d frame;
+  frame.col(0) = left;
+  frame.col(1) = up;
+  frame.col(2) = left.cross(up);
+  return frame;
+}
+
+// The hips' height above the feet along the body's up: the thigh joints'
+// midpoint, not the pelvis joint, which rigs place anywhere from the hip
+// line to the navel.
+double HipHeight(const Characterization& c, absl::Span<const Transform> g,
+                 const Vector3d& up) {
+  const Vector3d feet = 0.5 * (g[c.legs[kLeft].foot].translation +
+                               g[c.legs[kRight].foot].translation);
+  const Vector3d hips = 0.5 * (g[c.legs[kLeft].thigh].translation +
+                               g[c.legs[kRight].thigh].translation);
+  return (hips - feet).dot(up);
+}
+
+// Cumulative bone length along `chain` from its first joint's parent,
+// over the whole: where each joint sits on the chain, in [0, 1].
+std::vector<double> ArcFractions(const std::vector<int>& chain,
+                                 const Skeleton& skeleton,
+                                 absl::Span<const Transform> g) {
+  std::vector<double> at;
+  double total = 0.0;
+  for (int j : chain) {
+    const int p = skeleton.joint(j).parent;
+    total += p >= 0 ? (g[j].translation - g[p].translation).norm() : 0.0;
+    at.push_back(total);
+  }
+  for (double& a : at) a = total > 0.0 ? a / total : 1.0;
+  return at;
+}
+
+// Each joint of `to` placed along `from` by arc length: between the two
+// joints of `from` (or `base`, the chain's parent role, at 0) whose places
+// bracket it, with its weight towards the second. The last of `to` meets
+// the last of `from`.
+void PairChains(int base, const std::vector<int>& from,
+                const std::vector<double>& from_at, const std::vector<int>& to,
+                const std::vector<double>& to_at, std::vector<int>* first,
+                std::vector<int>* second, std::vector<double>* weight) {
+  if (from.empty()) return;
+  for (size_t i = 0; i < to.size(); ++i) {
+    const double at = to_at[i];
+    int a = base, b = from[0];
+    double fa = 0.0, fb = from_at[0];
+    for (size_t k = 1; k < from.size() && at > fb; ++k) {
+      a = from[k - 1];
+      fa = from_at[k - 1];
+      b = from[k];
+      fb = from_at[k];
+    }
+    const double w = fb > fa ? std::clamp((at - fa) / (fb - fa), 0.0, 1.0) : 1.0;
+    (*first)[to[i]] = a;
+    (*second)[to[i]] = b;
+    (*weight)[to[i]] = w;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+absl::Status CheckSides(const RetargetSide& source,
+                        const RetargetSide& target) {
+  for (const auto& [side, name] :
+       {std::make_pair(&source, "source"), std::make_pair(&target, "target")}) {
+    if (side->skeleton == nullptr || side->roles == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": skeleton and roles are required"));
+    }
+    const absl::Status valid = ValidatePose(*side->skeleton, side->reference);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ".reference: ", valid.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Pose> AlignLimbs(const RetargetSide& source,
+                                const RetargetSide& target) {
+  const absl::Status valid = CheckSides(source, target);
+  if (!valid.ok()) return valid;
+  const Skeleton& ss = *source.skeleton;
+  const Skeleton& ts = *target.skeleton;
+  const Characterization& sc = *source.roles;
+  const Characterization& tc = *target.roles;
+  std::vector<Transform> sg(ss.num_joints()), tg(ts.num_joints());
+  ComputeGlobals(ss, source.reference, absl::MakeSpan(sg));
+  Pose aligned = target.reference;
+  ComputeGlobals(ts, aligned, absl::MakeSpan(tg));
+  const Quaterniond align =
+      Quaterniond(Matrix3d(BodyFrame(tc, tg) * BodyFrame(sc, sg).transpose()))
+          .normalized();
+  for (int side = 0; side < 2; ++side) {
+    const Arm& sa = sc.arms[side];
+    const Arm& ta = tc.arms[side];
+    const Leg& sl = sc.legs[side];
+    const Leg& tl = tc.legs[side];
+    // Parent first: each bone from its joint to the next role's.
+    const std::pair<std::pair<int, int>, std::pair<int, int>> bones[] = {
+        {{sa.clavicle, sa.upper_arm}, {ta.clavicle, ta.upper_arm}},
+        {{sa.upper_arm, sa.forearm}, {ta.upper_arm, ta.forearm}},
+        {{sa.forearm, sa.hand}, {ta.forearm, ta.hand}},
+        {{sl.thigh, sl.shin}, {tl.thigh, tl.shin}},
+        {{sl.shin, sl.foot}, {tl.shin, tl.foot}},
+    };
+    for (const auto& [from, to] : bones) {
+      if (from.first < 0 || to.first < 0) continue;
+      const Vector3d want =
+          align * (sg[from.second].translation - sg[from.first].translation);
+      const Vector3d have =
+          tg[to.second].translation - tg[to.first].translation;
+      if (!(want.norm() > 0.0) || !(have.norm() > 0.0)) continue;
+      const Quaterniond turn = Quaterniond::FromTwoVectors(have, want);
+      const int j = to.first;
+      const int p = ts.joint(j).parent;
+      const Quaterniond parent =
+          p >= 0 ? tg[p].rotation : Quaterniond::Identity();
+      aligned.local[j].rotation =
+          (parent.conjugate() * turn * tg[j].rotation).normalized();
+      ComputeGlobals(ts, aligned, absl::MakeSpan(tg));
+    }
+  }
+  return aligned;
+}
+
+absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
+                                          const RetargetSide& target) {
+  const absl::Status valid = CheckSides(source, target);
+  if (!valid.ok()) return valid;
+  const Skeleton& ss = *source.skeleton;
+  const Skeleton& ts = *target.skeleton;
+  const Characterization& sc = *source.roles;
+  const Characterization& tc = *target.roles;
+  std::vector<Transform> sg(ss.num_joints()), tg(ts.num_joints());
+  ComputeGlobals(ss, source.reference, absl::MakeSpan(sg));
+  ComputeGlobals(ts, target.reference, absl::MakeSpan(tg));
+
+  Transfer t;
+  t.source_ = &ss;
+  t.target_ = &ts;
+  t.source_of_.assign(ts.num_joints(), -1);
+  t.source_next_.assign(ts.num_joints(), -1);
+  t.weight_.assign(ts.num_joints(), 0.0);
+  // Single-joint roles by name; spines and necks by arc length.
+  absl::flat_hash_map<std::string, int> source_role;
+  for (const RoleAssignment& r : sc.roles) source_role[r.role] = r.joint;
+  for (const RoleAssignment& r : tc.roles) {
+    if (absl::StartsWith(r.role, "spine.") || absl::StartsWith(r.role, "neck.")) {
+      continue;
+    }
+    const auto it = source_role.find(r.role);
+    if (it != source_role.end()) t.source_of_[r.joint] = it->second;
+  }
+  PairChains(sc.pelvis, sc.spine, ArcFractions(sc.spine, ss, sg), tc.spine,
+             ArcFractions(tc.spine, ts, tg), &t.source_of_, &t.source_next_,
+             &t.weight_);
+  if (!sc.spine.empty()) {
+    PairChains(sc.spine.back(), sc.neck, ArcFractions(sc.neck, ss, sg),
+               tc.neck, ArcFractions(tc.neck, ts, tg), &t.source_of_,
+               &t.source_next_, &t.weight_);
+  }
+
+  const Matrix3d source_frame = BodyFrame(sc, sg);
+  const Matrix3d target_frame = BodyFrame(tc, tg);
+  t.align_ = Quaterniond(Matrix3d(target_frame * source_frame.transpose()))
+                 .normalized();
+  const double source_height = HipHeight(sc, sg, source_frame.col(1));
+  const double target_height = HipHeight(tc, tg, target_frame.col(1));
+  if (!(source_height > 0.0) || !(target_height > 0.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        !(source_height > 0.0) ? "source" : "target",
+        ".reference: the hips are not above the feet (height ",
+        !(source_height > 0.0) ? source_height : target_height,
+        "): the retarget pose must stand"));
+  }
+  t.scale_ = target_height / source_height;
+  t.source_pelvis_ = sc.pelvis;
+  t.target_pelvis_ = tc.pelvis;
+  t.source_pelvis_ref_ = sg[sc.pelvis].translation;
+  t.target_pelvis_ref_ = tg[tc.pelvis].translation;
+  for (const Transform& g : sg) {
+    t.source_ref_inverse_.push_back(g.rotation.conjugate());
+  }
+  for (const Transform& g : tg) t.target_ref_.push_back(g.rotation);
+  t.target_reference_ = target.reference;
+  for (int a = ts.joint(tc.pelvis).parent; a >= 0; a = ts.joint(a).parent) {
+    t.pelvis_ancestors_.insert(t.pelvis_ancestors_.begin(), a);
+  }
+  return t;
+}
+
+void Transfer::Apply(const Pose& source, TransferScratch& scratch,
+                     Pose* target) const {
+  const int n = target_->num_joints();
+  scratch.source_globals.resize(source_->num_joints());
+  ComputeGlobals(*source_, source, absl::MakeSpan(scratch.source_globals));
+  scratch.target_rotations.resize(n);
+  target->local.resize(n);
+  const Quaterniond align_inverse = align_.conjugate();
+  for (int j = 0; j < n; ++j) {
+    const int p = target_->joint(j).parent;
+    const Quaterniond parent =
+        p >= 0 ? scratch.target_rotations[p] : Quaterniond::Identity();
+    Transform& local = target->local[j];
+    local = target_reference_.local[j];
+    const int k = source_of_[j];
+    if (k >= 0) {
+      // The source joint's turn from its retarget pose, in the target's
+      // model frame, applied to the target joint's retarget pose.
+      Quaterniond turn =
+          scratch.source_globals[k].rotation * source_ref_inverse_[k];
+      const int k2 = source_next_[j];
+      if (k2 >= 0) {
+        // Along a spine or neck: between two source joints' turns.
+        turn = turn.slerp(weight_[j], scratch.source_globals[k2].rotation *
+                                          source_ref_inverse_[k2]);
+      }
+      const Quaterniond model =
+          (align_ * turn * align_inverse * target_ref_[j]).normalized();
+      local.rotation = (parent.conjugate() * model).normalized();
+      scratch.target_rotations[j] = model;
+    } else {
+      scratch.target_rotations[j] = (parent * local.rotation).normalized();
+    }
+  }
+  // The pelvis moves as the source's, scaled and turned into the target's
+  // frame; its parents (if any) stay at their retarget pose.
+  const Vector3d moved =
+      target_pelvis_ref_ +
+      scale_ * (align_ * (scratch.source_globals[source_pelvis_].translation -
+                          source_pelvis_ref_));
+  Transform parent_global;
+  for (int a : pelvis_ancestors_) parent_global = parent_global * target->local[a];
+  target->local[target_pelvis_].translation = parent_global.Inverse() * moved;
+}
+
+}  // namespace reach::retarget
