@@ -109,23 +109,40 @@ absl::Status CheckSides(const RetargetSide& source,
   return absl::OkStatus();
 }
 
+// Both sides checked, and their reference poses' model-space transforms.
+absl::Status ReadReferences(const RetargetSide& source,
+                            const RetargetSide& target,
+                            std::vector<Transform>* source_globals,
+                            std::vector<Transform>* target_globals) {
+  const absl::Status valid = CheckSides(source, target);
+  if (!valid.ok()) return valid;
+  source_globals->resize(source.skeleton->num_joints());
+  target_globals->resize(target.skeleton->num_joints());
+  ComputeGlobals(*source.skeleton, source.reference,
+                 absl::MakeSpan(*source_globals));
+  ComputeGlobals(*target.skeleton, target.reference,
+                 absl::MakeSpan(*target_globals));
+  return absl::OkStatus();
+}
+
+// The rotation from the source's body frame to the target's.
+Quaterniond Align(const Matrix3d& source_frame, const Matrix3d& target_frame) {
+  return Quaterniond(Matrix3d(target_frame * source_frame.transpose()))
+      .normalized();
+}
+
 }  // namespace
 
 absl::StatusOr<Pose> AlignLimbs(const RetargetSide& source,
                                 const RetargetSide& target) {
-  const absl::Status valid = CheckSides(source, target);
-  if (!valid.ok()) return valid;
-  const Skeleton& ss = *source.skeleton;
+  std::vector<Transform> sg, tg;
+  const absl::Status read = ReadReferences(source, target, &sg, &tg);
+  if (!read.ok()) return read;
   const Skeleton& ts = *target.skeleton;
   const Characterization& sc = *source.roles;
   const Characterization& tc = *target.roles;
-  std::vector<Transform> sg(ss.num_joints()), tg(ts.num_joints());
-  ComputeGlobals(ss, source.reference, absl::MakeSpan(sg));
   Pose aligned = target.reference;
-  ComputeGlobals(ts, aligned, absl::MakeSpan(tg));
-  const Quaterniond align =
-      Quaterniond(Matrix3d(BodyFrame(tc, tg) * BodyFrame(sc, sg).transpose()))
-          .normalized();
+  const Quaterniond align = Align(BodyFrame(sc, sg), BodyFrame(tc, tg));
   for (int side = 0; side < 2; ++side) {
     const Arm& sa = sc.arms[side];
     const Arm& ta = tc.arms[side];
@@ -161,15 +178,13 @@ absl::StatusOr<Pose> AlignLimbs(const RetargetSide& source,
 
 absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
                                           const RetargetSide& target) {
-  const absl::Status valid = CheckSides(source, target);
-  if (!valid.ok()) return valid;
+  std::vector<Transform> sg, tg;
+  const absl::Status read = ReadReferences(source, target, &sg, &tg);
+  if (!read.ok()) return read;
   const Skeleton& ss = *source.skeleton;
   const Skeleton& ts = *target.skeleton;
   const Characterization& sc = *source.roles;
   const Characterization& tc = *target.roles;
-  std::vector<Transform> sg(ss.num_joints()), tg(ts.num_joints());
-  ComputeGlobals(ss, source.reference, absl::MakeSpan(sg));
-  ComputeGlobals(ts, target.reference, absl::MakeSpan(tg));
 
   Transfer t;
   t.source_ = &ss;
@@ -198,8 +213,7 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
 
   const Matrix3d source_frame = BodyFrame(sc, sg);
   const Matrix3d target_frame = BodyFrame(tc, tg);
-  t.align_ = Quaterniond(Matrix3d(target_frame * source_frame.transpose()))
-                 .normalized();
+  t.align_ = Align(source_frame, target_frame);
   const double source_height = HipHeight(sc, sg, source_frame.col(1));
   const double target_height = HipHeight(tc, tg, target_frame.col(1));
   if (!(source_height > 0.0) || !(target_height > 0.0)) {
