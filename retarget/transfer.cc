@@ -105,6 +105,22 @@ absl::Status CheckSides(const RetargetSide& source,
       return absl::InvalidArgumentError(
           absl::StrCat(name, ".reference: ", valid.message()));
     }
+    // The roles the body's frame and the pelvis need (overrides can take
+    // them away).
+    const Characterization& c = *side->roles;
+    const int n = side->skeleton->num_joints();
+    const std::pair<const char*, int> needed[] = {
+        {"pelvis", c.pelvis},
+        {"left.thigh", c.legs[kLeft].thigh},
+        {"right.thigh", c.legs[kRight].thigh},
+        {"left.foot", c.legs[kLeft].foot},
+        {"right.foot", c.legs[kRight].foot}};
+    for (const auto& [role, joint] : needed) {
+      if (joint < 0 || joint >= n) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ".roles: no ", role));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -157,7 +173,10 @@ absl::StatusOr<Pose> AlignLimbs(const RetargetSide& source,
         {{sl.shin, sl.foot}, {tl.shin, tl.foot}},
     };
     for (const auto& [from, to] : bones) {
-      if (from.first < 0 || to.first < 0) continue;
+      if (from.first < 0 || from.second < 0 || to.first < 0 ||
+          to.second < 0) {
+        continue;
+      }
       const Vector3d want =
           align * (sg[from.second].translation - sg[from.first].translation);
       const Vector3d have =

@@ -256,6 +256,27 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// An override can take a role the transfer needs away: refused, naming
+// it, instead of reading joint -1.
+TEST(TransferTest, ASideWithoutFeetIsRefused) {
+  const import::BvhClip walk = Clip("mocap/cmu_02_01_walk.bvh");
+  const Rig rig = MakeRig(walk.skeleton.def);
+  const std::vector<RoleOverride> overrides = {{"left.foot", "RightFoot"}};
+  const absl::StatusOr<Characterization> moved =
+      Characterize(rig.skeleton, overrides);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  ASSERT_EQ(moved->legs[kRight].foot, -1);
+  const absl::StatusOr<Transfer> t =
+      Transfer::Create({&rig.skeleton, &rig.roles, RestPose(rig.skeleton)},
+                       {&rig.skeleton, &*moved, RestPose(rig.skeleton)});
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(t.status().message(),
+              ::testing::HasSubstr("target.roles: no right.foot"));
+  EXPECT_FALSE(AlignLimbs({&rig.skeleton, &*moved, RestPose(rig.skeleton)},
+                          {&rig.skeleton, &rig.roles, RestPose(rig.skeleton)})
+                   .ok());
+}
+
 TEST(TransferTest, AReferencePoseThatDoesNotFitIsRefused) {
   const import::BvhClip walk = Clip("mocap/cmu_02_01_walk.bvh");
   const Rig rig = MakeRig(walk.skeleton.def);
