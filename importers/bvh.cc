@@ -82,6 +82,29 @@ bool ParseFinite(absl::string_view token, double* value) {
   return absl::SimpleAtod(token, value) && std::isfinite(*value);
 }
 
+// A line of the MOTION section: its count of numbers, or the first token
+// that is not a finite number (then the count so far).
+struct FrameLine {
+  int values = 0;
+  absl::string_view bad;
+};
+// Reads `line`, appending up to `keep` of its values to `out`.
+FrameLine ReadFrameLine(absl::string_view line, int keep,
+                        std::vector<double>* out) {
+  FrameLine read;
+  for (absl::string_view token :
+       absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
+    double value;
+    if (!ParseFinite(token, &value)) {
+      read.bad = token;
+      return read;
+    }
+    if (read.values < keep) out->push_back(value);
+    ++read.values;
+  }
+  return read;
+}
+
 class BvhParser {
  public:
   BvhParser(absl::string_view text, absl::string_view file)
@@ -307,20 +330,14 @@ class BvhParser {
                            absl::StrCat("file ends after ", f, " of ", frames,
                                         " frames"));
       }
-      int values = 0;
-      for (absl::string_view token : absl::StrSplit(line, absl::ByAnyChar(" \t"),
-                                                   absl::SkipEmpty())) {
-        double value;
-        if (!ParseFinite(token, &value)) {
-          return Error(absl::StrCat("frame ", f),
-                       absl::StrCat("'", token, "' is not a finite number"));
-        }
-        if (values < n) clip_.values.push_back(value);
-        ++values;
-      }
-      if (values != n) {
+      const FrameLine read = ReadFrameLine(line, n, &clip_.values);
+      if (!read.bad.empty()) {
         return Error(absl::StrCat("frame ", f),
-                     absl::StrCat("has ", values, " values; the hierarchy "
+                     absl::StrCat("'", read.bad, "' is not a finite number"));
+      }
+      if (read.values != n) {
+        return Error(absl::StrCat("frame ", f),
+                     absl::StrCat("has ", read.values, " values; the hierarchy "
                                   "declares ", n, " channels"));
       }
     }
@@ -328,15 +345,8 @@ class BvhParser {
     // Assimp and Blender read such files (assimp's own Boxing_Toes.bvh
     // declares 3069 frames and holds 3070); anything else is an error.
     while (lex_.NextLine(&line)) {
-      int values = 0;
-      bool numbers = true;
-      for (absl::string_view token : absl::StrSplit(
-               line, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
-        double value;
-        numbers = numbers && ParseFinite(token, &value);
-        ++values;
-      }
-      if (!numbers || values != n) {
+      const FrameLine read = ReadFrameLine(line, 0, nullptr);
+      if (!read.bad.empty() || read.values != n) {
         return Error("MOTION",
                      absl::StrCat("after the ", frames,
                                   " frames of Frames:, a line that is not a "

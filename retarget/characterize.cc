@@ -28,7 +28,6 @@ enum Role {
   kShin,
   kFoot,
   kToe,
-  kNumRoles,
 };
 using RoleSet = unsigned;
 constexpr RoleSet Bit(Role r) { return 1u << r; }
@@ -125,11 +124,7 @@ NameParts SplitName(absl::string_view name) {
   };
   for (size_t i = 0; i < name.size(); ++i) {
     const char ch = name[i];
-    if (!absl::ascii_isalnum(ch)) {
-      flush();
-      continue;
-    }
-    if (absl::ascii_isdigit(ch)) {
+    if (!absl::ascii_isalpha(ch)) {
       flush();
       continue;
     }
@@ -179,6 +174,8 @@ struct Shape {
   double size = 0.0;             // Largest distance between two joints.
 
   std::vector<int> count;        // Joints in the subtree (end markers out).
+  std::vector<RoleSet> names;    // The roles each joint's name allows.
+  std::vector<int> sides;        // The side each joint's name says, or -1.
 
   Shape(const Skeleton& s, const Pose* reference) : skeleton(s) {
     const int n = s.num_joints();
@@ -194,6 +191,9 @@ struct Shape {
       ComputeGlobals(s, *reference, absl::MakeSpan(globals));
     }
     for (int j = 0; j < n; ++j) {
+      const NameParts parts = SplitName(s.joint(j).name);
+      names.push_back(NameRoles(parts));
+      sides.push_back(parts.side);
       at[j] = reference != nullptr ? globals[j].translation
                                    : s.rest_globals()[j].translation;
       const int p = s.joint(j).parent;
@@ -206,9 +206,7 @@ struct Shape {
     // a bone ends and has nothing to turn: it is no joint of the shape.
     for (int j = 0; j < n; ++j) {
       for (int c : all_children[j]) {
-        if (!(s.joint(c).type == JointType::kFixed && all_children[c].empty())) {
-          children[j].push_back(c);
-        }
+        if (!IsMarker(c, all_children)) children[j].push_back(c);
       }
     }
     for (int j = n - 1; j >= 0; --j) {
@@ -329,20 +327,17 @@ int NameScore(const std::vector<RoleSet>& names, int start,
   return score;
 }
 
-struct LimbPlacement {
-  int start = -1;  // Index on the path of the upper arm / thigh.
-};
-
 // Places (before, first, second, end[, after]) on a limb path: `first`
 // and `second` (upper arm and forearm, thigh and shin) are consecutive,
 // `end` (hand, foot) follows; `before` (clavicle) precedes, `after` (toe)
 // follows. Names decide where they can; otherwise the shape: the end at
 // the limb's LimbEnd, then the two longest consecutive bones.
-LimbPlacement PlaceLimb(const Shape& s, const std::vector<int>& path,
-                        const std::vector<Role>& roles, int first_role) {
+// Returns the index on `path` of the upper arm / thigh, -1 if none fits.
+int PlaceLimb(const Shape& s, const std::vector<int>& path,
+              const std::vector<Role>& roles, int first_role) {
   std::vector<RoleSet> names;
-  for (int j : path) names.push_back(NameRoles(SplitName(s.skeleton.joint(j).name)));
-  LimbPlacement best;
+  for (int j : path) names.push_back(s.names[j]);
+  int best = -1;
   int best_names = 0;
   double best_bones = -1.0;
   const int n = static_cast<int>(path.size());
@@ -353,9 +348,9 @@ LimbPlacement PlaceLimb(const Shape& s, const std::vector<int>& path,
     // bones or stops, then the longer two bones before it.
     const double bones = (u + 2 == end ? 1e6 : 0.0) + s.bone[path[u + 1]] +
                          s.bone[path[u + 2]];
-    if (best.start < 0 || names_score > best_names ||
+    if (best < 0 || names_score > best_names ||
         (names_score == best_names && bones > best_bones)) {
-      best.start = u;
+      best = u;
       best_names = names_score;
       best_bones = bones;
     }
@@ -458,8 +453,7 @@ absl::StatusOr<Characterization> Characterize(
   }
   auto holds_head = [&](int k) {
     for (int j = 0; j < n; ++j) {
-      if (s.IsAncestorOrSelf(k, j) &&
-          NameRoles(SplitName(skeleton.joint(j).name)) == Bit(kHead)) {
+      if (s.names[j] == Bit(kHead) && s.IsAncestorOrSelf(k, j)) {
         return true;
       }
     }
@@ -488,7 +482,7 @@ absl::StatusOr<Characterization> Characterize(
       j = next;
     }
     for (int j : up_path) {
-      if (NameRoles(SplitName(skeleton.joint(j).name)) == Bit(kHead)) {
+      if (s.names[j] == Bit(kHead)) {
         c.head = j;
         head_how = Decided::kName;
         break;
@@ -515,11 +509,11 @@ absl::StatusOr<Characterization> Characterize(
                                                s.PathDown(arms.b)};
   std::array<std::vector<int>, 2> leg_paths = {s.PathDown(legs.a),
                                                s.PathDown(legs.b)};
-  std::array<LimbPlacement, 2> arm_at, leg_at;
+  std::array<int, 2> arm_at, leg_at;  // Where the upper arm, thigh sit.
   for (int k = 0; k < 2; ++k) {
     arm_at[k] = PlaceLimb(s, arm_paths[k], arm_roles, 1);
     leg_at[k] = PlaceLimb(s, leg_paths[k], leg_roles, 0);
-    if (arm_at[k].start < 0 || leg_at[k].start < 0) {
+    if (arm_at[k] < 0 || leg_at[k] < 0) {
       return absl::InvalidArgumentError(
           "skeleton: not a humanoid: a limb has fewer than three joints");
     }
@@ -528,7 +522,7 @@ absl::StatusOr<Characterization> Characterize(
   Vector3d forward = Vector3d::Zero();
   for (int k = 0; k < 2; ++k) {
     const std::vector<int>& path = leg_paths[k];
-    const int foot = leg_at[k].start + 2;
+    const int foot = leg_at[k] + 2;
     if (foot + 1 < static_cast<int>(path.size())) {
       forward += s.at[path[foot + 1]] - s.at[path[foot]];
     }
@@ -545,7 +539,7 @@ absl::StatusOr<Characterization> Characterize(
   auto side_by_names = [&](const std::vector<int>& path) {
     int side = -1;
     for (int j : path) {
-      const int s_j = SplitName(skeleton.joint(j).name).side;
+      const int s_j = s.sides[j];
       if (s_j < 0) continue;
       if (side >= 0 && side != s_j) return -1;
       side = s_j;
@@ -573,14 +567,14 @@ absl::StatusOr<Characterization> Characterize(
   }
   for (int k = 0; k < 2; ++k) {
     const std::vector<int>& ap = arm_paths[k];
-    const int u = arm_at[k].start;
+    const int u = arm_at[k];
     Arm& arm = c.arms[k];
     arm.clavicle = u >= 1 ? ap[u - 1] : -1;
     arm.upper_arm = ap[u];
     arm.forearm = ap[u + 1];
     arm.hand = ap[u + 2];
     const std::vector<int>& lp = leg_paths[k];
-    const int t = leg_at[k].start;
+    const int t = leg_at[k];
     Leg& leg = c.legs[k];
     leg.thigh = lp[t];
     leg.shin = lp[t + 1];
@@ -592,7 +586,7 @@ absl::StatusOr<Characterization> Characterize(
   // A joint whose name allows its role was named; one whose name allows
   // two roles was placed by its neighbours; the rest by the shape.
   auto how_of_name = [&](int joint, Role role) {
-    const RoleSet roles = NameRoles(SplitName(skeleton.joint(joint).name));
+    const RoleSet roles = s.names[joint];
     if ((roles & Bit(role)) == 0) return Decided::kShape;
     return (roles & (roles - 1)) != 0 ? Decided::kNameOrder : Decided::kName;
   };

@@ -5,8 +5,6 @@
 #include <string>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace reach::retarget {
@@ -16,12 +14,17 @@ using Eigen::Matrix3d;
 using Eigen::Quaterniond;
 using Eigen::Vector3d;
 
+// The midpoint of the two feet.
+Vector3d Feet(const Characterization& c, absl::Span<const Transform> g) {
+  return 0.5 * (g[c.legs[kLeft].foot].translation +
+                g[c.legs[kRight].foot].translation);
+}
+
 // The body's frame in a pose: columns left, up, forward (right-handed:
 // forward = left x up), from the thighs (left minus right), the feet and
 // the chest.
 Matrix3d BodyFrame(const Characterization& c, absl::Span<const Transform> g) {
-  const Vector3d feet = 0.5 * (g[c.legs[kLeft].foot].translation +
-                               g[c.legs[kRight].foot].translation);
+  const Vector3d feet = Feet(c, g);
   const int chest = c.spine.empty() ? c.pelvis : c.spine.back();
   Vector3d up = (g[chest].translation - feet).normalized();
   Vector3d left =
@@ -39,8 +42,7 @@ Matrix3d BodyFrame(const Characterization& c, absl::Span<const Transform> g) {
 // line to the navel.
 double HipHeight(const Characterization& c, absl::Span<const Transform> g,
                  const Vector3d& up) {
-  const Vector3d feet = 0.5 * (g[c.legs[kLeft].foot].translation +
-                               g[c.legs[kRight].foot].translation);
+  const Vector3d feet = Feet(c, g);
   const Vector3d hips = 0.5 * (g[c.legs[kLeft].thigh].translation +
                                g[c.legs[kRight].thigh].translation);
   return (hips - feet).dot(up);
@@ -87,10 +89,6 @@ void PairChains(int base, const std::vector<int>& from,
     (*weight)[to[i]] = w;
   }
 }
-
-}  // namespace
-
-namespace {
 
 absl::Status CheckSides(const RetargetSide& source,
                         const RetargetSide& target) {
@@ -211,15 +209,23 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
   t.source_of_.assign(ts.num_joints(), -1);
   t.source_next_.assign(ts.num_joints(), -1);
   t.weight_.assign(ts.num_joints(), 0.0);
-  // Single-joint roles by name; spines and necks by arc length.
-  absl::flat_hash_map<std::string, int> source_role;
-  for (const RoleAssignment& r : sc.roles) source_role[r.role] = r.joint;
-  for (const RoleAssignment& r : tc.roles) {
-    if (absl::StartsWith(r.role, "spine.") || absl::StartsWith(r.role, "neck.")) {
-      continue;
-    }
-    const auto it = source_role.find(r.role);
-    if (it != source_role.end()) t.source_of_[r.joint] = it->second;
+  // Single-joint roles to the same role; spines and necks by arc length.
+  std::vector<std::pair<int, int>> same = {{sc.pelvis, tc.pelvis},
+                                           {sc.head, tc.head}};
+  for (int k = 0; k < 2; ++k) {
+    const Arm &sa = sc.arms[k], &ta = tc.arms[k];
+    const Leg &sl = sc.legs[k], &tl = tc.legs[k];
+    same.insert(same.end(), {{sa.clavicle, ta.clavicle},
+                             {sa.upper_arm, ta.upper_arm},
+                             {sa.forearm, ta.forearm},
+                             {sa.hand, ta.hand},
+                             {sl.thigh, tl.thigh},
+                             {sl.shin, tl.shin},
+                             {sl.foot, tl.foot},
+                             {sl.toe, tl.toe}});
+  }
+  for (const auto& [from, to] : same) {
+    if (from >= 0 && to >= 0) t.source_of_[to] = from;
   }
   PairChains(sc.pelvis, sc.spine, ArcFractions(sc.spine, ss, sg), tc.spine,
              ArcFractions(tc.spine, ts, tg), &t.source_of_, &t.source_next_,
