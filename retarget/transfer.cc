@@ -20,13 +20,25 @@ Vector3d Feet(const Characterization& c, absl::Span<const Transform> g) {
                 g[c.legs[kRight].foot].translation);
 }
 
+}  // namespace
+
+Vector3d Vertical(const Vector3d& up) {
+  int axis = 0;
+  up.cwiseAbs().maxCoeff(&axis);
+  Vector3d v = Vector3d::Zero();
+  v[axis] = up[axis] > 0.0 ? 1.0 : -1.0;
+  return v.dot(up) >= std::cos(M_PI / 6.0) ? v : up;
+}
+
+namespace {
+
 // The body's frame in a pose: columns left, up, forward (right-handed:
-// forward = left x up), from the thighs (left minus right), the feet and
-// the chest.
+// forward = left x up), from the thighs (left minus right) and the world's
+// vertical (Vertical of feet to chest).
 Matrix3d BodyFrame(const Characterization& c, absl::Span<const Transform> g) {
   const Vector3d feet = Feet(c, g);
   const int chest = c.spine.empty() ? c.pelvis : c.spine.back();
-  Vector3d up = (g[chest].translation - feet).normalized();
+  const Vector3d up = Vertical((g[chest].translation - feet).normalized());
   Vector3d left =
       g[c.legs[kLeft].thigh].translation - g[c.legs[kRight].thigh].translation;
   left = (left - left.dot(up) * up).normalized();
@@ -46,6 +58,21 @@ double HipHeight(const Characterization& c, absl::Span<const Transform> g,
   const Vector3d hips = 0.5 * (g[c.legs[kLeft].thigh].translation +
                                g[c.legs[kRight].thigh].translation);
   return (hips - feet).dot(up);
+}
+
+// The legs' mean length: thigh to foot along the bones (through the shin
+// when there is one); a pose does not change it.
+double LegLength(const Characterization& c, absl::Span<const Transform> g) {
+  double sum = 0.0;
+  for (const Leg& leg : c.legs) {
+    if (leg.shin >= 0) {
+      sum += (g[leg.shin].translation - g[leg.thigh].translation).norm() +
+             (g[leg.foot].translation - g[leg.shin].translation).norm();
+    } else {
+      sum += (g[leg.foot].translation - g[leg.thigh].translation).norm();
+    }
+  }
+  return 0.5 * sum;
 }
 
 // Cumulative bone length along `chain` from its first joint's parent,
@@ -194,7 +221,8 @@ absl::StatusOr<Pose> AlignLimbs(const RetargetSide& source,
 }
 
 absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
-                                          const RetargetSide& target) {
+                                          const RetargetSide& target,
+                                          double pelvis_scale) {
   std::vector<Transform> sg, tg;
   const absl::Status read = ReadReferences(source, target, &sg, &tg);
   if (!read.ok()) return read;
@@ -248,19 +276,30 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
         !(source_height > 0.0) ? source_height : target_height,
         "): the retarget pose must stand"));
   }
-  t.scale_ = target_height / source_height;
-  t.source_pelvis_ = sc.pelvis;
+  // The legs' ratio, not the hips' heights: rest poses stand differently
+  // (legs splayed in CMU's, straight in others), and the legs' length is
+  // what carries the body over the floor.
+  const double source_legs = LegLength(sc, sg);
+  const double target_legs = LegLength(tc, tg);
+  t.scale_ = pelvis_scale > 0.0                ? pelvis_scale
+             : source_legs > 0.0 && target_legs > 0.0 ? target_legs / source_legs
+                                                      : target_height / source_height;
   t.target_pelvis_ = tc.pelvis;
-  t.source_pelvis_ref_ = sg[sc.pelvis].translation;
-  t.target_pelvis_ref_ = tg[tc.pelvis].translation;
+  for (int k = 0; k < 2; ++k) {
+    t.source_thighs_[k] = sc.legs[k].thigh;
+    t.target_thighs_[k] = tc.legs[k].thigh;
+  }
+  t.source_hips_ref_ =
+      0.5 * (sg[sc.legs[kLeft].thigh].translation +
+             sg[sc.legs[kRight].thigh].translation);
+  t.target_hips_ref_ =
+      0.5 * (tg[tc.legs[kLeft].thigh].translation +
+             tg[tc.legs[kRight].thigh].translation);
   for (const Transform& g : sg) {
     t.source_ref_inverse_.push_back(g.rotation.conjugate());
   }
   for (const Transform& g : tg) t.target_ref_.push_back(g.rotation);
   t.target_reference_ = target.reference;
-  for (int a = ts.joint(tc.pelvis).parent; a >= 0; a = ts.joint(a).parent) {
-    t.pelvis_ancestors_.insert(t.pelvis_ancestors_.begin(), a);
-  }
   return t;
 }
 
@@ -298,15 +337,25 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
       scratch.target_rotations[j] = (parent * local.rotation).normalized();
     }
   }
-  // The pelvis moves as the source's, scaled and turned into the target's
-  // frame; its parents (if any) stay at their retarget pose.
-  const Vector3d moved =
-      target_pelvis_ref_ +
-      scale_ * (align_ * (scratch.source_globals[source_pelvis_].translation -
-                          source_pelvis_ref_));
-  Transform parent_global;
-  for (int a : pelvis_ancestors_) parent_global = parent_global * target->local[a];
-  target->local[target_pelvis_].translation = parent_global.Inverse() * moved;
+  // The hips (the thigh joints' midpoint) move as the source's, scaled and
+  // turned into the target's frame: the pelvis is placed under them as its
+  // new rotation has it (rigs put the pelvis joint anywhere from the hip
+  // line to the navel). Its parents (if any) stay at their retarget pose.
+  const std::vector<Transform>& sg = scratch.source_globals;
+  const Vector3d want =
+      target_hips_ref_ +
+      scale_ * (align_ * (0.5 * (sg[source_thighs_[0]].translation +
+                                 sg[source_thighs_[1]].translation) -
+                          source_hips_ref_));
+  scratch.target_globals.resize(n);
+  ComputeGlobals(*target_, *target, absl::MakeSpan(scratch.target_globals));
+  const std::vector<Transform>& tg = scratch.target_globals;
+  const Vector3d shift = want - 0.5 * (tg[target_thighs_[0]].translation +
+                                       tg[target_thighs_[1]].translation);
+  const int p = target_->joint(target_pelvis_).parent;
+  const Transform parent_global = p >= 0 ? tg[p] : Transform();
+  target->local[target_pelvis_].translation =
+      parent_global.Inverse() * (tg[target_pelvis_].translation + shift);
 }
 
 }  // namespace reach::retarget

@@ -5,12 +5,15 @@
 // pose (target = align * (source_now * source_ref^-1) * align^-1 *
 // target_ref); spines and necks of different joint counts are matched by
 // normalised arc length; unmapped joints keep the target's retarget pose;
-// the pelvis moves as the source's, scaled by the ratio of hip heights
-// (the thigh joints above the feet; units and up axes included). Depends on solvers/ only; the IK pass for
-// hands and feet comes after this.
+// the hips move as the source's, scaled by the ratio of leg lengths
+// (units and up axes included; UE scales by pelvis heights, which differ
+// from the legs' ratio when the retarget poses stand differently, e.g.
+// CMU's splayed rest legs). Depends on solvers/ only; the IK pass for
+// hands and feet is retargeter.h.
 #ifndef REACH_RETARGET_TRANSFER_H_
 #define REACH_RETARGET_TRANSFER_H_
 
+#include <array>
 #include <vector>
 
 #include "Eigen/Geometry"
@@ -35,7 +38,15 @@ struct RetargetSide {
 struct TransferScratch {
   std::vector<Transform> source_globals;
   std::vector<Eigen::Quaterniond> target_rotations;  // Model space.
+  std::vector<Transform> target_globals;  // Of the pose written.
 };
+
+// The world's vertical for a body whose up (feet to chest) is `up`: the
+// model axis nearest to it when within 30 degrees (mocap and glTF worlds
+// are axis-aligned, and a body's feet-to-chest line leans a few degrees in
+// its rest pose), else `up` itself. Body frames are built on it, so a
+// source walking on the level drives a target walking on the level.
+Eigen::Vector3d Vertical(const Eigen::Vector3d& up);
 
 // `target.reference` with each limb bone (clavicle, upper arm, forearm,
 // thigh, shin; both sides) turned to point as the source's does in
@@ -50,8 +61,10 @@ class Transfer {
  public:
   // Errors: InvalidArgument when a reference pose does not fit its
   // skeleton, or its hips are not above its feet (it must stand).
+  // `pelvis_scale` > 0 replaces the ratio of leg lengths.
   static absl::StatusOr<Transfer> Create(const RetargetSide& source,
-                                         const RetargetSide& target);
+                                         const RetargetSide& target,
+                                         double pelvis_scale = 0.0);
 
   // Writes the target's pose for the source's `source` (a pose of the
   // source skeleton) into `target` (resized to the target skeleton).
@@ -61,12 +74,24 @@ class Transfer {
   // the first of the two it is placed between), or -1 (kept at the
   // target's retarget pose).
   const std::vector<int>& source_of() const { return source_of_; }
-  // Target hip height over source hip height (the thigh joints above the
-  // feet, in the retarget poses): the pelvis' motion is scaled by it.
+  // Along a spine or neck, the second source joint a target joint is
+  // placed between (-1 elsewhere).
+  int source_next_of(int joint) const { return source_next_[joint]; }
+  // Target leg length over source leg length (thigh to foot along the
+  // bones, both legs' mean): the pelvis' motion is scaled by it.
   double pelvis_scale() const { return scale_; }
   // Rotation from the source's model frame to the target's (up to up,
   // forward to forward).
   const Eigen::Quaterniond& align() const { return align_; }
+  // The hips (the thigh joints' midpoint) in the retarget poses, model
+  // space: the hips map source points x to target_hips_reference() +
+  // pelvis_scale() * align() * (x - source_hips_reference()).
+  const Eigen::Vector3d& source_hips_reference() const {
+    return source_hips_ref_;
+  }
+  const Eigen::Vector3d& target_hips_reference() const {
+    return target_hips_ref_;
+  }
   // The target's retarget pose the transfer works from.
   const Pose& target_reference() const { return target_reference_; }
 
@@ -83,11 +108,11 @@ class Transfer {
   Pose target_reference_;
   Eigen::Quaterniond align_ = Eigen::Quaterniond::Identity();
   double scale_ = 1.0;
-  int source_pelvis_ = -1;
   int target_pelvis_ = -1;
-  std::vector<int> pelvis_ancestors_;  // Of the target's pelvis, root first.
-  Eigen::Vector3d source_pelvis_ref_ = Eigen::Vector3d::Zero();
-  Eigen::Vector3d target_pelvis_ref_ = Eigen::Vector3d::Zero();
+  std::array<int, 2> source_thighs_ = {-1, -1};
+  std::array<int, 2> target_thighs_ = {-1, -1};
+  Eigen::Vector3d source_hips_ref_ = Eigen::Vector3d::Zero();
+  Eigen::Vector3d target_hips_ref_ = Eigen::Vector3d::Zero();
 };
 
 }  // namespace reach::retarget

@@ -1,0 +1,207 @@
+// The whole retarget of one frame: the motion transfer (transfer.h), then
+// hands and feet put where the source's are, in proportion, by one
+// full-body solve (SOLVER_FULL_BODY), with planted feet held in place.
+//
+// Per frame:
+// 1. The transfer poses every mapped joint as its source counterpart turns
+//    and moves the pelvis by the source's motion, scaled.
+// 2. Goals, in the target's model space. A foot's (priority 0) and a
+//    hand's (priority 1) position: the target limb's start (thigh, upper
+//    arm) plus the source limb's direction times the source's extension
+//    ratio (its start-to-end distance over its length) times the target
+//    limb's length (UE's IK Retargeter rule); its orientation: the
+//    transferred one (the source's, turned as the rest of the pose). Each
+//    limb's pole is its transferred knee or elbow, so it bends as the
+//    source's does.
+// 3. Planting: a foot whose source is slow and near the source's floor
+//    (contact) keeps the place on the floor (its position along the floor;
+//    up and down it follows the live goal, so a heel that lifts lifts) it
+//    had when the contact began, until the
+//    source foot lifts or speeds up, or the place is out of the leg's reach
+//    (the body is where the transfer put it: it does not chase the foot);
+//    then its goal blends back to the live one over `release_seconds`
+//    (smoothstep). No foot goal is placed below the floor plus the ankle's
+//    height.
+// 4. One full-body solve (full_body.h) from the transferred pose, its root
+//    pinned: only the limbs with goals turn (upper arm to hand, thigh to
+//    foot, and any joints between); pelvis, spine, neck and clavicles keep
+//    the transferred pose.
+//
+// Each frame starts from its own transferred pose: it is within one source
+// frame of the previous answer (the source moved that little), and unlike
+// the previous answer it carries the source's twist of the limbs, which no
+// goal fixes and which a solve started from the previous frame would leave
+// wherever it drifted. State that must carry between frames (contacts,
+// planted places, the source feet's speed) lives in RetargetState, one per
+// stream.
+//
+// Depends on solvers/ only.
+#ifndef REACH_RETARGET_RETARGETER_H_
+#define REACH_RETARGET_RETARGETER_H_
+
+#include <array>
+#include <optional>
+#include <vector>
+
+#include "Eigen/Core"
+#include "Eigen/Geometry"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "retarget/characterize.h"
+#include "retarget/transfer.h"
+#include "solvers/chain_solver.h"
+#include "solvers/deadline.h"
+#include "solvers/goal.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+
+namespace reach::retarget {
+
+struct RetargetOptions {
+  // IK per limb ([kLeft], [kRight]): a limb without it keeps the
+  // transferred pose (no goal).
+  std::array<bool, 2> arm_ik = {true, true};
+  std::array<bool, 2> leg_ik = {true, true};
+  // Hold feet in contact where they landed (needs leg IK on that side).
+  bool plant_feet = true;
+  // The source's floor: its height along the source's vertical (the model
+  // axis nearest the characterisation's up), in source units. Unset: the
+  // first frame of each stream (state) stands on it, its lower ankle
+  // ankle_height leg lengths above it (mocap often puts the floor at the
+  // origin's plane, 0, but not always: a Character Creator export has it
+  // a metre below). The target's floor is where the pelvis' mapping (its
+  // scale, its frame) takes it. Finite when set.
+  std::optional<double> source_floor;
+  // A source foot is in contact while its ankle is within contact_height
+  // source leg lengths of the floor and moves slower than contact_speed
+  // leg lengths per second (its speed smoothed over a few frames); it
+  // leaves contact above 1.5x the height or 2x the speed. Both > 0, at
+  // most 10.
+  double contact_height = 0.2;
+  double contact_speed = 0.5;
+  // The ankle's height above the floor when the sole is on it, in leg
+  // lengths (of each rig): no foot goal goes lower. In [0, 1].
+  double ankle_height = 0.05;
+  // How long a foot leaving contact takes to blend from its planted place
+  // to the live goal, seconds. In [0, 10]; 0: at once.
+  double release_seconds = 0.1;
+  // Full-body iteration cap per frame, in [1, 1000].
+  int max_iterations = 32;
+  // The pelvis' motion scale; 0: the ratio of leg lengths (transfer.h).
+  // >= 0, at most 1e6.
+  double pelvis_scale = 0.0;
+};
+
+// Checks `options`; errors name the field ("options.contact_speed").
+absl::Status ValidateRetargetOptions(const RetargetOptions& options);
+
+// One limb goal's outcome in a frame.
+struct LimbResult {
+  bool active = false;   // The limb had a goal this frame.
+  bool reached = false;  // Within the full-body tolerances.
+  double position_error = 0.0;         // Target units.
+  double orientation_error_rad = 0.0;
+  bool planted = false;  // Feet: held at a planted place this frame.
+  // Feet: the goal is not the live one (lifted to the floor, blending
+  // from a planted place, or pulled within the leg's reach).
+  bool adjusted = false;
+  Eigen::Vector3d goal = Eigen::Vector3d::Zero();  // Where it was sent.
+};
+
+struct RetargetFrameResult {
+  std::array<LimbResult, 2> hands;  // [kLeft], [kRight].
+  std::array<LimbResult, 2> feet;
+  int iterations = 0;  // Of the full-body solve.
+};
+
+// What carries from one frame to the next (one per stream; a fresh one for
+// a new clip).
+struct RetargetState {
+  struct Foot {
+    bool contact = false;
+    // The planted place went out of the leg's reach: no new contact until
+    // the source foot leaves contact.
+    bool wait_lift = false;
+    Eigen::Vector3d planted = Eigen::Vector3d::Zero();  // Target space.
+    Eigen::Vector3d last_source = Eigen::Vector3d::Zero();
+    double speed = 0.0;  // Smoothed, source leg lengths per second.
+    double landed_height = 0.0;  // Source leg lengths, at contact start.
+    double release_left = 0.0;  // Seconds of blend still to go.
+    Eigen::Vector3d release_from = Eigen::Vector3d::Zero();
+  };
+  std::array<Foot, 2> feet;
+  bool started = false;  // A frame was retargeted with this state.
+  double source_floor = 0.0;  // Fixed by the first frame.
+  double target_floor = 0.0;  // Along Retargeter::floor_up().
+};
+
+// Reused per call (no allocation once sized).
+struct RetargetScratch {
+  TransferScratch transfer;
+  std::vector<Transform> target_globals;
+  std::vector<Goal> goals;
+  std::vector<GoalResult> results;
+  Workspace workspace;
+};
+
+class Retargeter {
+ public:
+  // Both sides as for Transfer::Create (their retarget poses already chosen:
+  // the rest, a frame, or AlignLimbs'); errors name the side or the option.
+  static absl::StatusOr<Retargeter> Create(const RetargetSide& source,
+                                           const RetargetSide& target,
+                                           const RetargetOptions& options);
+
+  // Retargets one frame: `source` is a pose of the source skeleton (checked;
+  // InvalidArgument names "source.local[i]"), `dt` the seconds since the
+  // previous frame of this state (> 0 and finite; the first frame's is not
+  // used), `target` is written (resized to the target skeleton), `result`
+  // may be null. `deadline` bounds the solve (it keeps its best pose).
+  absl::Status Apply(const Pose& source, double dt, RetargetState& state,
+                     RetargetScratch& scratch, Pose* target,
+                     RetargetFrameResult* result,
+                     const Deadline& deadline = {}) const;
+
+  const Transfer& transfer() const { return transfer_; }
+  // The target skeleton the full-body solve runs on: the target's joints
+  // with stiffness 1 everywhere but the limbs.
+  const Skeleton& solving_skeleton() const { return solving_; }
+  // The source's vertical (floor normal), model axis.
+  const Eigen::Vector3d& source_vertical() const { return source_up_; }
+  // The target's floor: points x with floor_up().dot(x) ==
+  // RetargetState::target_floor are on it.
+  const Eigen::Vector3d& floor_up() const { return floor_up_; }
+  const RetargetOptions& options() const { return options_; }
+
+ private:
+  Retargeter(Transfer transfer, Skeleton solving)
+      : transfer_(std::move(transfer)), solving_(std::move(solving)) {}
+
+  struct Limb {
+    int start = -1;   // Upper arm, thigh.
+    int middle = -1;  // Forearm, shin (-1: none, no pole).
+    int end = -1;     // Hand, foot.
+    double source_length = 0.0;  // Along the limb, retarget pose.
+    double target_length = 0.0;
+    int source_start = -1;
+    int source_end = -1;
+    // The way the limb bends (knees forward, elbows back) in the target's
+    // retarget pose, and its start joint's rotation there, inverted.
+    Eigen::Vector3d bend_ref = Eigen::Vector3d::Zero();
+    Eigen::Quaterniond start_ref_inverse = Eigen::Quaterniond::Identity();
+  };
+
+  Transfer transfer_;
+  Skeleton solving_;
+  const Skeleton* source_skeleton_ = nullptr;
+  RetargetOptions options_;
+  std::array<Limb, 2> arms_;  // end < 0: no IK on that arm.
+  std::array<Limb, 2> legs_;
+  Eigen::Vector3d source_up_ = Eigen::Vector3d::UnitY();
+  Eigen::Vector3d floor_up_ = Eigen::Vector3d::UnitY();
+  FullBodyOptions full_body_;
+};
+
+}  // namespace reach::retarget
+
+#endif  // REACH_RETARGET_RETARGETER_H_
