@@ -5,9 +5,6 @@
 // covered by no_allocation_test, built with EIGEN_RUNTIME_NO_MALLOC.)
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -15,24 +12,7 @@
 #include "importers/gltf.h"
 #include "retarget/characterize.h"
 #include "retarget/retargeter.h"
-
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<long> allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (counting.load(std::memory_order_relaxed)) {
-    allocations.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "tests/testing/counting_new.h"
 
 namespace reach::retarget {
 namespace {
@@ -75,13 +55,12 @@ TEST(RetargetNoAllocationTest, AWarmStreamAllocatesNothingPerFrame) {
   int contacts = 0;
   for (int f = 4; f < clip->num_frames; ++f) {
     clip->FramePose(f, &frame);  // Outside the count: the clip's own.
-    allocations = 0;
-    counting = true;
+    testing::StartCountingNew();
     const absl::Status status = retargeter->Apply(
         frame, clip->frame_time, state, scratch, &out, &result);
-    counting = false;
+    const long allocations = testing::StopCountingNew();
     ASSERT_TRUE(status.ok()) << status;
-    EXPECT_EQ(allocations.load(), 0) << "frame " << f;
+    EXPECT_EQ(allocations, 0) << "frame " << f;
     contacts += result.feet[0].planted + result.feet[1].planted;
   }
   EXPECT_GT(contacts, 0);  // Planting ran.

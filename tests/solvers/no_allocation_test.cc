@@ -4,37 +4,17 @@
 // operator new (std containers, strings) while a solve runs.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "solvers/limits.h"
 #include "solvers/solve.h"
+#include "tests/testing/counting_new.h"
 #include "tests/testing/models.h"
 
 #ifndef EIGEN_RUNTIME_NO_MALLOC
 #error "no_allocation_test must be built against reach_solvers_nomalloc"
 #endif
-
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<long> allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (counting.load(std::memory_order_relaxed)) {
-    allocations.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace reach {
 namespace {
@@ -46,15 +26,14 @@ using ::reach::testing::Rng;
 class AllocationGuard {
  public:
   AllocationGuard() {
-    allocations = 0;
     Eigen::internal::set_is_malloc_allowed(false);
-    counting = true;
+    ::reach::testing::StartCountingNew();
   }
   ~AllocationGuard() {
-    counting = false;
+    ::reach::testing::StopCountingNew();
     Eigen::internal::set_is_malloc_allowed(true);
   }
-  long count() const { return allocations.load(); }
+  long count() const { return ::reach::testing::CountedNew(); }
 };
 
 struct Case {
