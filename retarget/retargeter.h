@@ -200,6 +200,7 @@ class Retargeter {
   Eigen::Vector3d source_up_ = Eigen::Vector3d::UnitY();
   Eigen::Vector3d floor_up_ = Eigen::Vector3d::UnitY();
   FullBodyOptions full_body_;
+  double tolerance_ = 0.0;  // Goal position tolerance, target units.
 };
 
 }  // namespace reach::retarget
