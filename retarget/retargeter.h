@@ -4,7 +4,7 @@
 //
 // Per frame:
 // 1. The transfer poses every mapped joint as its source counterpart turns
-//    and moves the pelvis by the source's motion, scaled.
+//    and moves the hips by the source's motion, scaled.
 // 2. Goals, in the target's model space. A foot's (priority 0) and a
 //    hand's (priority 1) position: the target limb's start (thigh, upper
 //    arm) plus the source limb's direction times the source's extension
@@ -12,20 +12,20 @@
 //    limb's length (UE's IK Retargeter rule); its orientation: the
 //    transferred one (the source's, turned as the rest of the pose). Each
 //    limb's pole is its transferred knee or elbow, so it bends as the
-//    source's does.
+//    source's does (a straight one: the way it bent in the retarget pose).
 // 3. Planting: a foot whose source is slow and near the source's floor
-//    (contact) keeps the place on the floor (its position along the floor;
-//    up and down it follows the live goal, so a heel that lifts lifts) it
-//    had when the contact began, until the
-//    source foot lifts or speeds up, or the place is out of the leg's reach
-//    (the body is where the transfer put it: it does not chase the foot);
-//    then its goal blends back to the live one over `release_seconds`
-//    (smoothstep). No foot goal is placed below the floor plus the ankle's
-//    height.
+//    (contact) keeps the place on the floor it had when the contact began
+//    (up and down it follows the live goal, so a heel that lifts lifts),
+//    until the source foot speeds up or rises, or the place leaves the
+//    reach the source's leg has, or falls 0.1 leg lengths behind (the body
+//    is where the transfer put it: it does not chase the foot); then the
+//    goal blends back to the live one over `release_seconds` (smoothstep).
+//    No foot goal is placed below the floor plus the ankle's height.
 // 4. One full-body solve (full_body.h) from the transferred pose, its root
 //    pinned: only the limbs with goals turn (upper arm to hand, thigh to
 //    foot, and any joints between); pelvis, spine, neck and clavicles keep
-//    the transferred pose.
+//    the transferred pose. Goals are met to 1e-4 of the body's size and
+//    1e-3 rad.
 //
 // Each frame starts from its own transferred pose: it is within one source
 // frame of the previous answer (the source moved that little), and unlike
