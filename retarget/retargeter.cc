@@ -23,11 +23,16 @@ constexpr int kHandsPriority = 1;
 constexpr double kPositionTolerance = 1e-4;
 constexpr double kOrientationTolerance = 1e-3;
 
-absl::Status CheckRange(double value, const char* field, double lo,
-                        double hi) {
-  if (value >= lo && value <= hi) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "options.", field, " = ", value, ": must be in [", lo, ", ", hi, "]"));
+// `value` in [lo, hi] ((lo, hi] when `lo_open`), naming the option.
+absl::Status CheckRange(double value, const char* field, double lo, double hi,
+                        bool lo_open = false) {
+  if ((lo_open ? value > lo : value >= lo) && value <= hi) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("options.", field, " = ",
+                                                 value, ": must be in ",
+                                                 lo_open ? "(" : "[", lo, ", ",
+                                                 hi, "]"));
 }
 
 // The target skeleton with every joint stiff (stiffness 1) except those on
@@ -67,17 +72,13 @@ absl::Status ValidateRetargetOptions(const RetargetOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "options.source_floor = ", *o.source_floor, ": must be finite"));
   }
-  const std::pair<double, double> open_positive[] = {
-      {o.contact_height, 0.0}, {o.contact_speed, 0.0}};
-  const char* names[] = {"contact_height", "contact_speed"};
-  for (int i = 0; i < 2; ++i) {
-    if (!(open_positive[i].first > 0.0 && open_positive[i].first <= 10.0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("options.", names[i], " = ", open_positive[i].first,
-                       ": must be in (0, 10]"));
-    }
+  absl::Status s = CheckRange(o.contact_height, "contact_height", 0.0, 10.0,
+                              /*lo_open=*/true);
+  if (s.ok()) {
+    s = CheckRange(o.contact_speed, "contact_speed", 0.0, 10.0,
+                   /*lo_open=*/true);
   }
-  absl::Status s = CheckRange(o.ankle_height, "ankle_height", 0.0, 1.0);
+  if (s.ok()) s = CheckRange(o.ankle_height, "ankle_height", 0.0, 1.0);
   if (s.ok()) s = CheckRange(o.release_seconds, "release_seconds", 0.0, 10.0);
   if (s.ok()) s = CheckRange(o.max_iterations, "max_iterations", 1, 1000);
   if (s.ok()) s = CheckRange(o.pelvis_scale, "pelvis_scale", 0.0, 1e6);
@@ -182,10 +183,8 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         absl::StrCat("dt = ", dt, ": must be in (0, 1e6] seconds"));
   }
   transfer_.Apply(source, scratch.transfer, target);
-  scratch.target_globals.resize(solving_.num_joints());
-  ComputeGlobals(solving_, *target, absl::MakeSpan(scratch.target_globals));
   const std::vector<Transform>& sg = scratch.transfer.source_globals;
-  const std::vector<Transform>& tg = scratch.target_globals;
+  const std::vector<Transform>& tg = scratch.transfer.target_globals;
   const Quaterniond& align = transfer_.align();
 
   scratch.goals.clear();
@@ -265,7 +264,6 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         transfer_.target_hips_reference() +
         transfer_.pelvis_scale() * (align * (below - p)));
   }
-  const double floor_clearance_scale = options_.ankle_height;
   for (int k = 0; k < 2; ++k) {
     const Limb& leg = legs_[k];
     RetargetState::Foot& foot = state.feet[k];
@@ -273,7 +271,7 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
     if (goal == nullptr) continue;
     // No lower than the floor plus the ankle's height.
     const double lowest =
-        state.target_floor + floor_clearance_scale * leg.target_length;
+        state.target_floor + options_.ankle_height * leg.target_length;
     auto lift = [&](Vector3d p) {
       const double h = floor_up_.dot(p);
       if (h < lowest) p += (lowest - h) * floor_up_;
@@ -320,9 +318,6 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         if (!contact) foot.wait_lift = false;
         contact = false;
       }
-      // A planted place the leg cannot reach from where the transfer put
-      // the thigh ends the contact (the body does not chase it), and no
-      // new one starts until the source foot leaves contact.
       // A planted place holds the foot's place on the floor (its
       // horizontal position); up and down it follows the live goal (a heel
       // lifting to step or jump, a floor that is not quite level), so a
@@ -331,19 +326,22 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         const Vector3d d = place - at;
         return Vector3d(at + d - floor_up_.dot(d) * floor_up_);
       };
-      // A planted place the source has left behind (its foot crept while
-      // slow: a pivot, a shuffle) by more than kMaxDriftLegs also ends it.
+      // A held place out of `reach` from where the transfer put the thigh
+      // (the body does not chase it), or one the source has left behind
+      // (its foot crept while slow: a pivot, a shuffle) by more than
+      // kMaxDriftLegs, ends the contact; no new one starts until the
+      // source foot leaves contact.
       constexpr double kMaxDriftLegs = 0.1;
-      if (contact && foot.contact &&
-          ((hold(live, foot.planted) - tg[leg.start].translation).norm() >
-               reach ||
-           (hold(live, foot.planted) - live).norm() >
-               kMaxDriftLegs * leg.target_length)) {
-        contact = false;
-        foot.wait_lift = true;
+      if (contact && foot.contact) {
+        const Vector3d held = hold(live, foot.planted);
+        if ((held - tg[leg.start].translation).norm() > reach ||
+            (held - live).norm() > kMaxDriftLegs * leg.target_length) {
+          contact = false;
+          foot.wait_lift = true;
+        }
       }
       // On its way back to the live goal from the last planted place.
-      if (foot.release_left > 0.0 && state.started) {
+      if (foot.release_left > 0.0) {
         foot.release_left = std::max(0.0, foot.release_left - dt);
         const double w =
             Smoothstep(1.0 - foot.release_left / options_.release_seconds);

@@ -138,7 +138,6 @@ struct RetargetState {
 // Reused per call (no allocation once sized).
 struct RetargetScratch {
   TransferScratch transfer;
-  std::vector<Transform> target_globals;
   std::vector<Goal> goals;
   std::vector<GoalResult> results;
   Workspace workspace;

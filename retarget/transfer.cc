@@ -49,15 +49,17 @@ Matrix3d BodyFrame(const Characterization& c, absl::Span<const Transform> g) {
   return frame;
 }
 
-// The hips' height above the feet along the body's up: the thigh joints'
-// midpoint, not the pelvis joint, which rigs place anywhere from the hip
-// line to the navel.
+// The hips: the thigh joints' midpoint, not the pelvis joint, which rigs
+// place anywhere from the hip line to the navel.
+Vector3d Hips(const Characterization& c, absl::Span<const Transform> g) {
+  return 0.5 * (g[c.legs[kLeft].thigh].translation +
+                g[c.legs[kRight].thigh].translation);
+}
+
+// The hips' height above the feet along the body's up.
 double HipHeight(const Characterization& c, absl::Span<const Transform> g,
                  const Vector3d& up) {
-  const Vector3d feet = Feet(c, g);
-  const Vector3d hips = 0.5 * (g[c.legs[kLeft].thigh].translation +
-                               g[c.legs[kRight].thigh].translation);
-  return (hips - feet).dot(up);
+  return (Hips(c, g) - Feet(c, g)).dot(up);
 }
 
 // The legs' mean length: thigh to foot along the bones (through the shin
@@ -289,12 +291,8 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
     t.source_thighs_[k] = sc.legs[k].thigh;
     t.target_thighs_[k] = tc.legs[k].thigh;
   }
-  t.source_hips_ref_ =
-      0.5 * (sg[sc.legs[kLeft].thigh].translation +
-             sg[sc.legs[kRight].thigh].translation);
-  t.target_hips_ref_ =
-      0.5 * (tg[tc.legs[kLeft].thigh].translation +
-             tg[tc.legs[kRight].thigh].translation);
+  t.source_hips_ref_ = Hips(sc, sg);
+  t.target_hips_ref_ = Hips(tc, tg);
   for (const Transform& g : sg) {
     t.source_ref_inverse_.push_back(g.rotation.conjugate());
   }
@@ -356,6 +354,9 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
   const Transform parent_global = p >= 0 ? tg[p] : Transform();
   target->local[target_pelvis_].translation =
       parent_global.Inverse() * (tg[target_pelvis_].translation + shift);
+  // The globals again from the pelvis on: those of the pose written.
+  UpdateGlobalsFrom(*target_, *target, target_pelvis_,
+                    absl::MakeSpan(scratch.target_globals));
 }
 
 }  // namespace reach::retarget

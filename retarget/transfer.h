@@ -38,7 +38,8 @@ struct RetargetSide {
 struct TransferScratch {
   std::vector<Transform> source_globals;
   std::vector<Eigen::Quaterniond> target_rotations;  // Model space.
-  std::vector<Transform> target_globals;  // Of the pose written.
+  // Model-space transforms of the pose written (callers may read them).
+  std::vector<Transform> target_globals;
 };
 
 // The world's vertical for a body whose up (feet to chest) is `up`: the

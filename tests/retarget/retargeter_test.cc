@@ -76,14 +76,18 @@ double Angle(const Vector3d& a, const Vector3d& b) {
   return std::atan2(a.cross(b).norm(), a.dot(b));
 }
 
-// Pelvis height (the thigh joints' midpoint) above the feet along `up`.
+// The hips: the thigh joints' midpoint.
+Vector3d Hips(const Characterization& c, const IndependentGlobals& g) {
+  return 0.5 * (g.position[c.legs[kLeft].thigh] +
+                g.position[c.legs[kRight].thigh]);
+}
+
+// The hips' height above the feet along `up`.
 double HipHeight(const Characterization& c, const IndependentGlobals& g,
                  const Vector3d& up) {
   const Vector3d feet = 0.5 * (g.position[c.legs[kLeft].foot] +
                                g.position[c.legs[kRight].foot]);
-  const Vector3d hips = 0.5 * (g.position[c.legs[kLeft].thigh] +
-                               g.position[c.legs[kRight].thigh]);
-  return (hips - feet).dot(up);
+  return (Hips(c, g) - feet).dot(up);
 }
 
 double LegLength(const Characterization& c, const IndependentGlobals& g) {
@@ -208,10 +212,7 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
     // Bone directions: the source's turn from its retarget pose, in the
     // target's frame, applied to the target bone's retarget direction.
     auto bone_error = [&](const std::pair<int, int>& bone) {
-      const int sa = source_of(bone.first), sb = source_of(bone.second);
-      const Vector3d s_ref =
-          (source_ref.position[sb] - source_ref.position[sa]).normalized();
-      const Vector3d s_now = (s.position[sb] - s.position[sa]).normalized();
+      const int sa = source_of(bone.first);
       const Vector3d t_ref =
           (target_ref.position[bone.second] - target_ref.position[bone.first])
               .normalized();
@@ -219,8 +220,6 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
           (t.position[bone.second] - t.position[bone.first]).normalized();
       // The source bone's start joint turned from its retarget pose by
       // s.rotation * ref^-1: the target's is to turn the same in its frame.
-      (void)s_ref;
-      (void)s_now;
       const Quaterniond turn =
           s.rotation[sa] * source_ref.rotation[sa].conjugate();
       const Vector3d want = transfer.align() *
@@ -244,21 +243,18 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
       ++limb_count;
       if (e / kDegree > fig.limb_bones_max_deg) {
         fig.limb_bones_max_deg = e / kDegree;
-        worst_limb_bone = RoleOf(tc, bone.first) + ">" + RoleOf(tc, bone.second) + absl::StrCat(" f", f);
+        worst_limb_bone = absl::StrCat(RoleOf(tc, bone.first), ">",
+                                       RoleOf(tc, bone.second), " f", f);
       }
     }
     // Upright frames (the source's hips at 85% of its retarget height or
     // more): hips above the floor over legs as the source's.
     const double s_ratio = HipHeight(sc, s, source_up) / source_legs;
     if (s_ratio > 0.85 * source_hips / source_legs) {
-      auto hips = [](const Characterization& c, const IndependentGlobals& g) {
-        return 0.5 * (g.position[c.legs[kLeft].thigh] +
-                      g.position[c.legs[kRight].thigh]);
-      };
       const double s_floor =
-          (source_up.dot(hips(sc, s)) - state.source_floor) / source_legs;
+          (source_up.dot(Hips(sc, s)) - state.source_floor) / source_legs;
       const double t_floor =
-          (target_up.dot(hips(tc, t)) - state.target_floor) / target_legs;
+          (target_up.dot(Hips(tc, t)) - state.target_floor) / target_legs;
       fig.worst_height =
           std::max(fig.worst_height, std::abs(t_floor / s_floor - 1.0));
     }
