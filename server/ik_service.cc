@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "importers/skeleton_file.h"
 #include "server/batch_wire.h"
+#include "server/call_status.h"
 #include "wire/convert.h"
 #include "server/solve_call.h"
 #include "server/solve_stream.h"
@@ -17,40 +18,8 @@
 namespace reach {
 namespace {
 
-bool DeadlinePassed(const grpc::CallbackServerContext* context) {
-  return context->deadline() <= std::chrono::system_clock::now();
-}
-
-const grpc::Status kDeadlineBeforeSolve(
-    grpc::StatusCode::DEADLINE_EXCEEDED,
-    "the deadline passed before a solver thread was free");
-const grpc::Status kCancelled(grpc::StatusCode::CANCELLED,
-                              "the call was cancelled");
-
 std::string Milliseconds(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
-}
-
-// An answer about the request or the caller, not a fault of the server's:
-// not logged.
-bool IsClientError(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kResourceExhausted:
-      return true;
-    default:
-      return false;
-  }
-}
-
-grpc::Status OverBudget(const MemoryBudget& budget, int64_t bytes) {
-  return grpc::Status(
-      grpc::StatusCode::RESOURCE_EXHAUSTED,
-      absl::StrCat("the server's buffers are full (", budget.used(), " of ",
-                   budget.limit(), " bytes held, --max_buffered_bytes; this "
-                   "call needs ", bytes, "); retry with backoff"));
 }
 
 // Bytes a Solve's response may take at most: every joint's rotation and
@@ -112,6 +81,16 @@ grpc::Status IkService::Submit(const grpc::CallbackServerContext* context,
   }
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                       "the server is shutting down");
+}
+
+grpc::Status IkService::StartStatus(const grpc::CallbackServerContext* context,
+                                    const UnaryCall& call) const {
+  if (call.watched != nullptr &&
+      call.watched->cancelled.load(std::memory_order_relaxed)) {
+    return Cancelled();
+  }
+  if (DeadlinePassed(context)) return DeadlineBeforeSolve();
+  return CheckQueueWait(absl::Now() - call.start);
 }
 
 Deadline IkService::SolveDeadline(const grpc::CallbackServerContext* context,
@@ -197,9 +176,12 @@ absl::StatusOr<Caller> IkService::Authenticate(
     const grpc::CallbackServerContext& context, Rpc rpc) const {
   // Registering (and deleting what one registered) needs `register`;
   // deleting another's skeleton needs `admin` (DeleteSkeleton checks).
+  // The same holds for retarget profiles.
   const Role needed = rpc == Rpc::kRegisterSkeleton ||
                               rpc == Rpc::kImportSkeleton ||
-                              rpc == Rpc::kDeleteSkeleton
+                              rpc == Rpc::kDeleteSkeleton ||
+                              rpc == Rpc::kCreateRetargetProfile ||
+                              rpc == Rpc::kDeleteRetargetProfile
                           ? Role::kRegister
                           : Role::kSolve;
   return auth_->Check(context, needed, RpcMethodName(rpc));
@@ -415,17 +397,8 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
                            skeleton =
                                std::move(skeleton)](SolveScratch& scratch) {
     const std::atomic<bool>& cancelled = call.watched->cancelled;
-    if (cancelled.load(std::memory_order_relaxed)) {
-      Finish(call, kCancelled);
-      return;
-    }
-    if (DeadlinePassed(context)) {
-      Finish(call, kDeadlineBeforeSolve);
-      return;
-    }
-    if (grpc::Status waited = CheckQueueWait(absl::Now() - call.start);
-        !waited.ok()) {
-      Finish(call, waited);
+    if (grpc::Status start = StartStatus(context, call); !start.ok()) {
+      Finish(call, start);
       return;
     }
     const absl::Status status = SolveOne(
@@ -437,7 +410,7 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
       Finish(call, ToGrpcStatus(status));
     } else if (cancelled.load(std::memory_order_relaxed)) {
       response->Clear();  // Stopped early; nobody is waiting for it.
-      Finish(call, kCancelled);
+      Finish(call, Cancelled());
     } else if (DeadlinePassed(context)) {
       response->Clear();  // Stopped at the deadline; too late to answer.
       Finish(call, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
@@ -580,9 +553,9 @@ void IkService::RunBatchChunk(BatchCall& batch, int chunk, int begin, int end,
   if (batch.refused.load(std::memory_order_acquire)) {
     // Another chunk was refused; the call fails, so do no work.
   } else if (cancelled.load(std::memory_order_relaxed)) {
-    refusal = kCancelled;
+    refusal = Cancelled();
   } else if (DeadlinePassed(batch.context)) {
-    refusal = kDeadlineBeforeSolve;
+    refusal = DeadlineBeforeSolve();
   } else {
     refusal = CheckQueueWait(absl::Now() - batch.unary.start);
   }
@@ -626,7 +599,7 @@ void IkService::RunBatchChunk(BatchCall& batch, int chunk, int begin, int end,
     return;
   }
   if (cancelled.load(std::memory_order_relaxed)) {
-    Finish(batch.unary, kCancelled);
+    Finish(batch.unary, Cancelled());
     return;
   }
   const int64_t produced = batch.output_bytes.load();
@@ -654,25 +627,34 @@ void IkService::RunBatchChunk(BatchCall& batch, int chunk, int begin, int end,
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 IkService::SolveStream(grpc::CallbackServerContext* context) {
-  metrics_->RpcStarted(Rpc::kSolveStream);
-  absl::StatusOr<Caller> caller = Authenticate(*context, Rpc::kSolveStream);
+  return OpenStream(context, Rpc::kSolveStream, [this, context] {
+    return new FrameStream<SolveFrames>(this, context, SolveFrames{});
+  });
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+IkService::OpenStream(grpc::CallbackServerContext* context, Rpc rpc,
+                      absl::FunctionRef<StreamReactor*()> make) {
+  metrics_->RpcStarted(rpc);
+  absl::StatusOr<Caller> caller = Authenticate(*context, rpc);
   if (!caller.ok()) {
-    return new RejectedStream(this, ToGrpcStatus(caller.status()));
+    return new RejectedStream(*metrics_, rpc, ToGrpcStatus(caller.status()));
   }
   absl::MutexLock lock(&streams_mu_);
   if (shutting_down_) {
-    return new RejectedStream(this,
+    return new RejectedStream(*metrics_, rpc,
                               grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                            "the server is shutting down"));
   }
   if (static_cast<int>(streams_.size()) >= options_.max_streams) {
     return new RejectedStream(
-        this, grpc::Status(
-                  grpc::StatusCode::RESOURCE_EXHAUSTED,
-                  absl::StrCat("too many open streams (", streams_.size(),
-                               "; --max_streams=", options_.max_streams, ")")));
+        *metrics_, rpc,
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat("too many open streams (", streams_.size(),
+                                  "; --max_streams=", options_.max_streams,
+                                  ")")));
   }
-  auto* stream = new SolveStreamReactor(this, context);
+  StreamReactor* stream = make();
   // Without auth, solves are not charged to anyone (no name): the viewer
   // lists the stream under its peer's address.
   stream->watched = stream_watch_.Add(
@@ -683,7 +665,7 @@ IkService::SolveStream(grpc::CallbackServerContext* context) {
   return stream;
 }
 
-void IkService::StreamDone(SolveStreamReactor* stream) {
+void IkService::StreamDone(StreamReactor* stream) {
   stream_watch_.Remove(stream->watched);
   absl::MutexLock lock(&streams_mu_);
   streams_.erase(stream);
@@ -693,7 +675,7 @@ void IkService::StreamDone(SolveStreamReactor* stream) {
 void IkService::BeginShutdown() {
   absl::MutexLock lock(&streams_mu_);
   shutting_down_ = true;
-  for (SolveStreamReactor* stream : streams_) stream->Drain();
+  for (StreamReactor* stream : streams_) stream->Drain();
 }
 
 int IkService::active_streams() const {

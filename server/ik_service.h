@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "reach/v1/ik_service.grpc.pb.h"
@@ -25,14 +26,17 @@
 
 namespace reach {
 
-class SolveStreamReactor;
+class StreamReactor;
 struct BatchCall;
 struct SolveScratch;
 
 struct ServiceOptions {
   SolveLimits solve_limits;  // max_goals per request, max_iterations.
   int max_batch = 10000;     // Items per SolveBatch.
-  int max_streams = 1000;    // Concurrent SolveStream calls.
+  int max_streams = 1000;    // Concurrent streams (SolveStream and
+                             // RetargetStream together).
+  // Frames per RetargetBatch.
+  int max_retarget_frames = 20000;
   int stream_window = 64;    // Frames a stream reads ahead / keeps unsent.
   int max_page_size = 1000;  // ListSkeletons.
   // The longest any one request may solve, whatever its options ask: a
@@ -124,7 +128,13 @@ class IkService final : public IkServiceBase {
   Metrics& metrics() { return *metrics_; }
   const ServiceOptions& options() const { return options_; }
   RateLimitedLog& error_log() { return error_log_; }
-  void StreamDone(SolveStreamReactor* stream);
+  void StreamDone(StreamReactor* stream);
+  // Opens a stream of `rpc` made by `make` (a FrameStream): authenticates
+  // the caller, refuses it during shutdown or beyond --max_streams (all
+  // kinds of stream count), registers it with the viewer, starts it.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* OpenStream(
+      grpc::CallbackServerContext* context, Rpc rpc,
+      absl::FunctionRef<StreamReactor*()> make);
   // Open streams, for the viewer.
   StreamWatch& stream_watch() { return stream_watch_; }
 
@@ -174,24 +184,29 @@ class IkService final : public IkServiceBase {
   grpc::Status Submit(const grpc::CallbackServerContext* context,
                       absl::Span<SolverPool::Task> tasks);
 
- private:
   // Counts the call as started and its request as received, and
   // authenticates it. `watched`: the call gets a WatchedReactor instead of
-  // the default one.
+  // the default one. (Public for the RetargetService beside this one.)
   UnaryCall BeginUnary(grpc::CallbackServerContext* context, Rpc rpc,
                        bool watched = false);
+  // Why a unary call's work, taken from the solver queue, should not start
+  // (cancelled, its deadline passed, it waited too long), or OK.
+  grpc::Status StartStatus(const grpc::CallbackServerContext* context,
+                           const UnaryCall& call) const;
+  // Records the outcome in the metrics, then finishes the call.
+  grpc::ServerUnaryReactor* Finish(const UnaryCall& call,
+                                   const grpc::Status& status);
+
+ private:
   // One pool task of a SolveBatch: items [begin, end) into outputs[chunk];
   // the last chunk to finish answers the call.
   void RunBatchChunk(BatchCall& batch, int chunk, int begin, int end,
                      SolveScratch& scratch);
-  // Records the outcome in the metrics, then finishes the call.
   // Registers `skeleton` for the call's caller (RegisterSkeleton,
   // ImportSkeleton): logs what is not the client's fault, updates the
   // skeleton gauge.
   absl::StatusOr<RegisterResult> RegisterFor(const UnaryCall& call,
                                              const v1::Skeleton& skeleton);
-  grpc::ServerUnaryReactor* Finish(const UnaryCall& call,
-                                   const grpc::Status& status);
 
   Registry* const registry_;
   SolverPool* const pool_;
@@ -204,7 +219,7 @@ class IkService final : public IkServiceBase {
   ArenaMessageAllocator<v1::SolveRequest, v1::SolveResponse> solve_allocator_;
 
   mutable absl::Mutex streams_mu_;
-  absl::flat_hash_set<SolveStreamReactor*> streams_
+  absl::flat_hash_set<StreamReactor*> streams_
       ABSL_GUARDED_BY(streams_mu_);
   bool shutting_down_ ABSL_GUARDED_BY(streams_mu_) = false;
   StreamWatch stream_watch_;

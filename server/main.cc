@@ -52,6 +52,12 @@ ABSL_FLAG(int64_t, skeleton_cache_bytes, int64_t{64} << 20,
           "Memory for skeletons built for solving (from their stored "
           "definitions), least recently used dropped first; a solve on a "
           "skeleton not in it builds it again. 0: no cache");
+ABSL_FLAG(int, max_retarget_profiles, 256,
+          "Retarget profiles held at once; beyond it CreateRetargetProfile "
+          "gets RESOURCE_EXHAUSTED, and stored profiles beyond it are "
+          "skipped at start. 0: no limit");
+ABSL_FLAG(int, max_retarget_frames, 20000,
+          "Frames per RetargetBatch (INVALID_ARGUMENT)");
 ABSL_FLAG(int, max_goals, 64, "Goals per solve request (INVALID_ARGUMENT)");
 ABSL_FLAG(int, max_iterations, 100000,
           "Cap on a goal's options.max_iterations (INVALID_ARGUMENT)");
@@ -69,7 +75,8 @@ ABSL_FLAG(int64_t, max_transport_bytes, int64_t{512} << 20,
           "buffers); beyond it gRPC refuses calls and closes connections. "
           "0: no quota");
 ABSL_FLAG(int, max_streams, 1000,
-          "Concurrent SolveStream calls (RESOURCE_EXHAUSTED)");
+          "Concurrent streams, SolveStream and RetargetStream together "
+          "(RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int, stream_window, 64,
           "Frames a stream reads ahead and responses it holds unsent "
           "before it stops reading (back-pressure)");
@@ -207,6 +214,9 @@ int main(int argc, char** argv) {
   options.service.solve_limits.max_iterations =
       absl::GetFlag(FLAGS_max_iterations);
   options.service.max_batch = absl::GetFlag(FLAGS_max_batch);
+  options.max_retarget_profiles = absl::GetFlag(FLAGS_max_retarget_profiles);
+  options.service.max_retarget_frames =
+      absl::GetFlag(FLAGS_max_retarget_frames);
   options.service.max_streams = absl::GetFlag(FLAGS_max_streams);
   options.service.stream_window = absl::GetFlag(FLAGS_stream_window);
   options.service.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
@@ -259,6 +269,9 @@ int main(int argc, char** argv) {
       " max_goals=", o.service.solve_limits.max_goals,
       " max_iterations=", o.service.solve_limits.max_iterations,
       " max_batch=", o.service.max_batch,
+      " retarget_profiles=", (*server)->retarget_profiles().size(),
+      " max_retarget_profiles=", o.max_retarget_profiles,
+      " max_retarget_frames=", o.service.max_retarget_frames,
       " max_message_bytes=", o.max_message_bytes,
       " max_concurrent_streams=", o.max_concurrent_streams,
       " max_transport_bytes=", o.max_transport_bytes,

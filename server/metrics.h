@@ -38,14 +38,24 @@ enum class Rpc {
   kSolveBatch,
   kSolveStream,
   kImportSkeleton,
+  // reach.v1.RetargetService.
+  kCreateRetargetProfile,
+  kGetRetargetProfile,
+  kListRetargetProfiles,
+  kDeleteRetargetProfile,
+  kRetarget,
+  kRetargetBatch,
+  kRetargetStream,
   // Other services.
   kHealthCheck,           // grpc.health.v1.Health/Check
   kHealthWatch,           // grpc.health.v1.Health/Watch
   kServerReflectionInfo,  // grpc.reflection.v1alpha.ServerReflection
   kUnknownMethod,         // Anything else.
 };
-inline constexpr int kNumRpcs = 12;
-inline constexpr int kNumIkServiceRpcs = 8;  // kRegisterSkeleton..kImportSkeleton.
+inline constexpr int kNumRpcs = 19;
+// Our own services' rpcs (kRegisterSkeleton..kRetargetStream): their
+// handlers count them.
+inline constexpr int kNumIkServiceRpcs = 15;
 
 // The method a request path ("/package.Service/Method") names, or
 // kUnknownMethod.

@@ -56,21 +56,25 @@ void CanonicalizeZeros(google::protobuf::Message* message) {
 
 }  // namespace
 
-std::string SkeletonId(const v1::Skeleton& definition) {
-  v1::Skeleton canonical = definition;
-  CanonicalizeZeros(&canonical);
+std::string MessageId(const google::protobuf::MessageLite& message) {
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream stream(&bytes);
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
-    canonical.SerializeToCodedStream(&coded);
+    message.SerializeToCodedStream(&coded);
   }
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
          digest);
   return absl::BytesToHexString(absl::string_view(
       reinterpret_cast<const char*>(digest), SHA256_DIGEST_LENGTH));
+}
+
+std::string SkeletonId(const v1::Skeleton& definition) {
+  v1::Skeleton canonical = definition;
+  CanonicalizeZeros(&canonical);
+  return MessageId(canonical);
 }
 
 namespace {

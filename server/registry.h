@@ -89,7 +89,9 @@ struct SkeletonPage {
 // 'x'" (NotFound), or "skeleton_id: required" (InvalidArgument) when empty.
 absl::Status UnknownSkeleton(absl::string_view id);
 
-// Lower-case hex SHA-256 of the definition's deterministic serialisation.
+// Lower-case hex SHA-256 of the message's deterministic serialisation.
+std::string MessageId(const google::protobuf::MessageLite& message);
+// MessageId of the definition, every -0.0 written as +0.0.
 std::string SkeletonId(const v1::Skeleton& definition);
 
 class Registry {

@@ -27,14 +27,15 @@
 namespace reach {
 namespace {
 
+// The store of `table` ("skeletons", "retarget_profiles").
 absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenStore(
-    const ServerOptions& options) {
+    const ServerOptions& options, absl::string_view table) {
   if (options.in_memory_store) return NewMemoryStore();
   if (mkdir(options.data_dir.c_str(), 0750) != 0 && errno != EEXIST) {
     return absl::UnavailableError(absl::StrCat(
         "--data_dir=", options.data_dir, ": ", std::strerror(errno)));
   }
-  return OpenSqliteStore(options.data_dir + "/registry.sqlite3");
+  return OpenSqliteStore(options.data_dir + "/registry.sqlite3", table);
 }
 
 // /metrics: civetweb reads each request with a worker thread, waiting up to
@@ -201,6 +202,12 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   if (o.max_concurrent_streams < 1) {
     return absl::InvalidArgumentError("--max_concurrent_streams must be >= 1");
   }
+  if (o.service.max_retarget_frames < 1) {
+    return absl::InvalidArgumentError("--max_retarget_frames must be >= 1");
+  }
+  if (o.max_retarget_profiles < 0) {
+    return absl::InvalidArgumentError("--max_retarget_profiles must be >= 0");
+  }
   if (o.service.max_queue_wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max_queue_wait must be >= 0");
   }
@@ -221,7 +228,8 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   s->auth_ = *std::move(auth);
 
   s->metrics_ = std::make_unique<Metrics>();
-  absl::StatusOr<std::unique_ptr<SkeletonStore>> store = OpenStore(o);
+  absl::StatusOr<std::unique_ptr<SkeletonStore>> store =
+      OpenStore(o, "skeletons");
   if (!store.ok()) return store.status();
   RegistryLimits limits;
   limits.skeleton.max_joints = o.max_joints;
@@ -238,6 +246,19 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   for (const std::string& line : skipped) {
     LogError(absl::StrCat("registry: skipped stored skeleton ", line));
   }
+  store = OpenStore(o, "retarget_profiles");
+  if (!store.ok()) return store.status();
+  RetargetProfileLimits profile_limits;
+  profile_limits.skeleton = limits.skeleton;
+  profile_limits.max_profiles = o.max_retarget_profiles;
+  skipped.clear();
+  absl::StatusOr<std::unique_ptr<RetargetProfiles>> profiles =
+      RetargetProfiles::Create(*std::move(store), profile_limits, &skipped);
+  if (!profiles.ok()) return profiles.status();
+  s->profiles_ = *std::move(profiles);
+  for (const std::string& line : skipped) {
+    LogError(absl::StrCat("registry: skipped stored ", line));
+  }
 
   s->pool_ = std::make_unique<SolverPool>(o.solver_threads, o.queue_capacity,
                                           s->metrics_.get());
@@ -245,6 +266,8 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   s->service_ = std::make_unique<IkService>(
       s->registry_.get(), s->pool_.get(), s->metrics_.get(), o.service,
       s->auth_.get());
+  s->retarget_service_ = std::make_unique<RetargetService>(
+      s->service_.get(), s->registry_.get(), s->profiles_.get());
 
   if (!o.metrics_address.empty()) {
     try {
@@ -289,6 +312,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     builder.SetResourceQuota(quota);
   }
   builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->retarget_service_.get());
   // Our own health service instead of gRPC's default (see health.h),
   // whatever grpc::EnableDefaultHealthCheckService says.
   builder.SetOption(

@@ -12,6 +12,8 @@
 #include "absl/time/time.h"
 #include "server/health.h"
 #include "server/ik_service.h"
+#include "server/retarget_profiles.h"
+#include "server/retarget_service.h"
 #include "server/unknown_method.h"
 #include "server/viewer.h"
 
@@ -43,6 +45,8 @@ struct ServerOptions {
   int64_t max_registry_bytes = int64_t{128} << 20;
   // Skeletons built for solving, kept by the registry (RegistryLimits).
   int64_t skeleton_cache_bytes = int64_t{64} << 20;
+  // Retarget profiles held at once (RetargetProfileLimits).
+  int max_retarget_profiles = 256;
   int max_message_bytes = 16 * 1024 * 1024;  // Received messages.
   // Calls (streams) one connection may have open at once; more wait in
   // the client. With max_message_bytes it bounds what one connection's
@@ -94,6 +98,7 @@ class ReachServer {
   int http_port() const { return viewer_ == nullptr ? 0 : viewer_->port(); }
   const ServerOptions& options() const { return options_; }
   IkService& service() { return *service_; }
+  RetargetProfiles& retarget_profiles() { return *profiles_; }
 
   // Sets the health status of the server ("" and "reach.v1.IkService":
   // SERVING or NOT_SERVING), e.g. to take a replica out of a load balancer
@@ -119,7 +124,9 @@ class ReachServer {
   std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<SolverPool> pool_;
+  std::unique_ptr<RetargetProfiles> profiles_;
   std::unique_ptr<IkService> service_;
+  std::unique_ptr<RetargetService> retarget_service_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<UnknownMethodService> unknown_method_;
   std::unique_ptr<grpc::Server> server_;

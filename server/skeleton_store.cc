@@ -55,33 +55,35 @@ struct Statement {
 
 class SqliteStore : public SkeletonStore {
  public:
-  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  SqliteStore(sqlite3* db, absl::string_view table)
+      : db_(db), table_(table) {}
   ~SqliteStore() override { sqlite3_close(db_); }
 
   absl::Status Init() {
     // WAL with synchronous=FULL: a committed registration survives a crash
     // of the process (kill -9) and of the machine.
-    absl::Status status = Exec(
+    absl::Status status = Exec(absl::StrCat(
         "PRAGMA journal_mode=WAL;"
         "PRAGMA synchronous=FULL;"
-        "CREATE TABLE IF NOT EXISTS skeletons ("
+        "CREATE TABLE IF NOT EXISTS ", table_, " ("
         "  id TEXT PRIMARY KEY,"
         "  version INTEGER NOT NULL,"
-        "  definition BLOB NOT NULL);");
+        "  definition BLOB NOT NULL);"));
     if (!status.ok()) return status;
     // Registries made before owners were kept gain the column (empty).
     Statement s;
-    status = Prepare("SELECT owners FROM skeletons LIMIT 0", &s);
+    status = Prepare(absl::StrCat("SELECT owners FROM ", table_, " LIMIT 0"),
+                     &s);
     if (status.ok()) return status;
-    return Exec(
-        "ALTER TABLE skeletons ADD COLUMN owners TEXT NOT NULL DEFAULT '';");
+    return Exec(absl::StrCat("ALTER TABLE ", table_,
+                             " ADD COLUMN owners TEXT NOT NULL DEFAULT '';"));
   }
 
   absl::StatusOr<std::vector<StoredSkeleton>> LoadAll() override {
     Statement s;
     absl::Status status = Prepare(
-        "SELECT id, version, definition, owners FROM skeletons "
-        "ORDER BY version",
+        absl::StrCat("SELECT id, version, definition, owners FROM ", table_,
+                     " ORDER BY version"),
         &s);
     if (!status.ok()) return status;
     std::vector<StoredSkeleton> out;
@@ -97,15 +99,15 @@ class SqliteStore : public SkeletonStore {
       }
       record.owners = SplitOwners(sqlite3_column_text(s.stmt, 3));
     }
-    if (rc != SQLITE_DONE) return Error("reading skeletons");
+    if (rc != SQLITE_DONE) return Error(absl::StrCat("reading ", table_));
     return out;
   }
 
   absl::Status Put(const StoredSkeleton& record) override {
     Statement s;
     absl::Status status = Prepare(
-        "INSERT OR REPLACE INTO skeletons (id, version, definition, owners) "
-        "VALUES (?, ?, ?, ?)",
+        absl::StrCat("INSERT OR REPLACE INTO ", table_,
+                     " (id, version, definition, owners) VALUES (?, ?, ?, ?)"),
         &s);
     if (!status.ok()) return status;
     sqlite3_bind_text(s.stmt, 1, record.id.data(),
@@ -117,7 +119,9 @@ class SqliteStore : public SkeletonStore {
     const std::string owners = absl::StrJoin(record.owners, "\n");
     sqlite3_bind_text(s.stmt, 4, owners.data(),
                       static_cast<int>(owners.size()), SQLITE_STATIC);
-    if (sqlite3_step(s.stmt) != SQLITE_DONE) return Error("storing a skeleton");
+    if (sqlite3_step(s.stmt) != SQLITE_DONE) {
+      return Error(absl::StrCat("storing into ", table_));
+    }
     return absl::OkStatus();
   }
 
@@ -125,7 +129,8 @@ class SqliteStore : public SkeletonStore {
                          const std::vector<std::string>& owners) override {
     Statement s;
     absl::Status status =
-        Prepare("UPDATE skeletons SET owners = ? WHERE id = ?", &s);
+        Prepare(absl::StrCat("UPDATE ", table_, " SET owners = ? WHERE id = ?"),
+                &s);
     if (!status.ok()) return status;
     const std::string joined = absl::StrJoin(owners, "\n");
     sqlite3_bind_text(s.stmt, 1, joined.data(),
@@ -133,19 +138,20 @@ class SqliteStore : public SkeletonStore {
     sqlite3_bind_text(s.stmt, 2, id.data(), static_cast<int>(id.size()),
                       SQLITE_STATIC);
     if (sqlite3_step(s.stmt) != SQLITE_DONE) {
-      return Error("storing a skeleton's owners");
+      return Error(absl::StrCat("storing owners into ", table_));
     }
     return absl::OkStatus();
   }
 
   absl::Status Delete(absl::string_view id) override {
     Statement s;
-    absl::Status status = Prepare("DELETE FROM skeletons WHERE id = ?", &s);
+    absl::Status status =
+        Prepare(absl::StrCat("DELETE FROM ", table_, " WHERE id = ?"), &s);
     if (!status.ok()) return status;
     sqlite3_bind_text(s.stmt, 1, id.data(), static_cast<int>(id.size()),
                       SQLITE_STATIC);
     if (sqlite3_step(s.stmt) != SQLITE_DONE) {
-      return Error("deleting a skeleton");
+      return Error(absl::StrCat("deleting from ", table_));
     }
     return absl::OkStatus();
   }
@@ -155,9 +161,9 @@ class SqliteStore : public SkeletonStore {
     return absl::InternalError(
         absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db_)));
   }
-  absl::Status Exec(const char* sql) {
+  absl::Status Exec(const std::string& sql) {
     char* message = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
       absl::Status status =
           absl::InternalError(absl::StrCat("sqlite: ", message));
       sqlite3_free(message);
@@ -165,14 +171,16 @@ class SqliteStore : public SkeletonStore {
     }
     return absl::OkStatus();
   }
-  absl::Status Prepare(const char* sql, Statement* s) {
-    if (sqlite3_prepare_v2(db_, sql, -1, &s->stmt, nullptr) != SQLITE_OK) {
+  absl::Status Prepare(const std::string& sql, Statement* s) {
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s->stmt, nullptr) !=
+        SQLITE_OK) {
       return Error(sql);
     }
     return absl::OkStatus();
   }
 
   sqlite3* db_;
+  const std::string table_;
 };
 
 }  // namespace
@@ -182,7 +190,7 @@ std::unique_ptr<SkeletonStore> NewMemoryStore() {
 }
 
 absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenSqliteStore(
-    const std::string& path) {
+    const std::string& path, absl::string_view table) {
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
@@ -194,7 +202,7 @@ absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenSqliteStore(
     return status;
   }
   sqlite3_busy_timeout(db, 5000);
-  auto store = std::make_unique<SqliteStore>(db);
+  auto store = std::make_unique<SqliteStore>(db, table);
   absl::Status status = store->Init();
   if (!status.ok()) {
     return absl::UnavailableError(

@@ -15,6 +15,8 @@
 
 namespace reach {
 
+// A stored record: a skeleton, or a retarget profile (whose definition is a
+// serialized reach.v1.StoredRetargetProfile).
 struct StoredSkeleton {
   std::string id;
   int64_t version = 0;
@@ -41,9 +43,12 @@ class SkeletonStore {
 std::unique_ptr<SkeletonStore> NewMemoryStore();
 
 // Opens (creating if needed) the SQLite database `path`; its directory must
-// exist.
+// exist. The records live in `table` (created if needed): skeletons in
+// "skeletons", retarget profiles in "retarget_profiles" (the same record
+// shape: id, version, a serialized message, owners), each store on its own
+// connection to the one file.
 absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenSqliteStore(
-    const std::string& path);
+    const std::string& path, absl::string_view table = "skeletons");
 
 }  // namespace reach
 

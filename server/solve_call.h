@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "reach/v1/solve.pb.h"
 #include "server/batch_wire.h"
+#include "server/retarget_call.h"
 #include "server/solve_tally.h"
 #include "solvers/chain_solver.h"
 #include "solvers/deadline.h"
@@ -37,6 +38,8 @@ struct SolveScratch {
   v1::SolveRequest request;
   v1::SolveResponse response;
   std::vector<uint32_t> changed_joints;  // AppendSolvedItem's scratch.
+  // Retarget frames (RetargetService).
+  RetargetFrameScratch retarget;
   // Solve metrics not yet recorded; the caller records them with
   // Metrics::Record when it sees fit (after each solve, or each batch chunk).
   SolveTally tally;

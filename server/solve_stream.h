@@ -1,156 +1,39 @@
-// One SolveStream call. Frames are read ahead into a bounded window, solved
-// one at a time in order on the solver pool (so a stream never uses more
-// than one worker, and many streams run in parallel), and answered in order
-// with one outstanding write. A frame without a start pose starts from the
-// stream's previous solution. latest_wins frames that have a newer frame
-// queued behind them are answered as skipped.
-//
-// The stream is a raw method: frames arrive as bytes and are parsed here,
-// so a frame that does not parse is answered in order with an in-band
-// INVALID_ARGUMENT error (sequence 0, the message names the frame's
-// position) and the stream goes on, instead of ending as if the client had
-// half-closed.
-//
-// Back-pressure: when the window of unread-by-the-client responses or of
-// unsolved frames is full (stream_window frames, or stream_window_bytes
-// bytes), the stream stops reading, so a slow client slows its own sender
-// through gRPC flow control instead of growing memory. Frames read ahead
-// and answers unsent are charged on the service's memory budget; a frame
-// that does not fit is answered with RESOURCE_EXHAUSTED in band.
-//
-// Lifetime: gRPC's OnDone and the pool task each hold a reference; the
-// last to let go deletes the reactor, so a task never runs on a finished
-// reactor.
+// SolveStream's frames (see frame_stream.h): each a SolveRequest, answered
+// by SolveOne; a frame without a start pose starts from the stream's
+// previous solution (the rest pose on its first frame, or after its
+// skeleton changes).
 #ifndef REACH_SERVER_SOLVE_STREAM_H_
 #define REACH_SERVER_SOLVE_STREAM_H_
 
-#include <atomic>
-#include <cstdint>
-#include <deque>
-#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
-#include "grpcpp/grpcpp.h"
 #include "reach/v1/solve.pb.h"
-#include "server/memory_budget.h"
-#include "server/stream_watch.h"
+#include "server/frame_stream.h"
+#include "server/metrics.h"
+#include "solvers/deadline.h"
 #include "solvers/pose.h"
 
 namespace reach {
 
-class IkService;
-struct RegisteredSkeleton;
-struct SolveScratch;
+class WatchedStream;
 
-class SolveStreamReactor final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  SolveStreamReactor(IkService* service, grpc::CallbackServerContext* context);
-  // Starts the first read.
-  void Start();
-  // Shutdown: stop reading, answer the frames already read, then finish
-  // with UNAVAILABLE. Frames the client sent that were not yet read are not
-  // answered.
-  void Drain();
+struct SolveFrames {
+  using Request = v1::SolveRequest;
+  using Response = v1::SolveResponse;
+  static constexpr Rpc kRpc = Rpc::kSolveStream;
+  static constexpr const char* kRequestType = "reach.v1.SolveRequest";
 
-  void OnReadDone(bool ok) override;
-  void OnWriteDone(bool ok) override;
-  void OnCancel() override;
-  void OnDone() override;
+  absl::Status Answer(IkService& service, const Deadline& deadline,
+                      WatchedStream* watched, const Request& request,
+                      SolveScratch& scratch, Response* out);
+  void Skipped(const Request&) {}
 
- private:
-  // A frame read and not yet solved: its request, or why it cannot be
-  // solved (answered in its turn), and the bytes it holds.
-  struct Frame {
-    v1::SolveRequest request;
-    absl::Status error;
-    int64_t bytes = 0;
-  };
-  // An answer not yet written, and its size.
-  struct Answer {
-    v1::SolveResponse response;
-    int64_t bytes = 0;
-  };
-
-  // The pool task: solves solving_, then any frames queued meanwhile (at
-  // most kFramesPerTask), answering each in order.
-  void SolveFrames(SolveScratch& scratch);
-  // Solves solving_ into solved_ / solve_status_ with no lock held: only
-  // the pool task touches them, and the warm pose, while solve_in_flight_.
-  void SolveFrame(SolveScratch& scratch);
-  // Moves the next frame to solve into solving_ (answering error frames,
-  // and latest_wins frames that have a newer frame behind them, in order);
-  // false when there is none or the answers window is full.
-  bool TakeNextFrame() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PopFrame() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues an answer, charging its bytes.
-  v1::SolveResponse& PushAnswer(v1::SolveResponse&& response)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Each advances the state machine as far as it can. mu_ held.
-  void Pump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeSolve() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeRead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AnswerWithError(uint64_t sequence, const absl::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool WindowFull() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops a reference (gRPC's in OnDone, or a pool task's); the last one
-  // deletes the reactor. Call with mu_ not held.
-  void Unref();
-
-  static constexpr int kFramesPerTask = 16;
-
-  IkService* const service_;
-  grpc::CallbackServerContext* const context_;
-  const absl::Time start_;
-  // gRPC's reference, plus one while a pool task is queued or running.
-  std::atomic<int> refs_{1};
-  // Raised on cancellation; the running solve's Deadline watches it.
-  std::atomic<bool> stop_solving_{false};
-
-  absl::Mutex mu_;
-  grpc::ByteBuffer read_buffer_;   // Target of the outstanding read.
-  grpc::ByteBuffer write_buffer_;  // Source of the outstanding write.
-  std::deque<Frame> pending_ ABSL_GUARDED_BY(mu_);
-  std::deque<Answer> outgoing_ ABSL_GUARDED_BY(mu_);
-  int64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t outgoing_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // pending_bytes_ + outgoing_bytes_ on the service's budget.
-  BudgetCharge charge_ ABSL_GUARDED_BY(mu_);
-  int64_t frames_read_ ABSL_GUARDED_BY(mu_) = 0;
-  bool read_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool solve_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Time task_queued_ ABSL_GUARDED_BY(mu_);
-
-  // Owned by the solve task while solve_in_flight_.
-  v1::SolveRequest solving_;
-  v1::SolveResponse solved_;
-  absl::Status solve_status_;
-  Pose warm_;
-  std::string warm_skeleton_id_;
-
- public:
-  // The stream as the viewer lists and watches it (set before Start).
-  std::shared_ptr<WatchedStream> watched;
+  Pose warm;  // The previous solution.
+  std::string warm_skeleton_id;
 };
 
-// A stream refused at the door (too many streams, shutting down): finishes
-// at once with the given status.
-class RejectedStream final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  RejectedStream(IkService* service, const grpc::Status& status);
-  void OnDone() override { delete this; }
-};
+extern template class FrameStream<SolveFrames>;
 
 }  // namespace reach
 

@@ -317,32 +317,33 @@ absl::Status FromProto(const Skeleton& skeleton,
 }
 
 absl::Status FromProto(const Skeleton& skeleton, const v1::Pose& pose,
-                       Pose* out) {
+                       Pose* out, absl::string_view field) {
   const int n = skeleton.num_joints();
   if (pose.rotations_size() != n) {
     return absl::InvalidArgumentError(
-        absl::StrCat("start_pose.rotations: has ", pose.rotations_size(),
+        absl::StrCat(field, ".rotations: has ", pose.rotations_size(),
                      " rotations; the skeleton has ", n, " joints"));
   }
+  const std::string rotations_field = absl::StrCat(field, ".rotations");
   out->local.resize(n);
   for (int i = 0; i < n; ++i) {
     Transform& local = out->local[i];
     local = skeleton.joint(i).rest;
     local.rotation = FromProto(pose.rotations(i));
     absl::Status status = ValidateUnitQuaternion(
-        local.rotation, FieldName{"start_pose.rotations", i, ""});
+        local.rotation, FieldName{rotations_field, i, ""});
     if (!status.ok()) return status;
     NormalizeRotation(&local.rotation);
   }
   if (pose.has_root_translation()) {
     if (skeleton.joint(0).parent != -1) {
       return absl::InvalidArgumentError(
-          "start_pose.root_translation: joint 0 is not a root");
+          absl::StrCat(field, ".root_translation: joint 0 is not a root"));
     }
     const Eigen::Vector3d t = FromProto(pose.root_translation());
     if (!t.allFinite()) {
       return absl::InvalidArgumentError(
-          "start_pose.root_translation: not finite");
+          absl::StrCat(field, ".root_translation: not finite"));
     }
     out->local[0].translation = t;
   }

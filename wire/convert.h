@@ -68,11 +68,11 @@ absl::Status FromProto(const Skeleton& skeleton,
                        const v1::FullBodyOptions& options,
                        FullBodyOptions* out);
 
-// A start pose: one rotation per joint (errors name
-// "start_pose.rotations[i]"); translations and scales from the rest pose,
-// except joint 0's translation when root_translation is set.
+// A pose (by default a request's start pose): one rotation per joint
+// (errors name "FIELD.rotations[i]"); translations and scales from the rest
+// pose, except joint 0's translation when root_translation is set.
 absl::Status FromProto(const Skeleton& skeleton, const v1::Pose& pose,
-                       Pose* out);
+                       Pose* out, absl::string_view field = "start_pose");
 
 // Whether a solve changed a joint's rotation / translation: any bit of it
 // differs from the start pose's (a solver that leaves a joint alone leaves

@@ -1,0 +1,132 @@
+// Retarget profiles (reach.v1.RetargetService): a source and a target
+// skeleton characterised, the target's retarget pose chosen and a
+// retarget::Retargeter built, once, when a profile is created or loaded at
+// start; calls then share the built profile read-only. Thread-safe and
+// read-mostly like the skeleton registry: readers hold a shared pointer, so
+// a delete never pulls a profile from under a running call.
+//
+// A profile keeps its own copy of both skeletons (stored with its spec), so
+// it outlives the skeletons it was made from and rebuilds the same after a
+// restart.
+#ifndef REACH_SERVER_RETARGET_PROFILES_H_
+#define REACH_SERVER_RETARGET_PROFILES_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "reach/v1/retarget.pb.h"
+#include "retarget/characterize.h"
+#include "retarget/retargeter.h"
+#include "server/registry.h"
+#include "server/skeleton_store.h"
+#include "solvers/skeleton.h"
+
+namespace reach {
+
+struct RetargetProfileLimits {
+  // Stored skeletons are rebuilt under these (as the registry's).
+  SkeletonLimits skeleton;
+  // Profiles held at once; beyond it CreateRetargetProfile is
+  // RESOURCE_EXHAUSTED and stored profiles beyond it are skipped at
+  // start. <= 0: no limit.
+  int max_profiles = 256;
+};
+
+// A profile ready to retarget with. Not copyable or movable: the
+// retargeter points at the skeletons and characterisations beside it.
+struct BuiltRetargetProfile {
+  BuiltRetargetProfile() = default;
+  BuiltRetargetProfile(const BuiltRetargetProfile&) = delete;
+  BuiltRetargetProfile& operator=(const BuiltRetargetProfile&) = delete;
+
+  std::string id;
+  int64_t version = 0;
+  std::string stored_bytes;  // A serialized v1::StoredRetargetProfile.
+  // What GetRetargetProfile returns (id, version, spec, reports).
+  v1::RetargetProfile description;
+  Skeleton source_skeleton;
+  Skeleton target_skeleton;
+  retarget::Characterization source_roles;
+  retarget::Characterization target_roles;
+  std::optional<retarget::Retargeter> retargeter;
+  int64_t memory_bytes = 0;  // About.
+};
+
+// Builds a profile from its stored form (id and version left unset).
+// Errors name the spec's field ("spec.contact_speed",
+// "spec.target.overrides[0].joint", "spec.source.reference.rotations[2]")
+// or the side ("spec.target: no two mirrored legs").
+absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> BuildRetargetProfile(
+    const v1::StoredRetargetProfile& stored, const SkeletonLimits& limits);
+
+// The error for an unknown profile id: "profile_id: no retarget profile
+// 'x'" (NotFound), or "profile_id: required" (InvalidArgument).
+absl::Status UnknownProfile(absl::string_view id);
+
+struct RetargetProfilePage {
+  std::vector<std::shared_ptr<const BuiltRetargetProfile>> profiles;
+  std::string next_page_token;  // Empty on the last page.
+};
+
+class RetargetProfiles {
+ public:
+  // Loads and builds every stored profile; one that no longer builds (its
+  // skeleton beyond lowered limits) is skipped and reported in `skipped`,
+  // but left in the store.
+  static absl::StatusOr<std::unique_ptr<RetargetProfiles>> Create(
+      std::unique_ptr<SkeletonStore> store, const RetargetProfileLimits& limits,
+      std::vector<std::string>* skipped = nullptr);
+
+  struct AddResult {
+    std::shared_ptr<const BuiltRetargetProfile> profile;
+    bool created = false;
+  };
+  // Builds the profile `spec` describes from the registry's skeletons,
+  // stores it durably, then publishes it. Idempotent (the id is the spec's
+  // hash); `owner` as Registry::Register's.
+  absl::StatusOr<AddResult> Add(const v1::RetargetProfileSpec& spec,
+                                const Registry& skeletons,
+                                absl::string_view owner = "");
+  // nullptr when unknown.
+  std::shared_ptr<const BuiltRetargetProfile> Find(absl::string_view id) const;
+  // As Registry::Delete: an empty `owner` deletes whoever made it;
+  // otherwise `owner` gives it up (PermissionDenied when not an owner).
+  absl::Status Delete(absl::string_view id, absl::string_view owner = "");
+  // In version order; page_size >= 1.
+  absl::StatusOr<RetargetProfilePage> List(int page_size,
+                                           absl::string_view page_token) const;
+  int size() const;
+
+ private:
+  RetargetProfiles(std::unique_ptr<SkeletonStore> store,
+                   const RetargetProfileLimits& limits)
+      : store_(std::move(store)), limits_(limits) {}
+  void Publish(std::shared_ptr<const BuiltRetargetProfile> profile,
+               std::vector<std::string> owners)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Serialises writers and the store; mu_ is held only to swap pointers.
+  absl::Mutex write_mu_;
+  std::unique_ptr<SkeletonStore> store_ ABSL_GUARDED_BY(write_mu_);
+  int64_t next_version_ ABSL_GUARDED_BY(write_mu_) = 1;
+  const RetargetProfileLimits limits_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const BuiltRetargetProfile>>
+      by_id_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::shared_ptr<const BuiltRetargetProfile>> by_version_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<std::string>> owners_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace reach
+
+#endif  // REACH_SERVER_RETARGET_PROFILES_H_

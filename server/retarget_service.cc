@@ -1,0 +1,317 @@
+#include "server/retarget_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/call_status.h"
+#include "server/frame_stream_impl.h"
+#include "server/retarget_call.h"
+#include "server/solve_call.h"
+#include "wire/convert.h"
+
+namespace reach {
+namespace {
+
+// The call's status once its frames are retargeted: `status`, or why the
+// answer is no longer wanted (cancelled, past its deadline).
+grpc::Status Outcome(const absl::Status& status,
+                     const std::atomic<bool>& cancelled,
+                     const grpc::CallbackServerContext* context) {
+  if (!status.ok()) return ToGrpcStatus(status);
+  if (cancelled.load(std::memory_order_relaxed)) return Cancelled();
+  if (DeadlinePassed(context)) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the deadline passed while retargeting");
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+absl::Status RetargetFrames::Answer(IkService& service,
+                                    const Deadline& deadline,
+                                    WatchedStream* /*watched*/,
+                                    const Request& request,
+                                    SolveScratch& scratch, Response* out) {
+  (void)service;
+  out->Clear();
+  std::shared_ptr<const BuiltRetargetProfile> profile =
+      profiles->Find(request.profile_id());
+  if (profile == nullptr) return UnknownProfile(request.profile_id());
+  if (profile->id != profile_id) {
+    state = retarget::RetargetState{};  // A new profile starts afresh.
+    profile_id = profile->id;
+    skipped_seconds = 0.0;
+  }
+  double dt = 0.0;
+  absl::Status status = FrameTime(request.frame_time_s(), "frame_time_s", &dt);
+  if (!status.ok()) return status;
+  status = RetargetFrame(*profile, request.source(), "source",
+                         dt + skipped_seconds, request.return_globals(), state,
+                         scratch.retarget, deadline, out);
+  if (!status.ok()) return status;
+  skipped_seconds = 0.0;
+  out->set_sequence(request.sequence());
+  return absl::OkStatus();
+}
+
+void RetargetFrames::Skipped(const Request& request) {
+  double dt = 0.0;
+  if (request.profile_id() == profile_id &&
+      FrameTime(request.frame_time_s(), "frame_time_s", &dt).ok()) {
+    skipped_seconds = std::min(skipped_seconds + dt, 10.0);
+  }
+}
+
+template class FrameStream<RetargetFrames>;
+
+RetargetService::RetargetService(IkService* service, Registry* registry,
+                                 RetargetProfiles* profiles)
+    : service_(service), registry_(registry), profiles_(profiles) {}
+
+grpc::ServerUnaryReactor* RetargetService::CreateRetargetProfile(
+    grpc::CallbackServerContext* context,
+    const v1::CreateRetargetProfileRequest* request,
+    v1::CreateRetargetProfileResponse* response) {
+  const IkService::UnaryCall call =
+      service_->BeginUnary(context, Rpc::kCreateRetargetProfile);
+  if (!call.caller.ok()) {
+    return service_->Finish(call, ToGrpcStatus(call.caller.status()));
+  }
+  absl::StatusOr<RetargetProfiles::AddResult> added =
+      profiles_->Add(request->spec(), *registry_, call.caller->name);
+  if (!added.ok()) {
+    if (!IsClientError(added.status())) {
+      service_->error_log().Error(absl::StrCat(
+          "CreateRetargetProfile: ", added.status().ToString()));
+    }
+    return service_->Finish(call, ToGrpcStatus(added.status()));
+  }
+  *response->mutable_profile() = added->profile->description;
+  response->set_created(added->created);
+  return service_->Finish(call, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* RetargetService::GetRetargetProfile(
+    grpc::CallbackServerContext* context,
+    const v1::GetRetargetProfileRequest* request,
+    v1::GetRetargetProfileResponse* response) {
+  const IkService::UnaryCall call =
+      service_->BeginUnary(context, Rpc::kGetRetargetProfile);
+  if (!call.caller.ok()) {
+    return service_->Finish(call, ToGrpcStatus(call.caller.status()));
+  }
+  std::shared_ptr<const BuiltRetargetProfile> profile =
+      profiles_->Find(request->profile_id());
+  if (profile == nullptr) {
+    return service_->Finish(
+        call, ToGrpcStatus(UnknownProfile(request->profile_id())));
+  }
+  *response->mutable_profile() = profile->description;
+  return service_->Finish(call, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* RetargetService::ListRetargetProfiles(
+    grpc::CallbackServerContext* context,
+    const v1::ListRetargetProfilesRequest* request,
+    v1::ListRetargetProfilesResponse* response) {
+  const IkService::UnaryCall call =
+      service_->BeginUnary(context, Rpc::kListRetargetProfiles);
+  if (!call.caller.ok()) {
+    return service_->Finish(call, ToGrpcStatus(call.caller.status()));
+  }
+  const int max_page = service_->options().max_page_size;
+  int page_size = request->page_size();
+  if (page_size < 0 || page_size > max_page) {
+    return service_->Finish(
+        call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           absl::StrCat("page_size: ", page_size,
+                                        " is not in [0, ", max_page, "]")));
+  }
+  if (page_size == 0) page_size = std::min(100, max_page);
+  absl::StatusOr<RetargetProfilePage> page =
+      profiles_->List(page_size, request->page_token());
+  if (!page.ok()) return service_->Finish(call, ToGrpcStatus(page.status()));
+  for (const auto& profile : page->profiles) {
+    const v1::RetargetProfile& d = profile->description;
+    v1::RetargetProfileSummary* summary = response->add_profiles();
+    summary->set_profile_id(profile->id);
+    summary->set_version(profile->version);
+    summary->set_source_skeleton_id(d.source().skeleton_id());
+    summary->set_source_name(d.source().skeleton_name());
+    summary->set_target_skeleton_id(d.target().skeleton_id());
+    summary->set_target_name(d.target().skeleton_name());
+  }
+  response->set_next_page_token(page->next_page_token);
+  return service_->Finish(call, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* RetargetService::DeleteRetargetProfile(
+    grpc::CallbackServerContext* context,
+    const v1::DeleteRetargetProfileRequest* request,
+    v1::DeleteRetargetProfileResponse* /*response*/) {
+  const IkService::UnaryCall call =
+      service_->BeginUnary(context, Rpc::kDeleteRetargetProfile);
+  if (!call.caller.ok()) {
+    return service_->Finish(call, ToGrpcStatus(call.caller.status()));
+  }
+  // An admin deletes outright; a `register` token only what it made.
+  const absl::Status status = profiles_->Delete(
+      request->profile_id(),
+      call.caller->role == Role::kAdmin ? "" : call.caller->name);
+  if (!status.ok() && !IsClientError(status)) {
+    service_->error_log().Error(
+        absl::StrCat("DeleteRetargetProfile: ", status.ToString()));
+  }
+  return service_->Finish(call, ToGrpcStatus(status));
+}
+
+grpc::ServerUnaryReactor* RetargetService::Retarget(
+    grpc::CallbackServerContext* context, const v1::RetargetRequest* request,
+    v1::RetargetResponse* response) {
+  const IkService::UnaryCall call =
+      service_->BeginUnary(context, Rpc::kRetarget, /*watched=*/true);
+  if (!call.caller.ok()) {
+    return service_->Finish(call, ToGrpcStatus(call.caller.status()));
+  }
+  std::shared_ptr<const BuiltRetargetProfile> profile =
+      profiles_->Find(request->profile_id());
+  if (profile == nullptr) {
+    return service_->Finish(
+        call, ToGrpcStatus(UnknownProfile(request->profile_id())));
+  }
+  double dt = 0.0;
+  if (absl::Status status =
+          FrameTime(request->frame_time_s(), "frame_time_s", &dt);
+      !status.ok()) {
+    return service_->Finish(call, ToGrpcStatus(status));
+  }
+  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong()) +
+                        RetargetResponseBound(
+                            profile->target_skeleton.num_joints(),
+                            request->return_globals());
+  if (!call.watched->charge.TryAdd(&service_->budget(), bytes)) {
+    return service_->Finish(call, OverBudget(service_->budget(), bytes));
+  }
+  SolverPool::Task task = [this, context, request, response, call, dt,
+                           profile = std::move(profile)](
+                              SolveScratch& scratch) {
+    if (grpc::Status start = service_->StartStatus(context, call);
+        !start.ok()) {
+      service_->Finish(call, start);
+      return;
+    }
+    const std::atomic<bool>& cancelled = call.watched->cancelled;
+    retarget::RetargetState state;  // One frame on its own.
+    const absl::Status status = RetargetFrame(
+        *profile, request->source(), "source", dt, request->return_globals(),
+        state, scratch.retarget, service_->SolveDeadline(context, &cancelled),
+        response);
+    response->set_sequence(request->sequence());
+    const grpc::Status outcome = Outcome(status, cancelled, context);
+    if (!outcome.ok()) response->Clear();
+    service_->Finish(call, outcome);
+  };
+  if (grpc::Status queued = service_->Submit(context, absl::MakeSpan(&task, 1));
+      !queued.ok()) {
+    return service_->Finish(call, queued);
+  }
+  return call.reactor;
+}
+
+grpc::ServerUnaryReactor* RetargetService::RetargetBatch(
+    grpc::CallbackServerContext* context,
+    const v1::RetargetBatchRequest* request,
+    v1::RetargetBatchResponse* response) {
+  const IkService::UnaryCall call =
+      service_->BeginUnary(context, Rpc::kRetargetBatch, /*watched=*/true);
+  if (!call.caller.ok()) {
+    return service_->Finish(call, ToGrpcStatus(call.caller.status()));
+  }
+  const ServiceOptions& options = service_->options();
+  const int frames = request->frames_size();
+  if (frames < 1 || frames > options.max_retarget_frames) {
+    return service_->Finish(
+        call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           absl::StrCat("frames: has ", frames,
+                                        "; must be in [1, ",
+                                        options.max_retarget_frames,
+                                        "] (--max_retarget_frames)")));
+  }
+  std::shared_ptr<const BuiltRetargetProfile> profile =
+      profiles_->Find(request->profile_id());
+  if (profile == nullptr) {
+    return service_->Finish(
+        call, ToGrpcStatus(UnknownProfile(request->profile_id())));
+  }
+  double dt = 0.0;
+  if (absl::Status status =
+          FrameTime(request->frame_time_s(), "frame_time_s", &dt);
+      !status.ok()) {
+    return service_->Finish(call, ToGrpcStatus(status));
+  }
+  const int64_t response_bytes =
+      frames * RetargetResponseBound(profile->target_skeleton.num_joints(),
+                                     request->return_globals());
+  if (response_bytes > options.max_response_bytes) {
+    return service_->Finish(
+        call,
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat("the response would take up to ",
+                                  response_bytes, " bytes, more than the "
+                                  "server's --max_response_bytes (",
+                                  options.max_response_bytes,
+                                  "); send fewer frames per call")));
+  }
+  const int64_t bytes =
+      static_cast<int64_t>(request->ByteSizeLong()) + response_bytes;
+  if (!call.watched->charge.TryAdd(&service_->budget(), bytes)) {
+    return service_->Finish(call, OverBudget(service_->budget(), bytes));
+  }
+  SolverPool::Task task = [this, context, request, response, call, dt,
+                           profile = std::move(profile)](
+                              SolveScratch& scratch) {
+    if (grpc::Status start = service_->StartStatus(context, call);
+        !start.ok()) {
+      service_->Finish(call, start);
+      return;
+    }
+    const std::atomic<bool>& cancelled = call.watched->cancelled;
+    // The frames share the call's solve time (--max_solve).
+    const Deadline deadline = service_->SolveDeadline(context, &cancelled);
+    retarget::RetargetState state;  // The clip's, frame after frame.
+    absl::Status status;
+    const int n = request->frames_size();
+    response->mutable_frames()->Reserve(n);
+    for (int i = 0; i < n && status.ok(); ++i) {
+      if (cancelled.load(std::memory_order_relaxed)) break;
+      v1::RetargetResponse* frame = response->add_frames();
+      status = RetargetFrame(*profile, request->frames(i),
+                             absl::StrCat("frames[", i, "]"), dt,
+                             request->return_globals(), state,
+                             scratch.retarget, deadline, frame);
+      frame->set_sequence(static_cast<uint64_t>(i));
+    }
+    const grpc::Status outcome = Outcome(status, cancelled, context);
+    if (!outcome.ok()) response->Clear();
+    service_->Finish(call, outcome);
+  };
+  if (grpc::Status queued = service_->Submit(context, absl::MakeSpan(&task, 1));
+      !queued.ok()) {
+    return service_->Finish(call, queued);
+  }
+  return call.reactor;
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+RetargetService::RetargetStream(grpc::CallbackServerContext* context) {
+  return service_->OpenStream(context, Rpc::kRetargetStream, [this, context] {
+    return new FrameStream<RetargetFrames>(service_, context,
+                                           RetargetFrames(profiles_));
+  });
+}
+
+}  // namespace reach
