@@ -120,7 +120,7 @@ grpc::experimental::Interceptor*
 CallInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
   const Rpc rpc = RpcForPath(info->method());
-  if (rpc == Rpc::kSolveStream) return nullptr;
+  if (rpc == Rpc::kSolveStream || rpc == Rpc::kRetargetStream) return nullptr;
   return new CallInterceptor(rpc, info, metrics_);
 }
 
