@@ -29,13 +29,6 @@ double RestLength(const Skeleton& skeleton, const std::vector<int>& path) {
   return length;
 }
 
-absl::Duration Percentile(std::vector<absl::Duration>& sorted, double p) {
-  if (sorted.empty()) return absl::ZeroDuration();
-  const size_t index = std::min(
-      sorted.size() - 1, static_cast<size_t>(p * (sorted.size() - 1) + 0.5));
-  return sorted[index];
-}
-
 }  // namespace
 
 double PoseHeight(const Skeleton& skeleton, const Pose& pose) {

@@ -1,5 +1,6 @@
 #include "client/reach_client.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,11 +14,20 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view rpc) {
                       absl::StrCat(rpc, ": ", status.error_message()));
 }
 
+absl::Duration Percentile(const std::vector<absl::Duration>& sorted,
+                          double p) {
+  if (sorted.empty()) return absl::ZeroDuration();
+  const size_t index = std::min(
+      sorted.size() - 1, static_cast<size_t>(p * (sorted.size() - 1) + 0.5));
+  return sorted[index];
+}
+
 ReachClient::ReachClient(std::shared_ptr<grpc::ChannelInterface> channel,
                          ClientOptions options)
     : channel_(std::move(channel)),
       options_(options),
       stub_(v1::IkService::NewStub(channel_)),
+      retarget_(v1::RetargetService::NewStub(channel_)),
       health_(grpc::health::v1::Health::NewStub(channel_)) {}
 
 std::unique_ptr<grpc::ClientContext> ReachClient::NewContext() const {
@@ -27,15 +37,15 @@ std::unique_ptr<grpc::ClientContext> ReachClient::NewContext() const {
   return context;
 }
 
-template <typename Request, typename Response>
+template <typename Stub, typename Request, typename Response>
 absl::StatusOr<Response> ReachClient::Call(
-    grpc::Status (v1::IkService::Stub::*method)(grpc::ClientContext*,
-                                                const Request&, Response*),
+    Stub& stub,
+    grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
+                                 Response*),
     const Request& request, absl::string_view rpc) {
   Response response;
   auto context = NewContext();
-  const grpc::Status status =
-      (stub_.get()->*method)(context.get(), request, &response);
+  const grpc::Status status = (stub.*method)(context.get(), request, &response);
   if (!status.ok()) return FromGrpc(status, rpc);
   return response;
 }
@@ -119,20 +129,64 @@ ReachClient::Health(const std::string& service) {
 
 std::unique_ptr<SolveStream> ReachClient::OpenStream(absl::Duration deadline,
                                                      int max_in_flight) {
-  return std::make_unique<SolveStream>(*stub_, deadline, max_in_flight,
-                                       options_.token);
+  return std::make_unique<SolveStream>(
+      [this](grpc::ClientContext* context) {
+        return stub_->SolveStream(context);
+      },
+      "SolveStream", deadline, max_in_flight, options_.token);
 }
 
-SolveStream::SolveStream(v1::IkService::Stub& stub, absl::Duration deadline,
-                         int max_in_flight, absl::string_view token)
-    : max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight) {
+absl::StatusOr<v1::CreateRetargetProfileResponse>
+ReachClient::CreateRetargetProfile(const v1::RetargetProfileSpec& spec) {
+  v1::CreateRetargetProfileRequest request;
+  *request.mutable_spec() = spec;
+  return Call(*retarget_, &v1::RetargetService::Stub::CreateRetargetProfile,
+              request, "CreateRetargetProfile");
+}
+
+absl::StatusOr<v1::GetRetargetProfileResponse> ReachClient::GetRetargetProfile(
+    const std::string& id) {
+  v1::GetRetargetProfileRequest request;
+  request.set_profile_id(id);
+  return Call(*retarget_, &v1::RetargetService::Stub::GetRetargetProfile,
+              request, "GetRetargetProfile");
+}
+
+absl::StatusOr<v1::RetargetResponse> ReachClient::Retarget(
+    const v1::RetargetRequest& request) {
+  return Call(*retarget_, &v1::RetargetService::Stub::Retarget, request,
+              "Retarget");
+}
+
+absl::StatusOr<v1::RetargetBatchResponse> ReachClient::RetargetBatch(
+    const v1::RetargetBatchRequest& request) {
+  return Call(*retarget_, &v1::RetargetService::Stub::RetargetBatch, request,
+              "RetargetBatch");
+}
+
+std::unique_ptr<RetargetStream> ReachClient::OpenRetargetStream(
+    absl::Duration deadline, int max_in_flight) {
+  return std::make_unique<RetargetStream>(
+      [this](grpc::ClientContext* context) {
+        return retarget_->RetargetStream(context);
+      },
+      "RetargetStream", deadline, max_in_flight, options_.token);
+}
+
+template <typename Request, typename Response>
+FrameStreamClient<Request, Response>::FrameStreamClient(
+    const std::function<std::unique_ptr<Call>(grpc::ClientContext*)>& open,
+    absl::string_view rpc, absl::Duration deadline, int max_in_flight,
+    absl::string_view token)
+    : rpc_(rpc), max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight) {
   context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   AddToken(token, &context_);
-  call_ = stub.SolveStream(&context_);
+  call_ = open(&context_);
   reader_ = std::thread([this] { ReadLoop(); });
 }
 
-SolveStream::~SolveStream() {
+template <typename Request, typename Response>
+FrameStreamClient<Request, Response>::~FrameStreamClient() {
   if (!finished_) {
     context_.TryCancel();
     reader_.join();
@@ -140,8 +194,9 @@ SolveStream::~SolveStream() {
   }
 }
 
-void SolveStream::ReadLoop() {
-  StreamResult result;
+template <typename Request, typename Response>
+void FrameStreamClient<Request, Response>::ReadLoop() {
+  Result result;
   while (call_->Read(&result.response)) {
     const absl::Time now = absl::Now();
     absl::MutexLock lock(&mu_);
@@ -154,7 +209,8 @@ void SolveStream::ReadLoop() {
   read_done_ = true;
 }
 
-bool SolveStream::Send(const v1::SolveRequest& frame) {
+template <typename Request, typename Response>
+bool FrameStreamClient<Request, Response>::Send(const Request& frame) {
   if (write_failed_ || finished_) return false;
   {
     absl::MutexLock lock(&mu_);
@@ -175,7 +231,8 @@ bool SolveStream::Send(const v1::SolveRequest& frame) {
   return true;
 }
 
-bool SolveStream::Receive(StreamResult* result) {
+template <typename Request, typename Response>
+bool FrameStreamClient<Request, Response>::Receive(Result* result) {
   absl::MutexLock lock(&mu_);
   const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !received_.empty() || read_done_ || sent_at_.empty();
@@ -184,38 +241,45 @@ bool SolveStream::Receive(StreamResult* result) {
   return PopLocked(result);
 }
 
-bool SolveStream::TryReceive(StreamResult* result) {
+template <typename Request, typename Response>
+bool FrameStreamClient<Request, Response>::TryReceive(Result* result) {
   absl::MutexLock lock(&mu_);
   return PopLocked(result);
 }
 
-bool SolveStream::PopLocked(StreamResult* result) {
+template <typename Request, typename Response>
+bool FrameStreamClient<Request, Response>::PopLocked(Result* result) {
   if (received_.empty()) return false;
   *result = std::move(received_.front());
   received_.pop_front();
   return true;
 }
 
-absl::Status SolveStream::Finish() {
+template <typename Request, typename Response>
+absl::Status FrameStreamClient<Request, Response>::Finish() {
   if (finished_) return status_;
   finished_ = true;
   if (!write_failed_) call_->WritesDone();
   reader_.join();
-  status_ = FromGrpc(call_->Finish(), "SolveStream");
+  status_ = FromGrpc(call_->Finish(), rpc_);
   if (status_.ok()) {
     absl::MutexLock lock(&mu_);
     if (!sent_at_.empty()) {
       status_ = absl::DataLossError(absl::StrCat(
-          "SolveStream: the server closed the stream with ", sent_at_.size(),
+          rpc_, ": the server closed the stream with ", sent_at_.size(),
           " frames unanswered"));
     }
   }
   return status_;
 }
 
-int SolveStream::in_flight() const {
+template <typename Request, typename Response>
+int FrameStreamClient<Request, Response>::in_flight() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(sent_at_.size());
 }
+
+template class FrameStreamClient<v1::SolveRequest, v1::SolveResponse>;
+template class FrameStreamClient<v1::RetargetRequest, v1::RetargetResponse>;
 
 }  // namespace reach::client

@@ -1,4 +1,5 @@
-// A small client for reach.v1.IkService over a channel the caller owns.
+// A small client for reach.v1.IkService and reach.v1.RetargetService over a
+// channel the caller owns.
 //
 // Every call carries a deadline (ClientOptions::timeout, or the stream's own
 // deadline), and every failure comes back as an absl::Status whose code is
@@ -7,9 +8,11 @@
 #define REACH_CLIENT_REACH_CLIENT_H_
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -20,6 +23,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "reach/v1/ik_service.grpc.pb.h"
+#include "reach/v1/retarget.grpc.pb.h"
 
 namespace reach::client {
 
@@ -34,7 +38,18 @@ struct ClientOptions {
 // `rpc` ("Solve: goals[0].chain: ...").
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view rpc);
 
-class SolveStream;
+template <typename Request, typename Response>
+class FrameStreamClient;
+using SolveStream = FrameStreamClient<v1::SolveRequest, v1::SolveResponse>;
+using RetargetStream =
+    FrameStreamClient<v1::RetargetRequest, v1::RetargetResponse>;
+template <typename Response>
+struct StreamAnswer;
+using StreamResult = StreamAnswer<v1::SolveResponse>;
+
+// The `p` quantile (0..1, nearest rank) of `sorted` (ascending); zero when
+// empty.
+absl::Duration Percentile(const std::vector<absl::Duration>& sorted, double p);
 
 class ReachClient {
  public:
@@ -73,51 +88,81 @@ class ReachClient {
   std::unique_ptr<SolveStream> OpenStream(absl::Duration deadline,
                                           int max_in_flight = 8);
 
+  // reach.v1.RetargetService.
+  absl::StatusOr<v1::CreateRetargetProfileResponse> CreateRetargetProfile(
+      const v1::RetargetProfileSpec& spec);
+  absl::StatusOr<v1::GetRetargetProfileResponse> GetRetargetProfile(
+      const std::string& id);
+  absl::StatusOr<v1::RetargetResponse> Retarget(
+      const v1::RetargetRequest& request);
+  absl::StatusOr<v1::RetargetBatchResponse> RetargetBatch(
+      const v1::RetargetBatchRequest& request);
+  // As OpenStream, for RetargetStream.
+  std::unique_ptr<RetargetStream> OpenRetargetStream(absl::Duration deadline,
+                                                     int max_in_flight = 8);
+
   v1::IkService::Stub& stub() { return *stub_; }
   const ClientOptions& options() const { return options_; }
 
  private:
   std::unique_ptr<grpc::ClientContext> NewContext() const;
-  // One unary IkService call with the deadline; errors name `rpc`.
+  // One unary call on `stub` with the deadline; errors name `rpc`.
+  template <typename Stub, typename Request, typename Response>
+  absl::StatusOr<Response> Call(
+      Stub& stub,
+      grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
+                                   Response*),
+      const Request& request, absl::string_view rpc);
   template <typename Request, typename Response>
   absl::StatusOr<Response> Call(
       grpc::Status (v1::IkService::Stub::*method)(grpc::ClientContext*,
                                                   const Request&, Response*),
-      const Request& request, absl::string_view rpc);
+      const Request& request, absl::string_view rpc) {
+    return Call(*stub_, method, request, rpc);
+  }
 
   std::shared_ptr<grpc::ChannelInterface> channel_;
   ClientOptions options_;
   std::unique_ptr<v1::IkService::Stub> stub_;
+  std::unique_ptr<v1::RetargetService::Stub> retarget_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
 };
 
 // One answered frame and its round trip (from Send to the arrival of its
 // response).
-struct StreamResult {
-  v1::SolveResponse response;
+template <typename Response>
+struct StreamAnswer {
+  Response response;
   absl::Duration latency;
 };
 
-// A bidirectional SolveStream with back-pressure: Send blocks while
-// max_in_flight frames are unanswered. A reader thread takes responses as
-// they arrive (so latencies are not inflated by a busy sender); Receive
-// hands them out in order. One thread may Send while another Receives.
-class SolveStream {
+// A bidirectional stream of frames (SolveStream, RetargetStream) with
+// back-pressure: Send blocks while max_in_flight frames are unanswered. A
+// reader thread takes responses as they arrive (so latencies are not
+// inflated by a busy sender); Receive hands them out in order. One thread
+// may Send while another Receives.
+template <typename Request, typename Response>
+class FrameStreamClient {
  public:
+  using Call = grpc::ClientReaderWriter<Request, Response>;
+  using Result = StreamAnswer<Response>;
+  // `open` starts the call on the context; `rpc` names it in errors;
   // `token`: as ClientOptions::token.
-  SolveStream(v1::IkService::Stub& stub, absl::Duration deadline,
-              int max_in_flight, absl::string_view token = "");
-  ~SolveStream();  // Cancels the call if Finish was not called.
+  FrameStreamClient(
+      const std::function<std::unique_ptr<Call>(grpc::ClientContext*)>& open,
+      absl::string_view rpc, absl::Duration deadline, int max_in_flight,
+      absl::string_view token = "");
+  ~FrameStreamClient();  // Cancels the call if Finish was not called.
 
   // Sends one frame; blocks while the window is full. False when the stream
   // is broken (Finish says why).
-  bool Send(const v1::SolveRequest& frame);
+  bool Send(const Request& frame);
   // The next response in order; blocks until one arrives. False when no
   // frame is outstanding (every frame sent so far has been received) or the
   // stream is broken.
-  bool Receive(StreamResult* result);
+  bool Receive(Result* result);
   // The next response if one has arrived; never blocks.
-  bool TryReceive(StreamResult* result);
+  bool TryReceive(Result* result);
   // Half-closes, waits for the outstanding responses (kept for Receive) and
   // returns the call's status.
   absl::Status Finish();
@@ -126,22 +171,26 @@ class SolveStream {
 
  private:
   void ReadLoop();
-  bool PopLocked(StreamResult* result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PopLocked(Result* result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::SolveRequest, v1::SolveResponse>>
-      call_;
+  const std::string rpc_;
+  std::unique_ptr<Call> call_;
   const int max_in_flight_;
   std::thread reader_;
 
   mutable absl::Mutex mu_;
   std::deque<absl::Time> sent_at_ ABSL_GUARDED_BY(mu_);  // Unanswered frames.
-  std::deque<StreamResult> received_ ABSL_GUARDED_BY(mu_);
+  std::deque<Result> received_ ABSL_GUARDED_BY(mu_);
   bool read_done_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ = false;
   bool finished_ = false;
   absl::Status status_;
 };
+
+extern template class FrameStreamClient<v1::SolveRequest, v1::SolveResponse>;
+extern template class FrameStreamClient<v1::RetargetRequest,
+                                        v1::RetargetResponse>;
 
 }  // namespace reach::client
 

@@ -236,6 +236,9 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
   Transfer t;
   t.source_ = &ss;
   t.target_ = &ts;
+  t.source_roles_ = source.roles;
+  t.target_roles_ = target.roles;
+  t.source_reference_ = source.reference;
   t.source_of_.assign(ts.num_joints(), -1);
   t.source_next_.assign(ts.num_joints(), -1);
   t.weight_.assign(ts.num_joints(), 0.0);

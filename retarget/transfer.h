@@ -95,10 +95,20 @@ class Transfer {
   }
   // The target's retarget pose the transfer works from.
   const Pose& target_reference() const { return target_reference_; }
+  // The sides it was made from (the skeletons and roles are the caller's,
+  // which outlive the transfer).
+  const Skeleton& source_skeleton() const { return *source_; }
+  const Skeleton& target_skeleton() const { return *target_; }
+  const Characterization& source_roles() const { return *source_roles_; }
+  const Characterization& target_roles() const { return *target_roles_; }
+  const Pose& source_reference() const { return source_reference_; }
 
  private:
   const Skeleton* source_ = nullptr;
   const Skeleton* target_ = nullptr;
+  const Characterization* source_roles_ = nullptr;
+  const Characterization* target_roles_ = nullptr;
+  Pose source_reference_;
   std::vector<int> source_of_;
   // Spine and neck joints: a second source joint, and the weight of its
   // turn (the first's is 1 - weight); -1 elsewhere.

@@ -67,6 +67,28 @@ absl::Status RetargetFrame(const BuiltRetargetProfile& profile,
   return absl::OkStatus();
 }
 
+void ToProto(const Skeleton& target, const retarget::RetargetQuality& q,
+             v1::RetargetQuality* out) {
+  out->set_frames(q.frames);
+  out->set_mapped_joints(q.mapped_joints);
+  for (const int joint : q.unmoved) {
+    out->add_unmoved_joints(target.joint(joint).name);
+  }
+  out->set_hips_ratio_worst(q.hips_ratio_worst);
+  out->set_bones_mean_deg(q.bones_mean_deg);
+  out->set_bones_max_deg(q.bones_max_deg);
+  out->set_limb_bones_mean_deg(q.limb_bones_mean_deg);
+  out->set_limb_bones_max_deg(q.limb_bones_max_deg);
+  out->set_goal_worst(q.goal_worst);
+  out->set_contacts(q.contacts);
+  out->set_slide_worst(q.slide_worst);
+  out->set_below_floor_worst(q.below_floor_worst);
+  out->set_step_excess_worst_deg(q.step_excess_worst_deg);
+  out->set_step_excess_role(q.step_excess_role);
+  out->set_body_height(q.body_height);
+  out->set_leg_length(q.leg_length);
+}
+
 int64_t RetargetResponseBound(int joints, bool return_globals) {
   constexpr int64_t kRotationBytes = 40;  // A Quat.
   constexpr int64_t kGlobalBytes = 96;    // A Transform.

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "reach/v1/retarget.pb.h"
+#include "retarget/quality.h"
 #include "retarget/retargeter.h"
 #include "solvers/deadline.h"
 #include "solvers/pose.h"
@@ -43,6 +44,10 @@ absl::Status RetargetFrame(const BuiltRetargetProfile& profile,
                            RetargetFrameScratch& scratch,
                            const Deadline& deadline,
                            v1::RetargetResponse* out);
+
+// The figures of `quality` on the wire (joints by name).
+void ToProto(const Skeleton& target, const retarget::RetargetQuality& quality,
+             v1::RetargetQuality* out);
 
 // Bytes a RetargetResponse for `joints` target joints takes at most.
 int64_t RetargetResponseBound(int joints, bool return_globals);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -283,6 +284,8 @@ grpc::ServerUnaryReactor* RetargetService::RetargetBatch(
     // The frames share the call's solve time (--max_solve).
     const Deadline deadline = service_->SolveDeadline(context, &cancelled);
     retarget::RetargetState state;  // The clip's, frame after frame.
+    std::optional<retarget::QualityMeter> meter;
+    if (request->report()) meter.emplace(*profile->retargeter);
     absl::Status status;
     const int n = request->frames_size();
     response->mutable_frames()->Reserve(n);
@@ -294,6 +297,14 @@ grpc::ServerUnaryReactor* RetargetService::RetargetBatch(
                              request->return_globals(), state,
                              scratch.retarget, deadline, frame);
       frame->set_sequence(static_cast<uint64_t>(i));
+      if (status.ok() && meter) {
+        meter->Add(scratch.retarget.source, scratch.retarget.target,
+                   scratch.retarget.result, state);
+      }
+    }
+    if (status.ok() && meter) {
+      ToProto(profile->target_skeleton, meter->Result(),
+              response->mutable_quality());
     }
     const grpc::Status outcome = Outcome(status, cancelled, context);
     if (!outcome.ok()) response->Clear();

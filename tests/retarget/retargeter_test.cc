@@ -1,6 +1,7 @@
 // The whole retarget (transfer, goals, planting, full-body solve) on every
 // clip of tests/data/mocap and the Boxing clip onto every target rig,
 // checked by a forward kinematics written here (tests/testing/sweep.h).
+#include "retarget/quality.h"
 #include "retarget/retargeter.h"
 
 #include <algorithm>
@@ -200,6 +201,9 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
   IndependentGlobals previous_s, previous_t;
   std::array<Vector3d, 2> contact_start;
   std::array<bool, 2> was_planted = {false, false};
+  // The library's own meter (retarget/quality.h), for users, must agree
+  // with this test's figures.
+  QualityMeter meter(retargeter);
   // From frame 1: the CMU clips' frame 0 is their calibration T-pose.
   for (int f = 1; f < frames; ++f) {
     source.clip.FramePose(f, &source_pose);
@@ -207,6 +211,7 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
                     .Apply(source_pose, dt, state, scratch, &target_pose,
                            &result)
                     .ok());
+    meter.Add(source_pose, target_pose, result, state);
     const IndependentGlobals s = IndependentFk(source.skeleton, source_pose);
     const IndependentGlobals t = IndependentFk(target.skeleton, target_pose);
     // Bone directions: the source's turn from its retarget pose, in the
@@ -359,6 +364,24 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
       fig.contacts, fig.worst_slide, fig.worst_below,
       fig.worst_step_excess_deg, worst_joint.c_str(), worst_fk_bone.c_str(),
       worst_limb_bone.c_str());
+  const RetargetQuality q = meter.Result();
+  EXPECT_EQ(q.frames, frames - 1);
+  EXPECT_NEAR(q.bones_mean_deg, fig.fk_bones_mean_deg, 1e-6);
+  EXPECT_NEAR(q.bones_max_deg, fig.fk_bones_max_deg, 1e-6);
+  EXPECT_NEAR(q.limb_bones_mean_deg, fig.limb_bones_mean_deg, 1e-6);
+  EXPECT_NEAR(q.limb_bones_max_deg, fig.limb_bones_max_deg, 1e-6);
+  EXPECT_NEAR(q.hips_ratio_worst, fig.worst_height, 1e-9);
+  EXPECT_NEAR(q.goal_worst, fig.worst_goal, 1e-9);
+  EXPECT_EQ(q.contacts, fig.contacts);
+  EXPECT_NEAR(q.slide_worst, fig.worst_slide, 1e-9);
+  EXPECT_NEAR(q.below_floor_worst, fig.worst_below, 1e-9);
+  EXPECT_NEAR(q.step_excess_worst_deg, fig.worst_step_excess_deg, 1e-6);
+  EXPECT_TRUE(q.unmoved.empty());
+  EXPECT_EQ(q.mapped_joints, static_cast<int>(std::count_if(
+                                 tc.roles.begin(), tc.roles.end(),
+                                 [&](const RoleAssignment& r) {
+                                   return source_of(r.joint) >= 0;
+                                 })));
   EXPECT_LE(fig.fk_bones_mean_deg, 3.0);
   EXPECT_LE(fig.fk_bones_max_deg, 10.0);
   EXPECT_LE(fig.worst_height, 0.05);
