@@ -36,6 +36,44 @@ absl::Status Reference(const google::protobuf::RepeatedPtrField<v1::Pose>& frame
   return absl::OkStatus();
 }
 
+// Retargets `frames` a batch of `chunk` at a time into `answers` (with
+// `quality` when report); sequences count from `first`.
+absl::Status RunBatches(ReachClient& client, const std::string& id,
+                        double frame_time_s,
+                        const std::vector<v1::Pose>& frames, int first,
+                        int chunk, bool report,
+                        const std::function<void(int, int)>& progress,
+                        std::vector<v1::RetargetResponse>* answers,
+                        std::vector<v1::RetargetQuality>* quality) {
+  const int total = static_cast<int>(frames.size());
+  chunk = std::max(1, chunk);
+  for (int start = 0; start < total; start += chunk) {
+    v1::RetargetBatchRequest request;
+    request.set_profile_id(id);
+    request.set_frame_time_s(frame_time_s);
+    request.set_report(report);
+    const int end = std::min(total, start + chunk);
+    for (int f = start; f < end; ++f) *request.add_frames() = frames[f];
+    // One call per chunk; each chunk starts a new state, so its first
+    // frame is planted afresh (chunks are long: rare).
+    absl::StatusOr<v1::RetargetBatchResponse> answered =
+        client.RetargetBatch(request);
+    if (!answered.ok()) {
+      return absl::Status(answered.status().code(),
+                          absl::StrCat("frames ", first + start, "..",
+                                       first + end - 1, ": ",
+                                       answered.status().message()));
+    }
+    for (v1::RetargetResponse& frame : *answered->mutable_frames()) {
+      frame.set_sequence(first + start + frame.sequence());
+      answers->push_back(std::move(frame));
+    }
+    if (report) quality->push_back(answered->quality());
+    if (progress) progress(end, total);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<RetargetClipResult> RetargetClip(
@@ -100,31 +138,11 @@ absl::StatusOr<RetargetClipResult> RetargetClip(
   const absl::Time begin = absl::Now();
 
   if (!options.live) {
-    const int chunk = std::max(1, options.batch_frames);
-    for (int start = 0; start < total; start += chunk) {
-      v1::RetargetBatchRequest request;
-      request.set_profile_id(id);
-      request.set_frame_time_s(result.frame_time_s);
-      const int end = std::min(total, start + chunk);
-      for (int f = start; f < end; ++f) {
-        *request.add_frames() = result.source_frames[f];
-      }
-      // One call per chunk; each chunk starts a new state, so its first
-      // frame is planted afresh (chunks are long: rare).
-      absl::StatusOr<v1::RetargetBatchResponse> answered =
-          client.RetargetBatch(request);
-      if (!answered.ok()) {
-        return absl::Status(answered.status().code(),
-                            absl::StrCat("frames ", first + start, "..",
-                                         first + end - 1, ": ",
-                                         answered.status().message()));
-      }
-      for (v1::RetargetResponse& frame : *answered->mutable_frames()) {
-        frame.set_sequence(first + start + frame.sequence());
-        result.answers.push_back(std::move(frame));
-      }
-      if (options.progress) options.progress(end, total);
-    }
+    const absl::Status status = RunBatches(
+        client, id, result.frame_time_s, result.source_frames, first,
+        options.batch_frames, options.report, options.progress,
+        &result.answers, &result.quality);
+    if (!status.ok()) return status;
   } else {
     const double fps = options.fps == 0 && result.frame_time_s > 0
                            ? 1.0 / result.frame_time_s
@@ -175,6 +193,25 @@ absl::StatusOr<RetargetClipResult> RetargetClip(
   }
   result.seconds = absl::ToDoubleSeconds(absl::Now() - begin);
   result.fps = result.seconds > 0 ? result.answers.size() / result.seconds : 0;
+  if (options.live && options.report &&
+      static_cast<int>(result.answers.size()) == total) {
+    std::vector<v1::RetargetResponse> offline;
+    const absl::Status status = RunBatches(
+        client, id, result.frame_time_s, result.source_frames, first,
+        options.batch_frames, /*report=*/true, nullptr, &offline,
+        &result.quality);
+    if (!status.ok()) return status;
+    // Skipped frames change what follows (their time is added to the next
+    // frame's): only a stream with none must match the batch frame for
+    // frame.
+    for (int f = 0; f < total && result.skipped == 0; ++f) {
+      const v1::RetargetResponse& live = result.answers[f];
+      if (!live.skipped() && live.target().SerializeAsString() !=
+                                 offline[f].target().SerializeAsString()) {
+        ++result.live_mismatches;
+      }
+    }
+  }
   if (static_cast<int>(result.answers.size()) != total) {
     return absl::DataLossError(absl::StrCat("sent ", total, " frames, ",
                                             result.answers.size(),

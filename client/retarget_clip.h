@@ -41,6 +41,10 @@ struct RetargetClipOptions {
   double fps = 0;
   int max_in_flight = 8;
   bool latest_wins = false;
+  // Also measure the retarget's quality (RetargetBatchRequest.report); live,
+  // by a batch of the same frames after the stream, whose answers must be
+  // the stream's (counted in RetargetClipResult::live_mismatches).
+  bool report = false;
   absl::Duration timeout = absl::Seconds(10);  // Slack on the deadline.
   // Called on the sending thread every few frames with (sent, total).
   std::function<void(int, int)> progress;
@@ -60,6 +64,11 @@ struct RetargetClipResult {
   double fps = 0;      // Frames answered per second.
   // Live: round trips.
   absl::Duration p50, p99, max_latency;
+  // With report: one per RetargetBatch call (usually one).
+  std::vector<v1::RetargetQuality> quality;
+  // Live with report and no frame skipped: answered frames whose pose
+  // differs from the batch's.
+  int live_mismatches = 0;
 };
 
 // Retargets the BVH clip `source_file` onto options.target. Errors name

@@ -28,13 +28,10 @@ struct CharacterizeFlags {
 int RunCharacterize(const CharacterizeFlags& flags) {
   std::vector<retarget::RoleOverride> overrides;
   for (const std::string& o : flags.overrides) {
-    const size_t eq = o.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == o.size()) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-                      "--override: expected ROLE=JOINT, got \"", o, "\"")),
-                  kExitUsage);
-    }
-    overrides.push_back({o.substr(0, eq), o.substr(eq + 1)});
+    absl::StatusOr<std::pair<std::string, std::string>> parsed =
+        ParseRoleOverride(o, "--override");
+    if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+    overrides.push_back({parsed->first, parsed->second});
   }
   std::string bytes;
   const absl::Status read = import::ReadFile(flags.file, &bytes);

@@ -169,4 +169,14 @@ std::string ToJson(const google::protobuf::Message& message) {
   return json;
 }
 
+absl::StatusOr<std::pair<std::string, std::string>> ParseRoleOverride(
+    const std::string& text, absl::string_view flag) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": expected ROLE=JOINT, got \"", text, "\""));
+  }
+  return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
+}
+
 }  // namespace reach::cli

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
@@ -52,6 +53,7 @@ void AddStreamCommand(CLI::App& app, const Globals& globals, Command* run);
 void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run);
 // Runs locally (no server).
 void AddCharacterizeCommand(CLI::App& app, Command* run);
+void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run);
 
 // The client the global flags describe. Errors name the flag
 // ("--tls-ca: cannot read ...", "--token: ..."); FailSetup turns them into
@@ -72,6 +74,10 @@ absl::StatusOr<Eigen::Vector3d> ParseVec3(const std::string& text,
                                           absl::string_view flag);
 absl::StatusOr<Eigen::Quaterniond> ParseQuat(const std::string& text,
                                              absl::string_view flag);
+
+// "ROLE=JOINT" (a retarget role override); errors name `flag`.
+absl::StatusOr<std::pair<std::string, std::string>> ParseRoleOverride(
+    const std::string& text, absl::string_view flag);
 
 // "auto", "two_bone", "fabrik", "ccd", "jacobian_transpose",
 // "jacobian_pinv", "jacobian_dls", "gradient_descent", "full_body"

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   AddStreamCommand(app, globals, &run);
   AddBenchCommand(app, globals, &run);
   AddCharacterizeCommand(app, &run);
+  AddRetargetCommand(app, globals, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,7 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
+#include "importers/bvh.h"
+#include "solvers/pose.h"
 #include "tests/testing/service.h"
+#include "tests/testing/sweep.h"
 
 namespace reach {
 namespace {
@@ -409,6 +413,88 @@ TEST_F(CliTest, StreamReportsAndWritesBvh) {
                         DataPath("mocap/cmu_02_01_walk.bvh"));
   EXPECT_EQ(bad_chain.exit_code, 2);
   EXPECT_THAT(bad_chain.err, HasSubstr("chain 'tail'"));
+}
+
+// The extent of the joints along each model axis, by the test's own
+// forward kinematics.
+Eigen::Vector3d Extent(const Skeleton& skeleton, const Pose& pose) {
+  const testing::IndependentGlobals g = testing::IndependentFk(skeleton, pose);
+  Eigen::Vector3d lo = g.position[0], hi = g.position[0];
+  for (const Eigen::Vector3d& p : g.position) {
+    lo = lo.cwiseMin(p);
+    hi = hi.cwiseMax(p);
+  }
+  return hi - lo;
+}
+
+// A CMU walk onto Khronos' RiggedFigure (other names, a -90 degree root, a
+// third of the size) through the server: the written BVH stands on every
+// frame. (Copying rotations by joint name, as the client once did, laid it
+// on its back: height 1.17 -> 0.31.)
+TEST_F(CliTest, RetargetWritesAnUprightClipOntoAnotherRig) {
+  const std::string out = Temp("retargeted.bvh");
+  CliRun run = Reach("retarget --json --report --first 1 --out " + out + " " +
+                     DataPath("mocap/cmu_02_01_walk.bvh") + " --to " +
+                     DataPath("gltf/RiggedFigure.glb"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  EXPECT_EQ(report["frames"], 343);
+  EXPECT_EQ(report["unreachedGoals"], 0);
+  ASSERT_EQ(report["quality"].size(), 1u);
+  const nlohmann::json& quality = report["quality"][0];
+  EXPECT_EQ(quality["mappedJoints"], 19);
+  EXPECT_FALSE(quality.contains("unmovedJoints")) << quality;
+  EXPECT_LT(quality["hipsRatioWorst"].get<double>(), 0.05);
+  EXPECT_GT(quality["contacts"].get<int>(), 0);
+
+  absl::StatusOr<import::BvhClip> clip = import::ImportBvh(out);
+  ASSERT_TRUE(clip.ok()) << clip.status();
+  EXPECT_EQ(clip->num_frames, 343);
+  absl::StatusOr<Skeleton> skeleton = Skeleton::Create(clip->skeleton.def);
+  ASSERT_TRUE(skeleton.ok());
+  // The figure's 19 joints and the BVH's end sites.
+  EXPECT_GE(skeleton->num_joints(), 19);
+  const Eigen::Vector3d rest = Extent(*skeleton, RestPose(*skeleton));
+  int up = 0;
+  rest.maxCoeff(&up);
+  Pose pose;
+  double lowest = INFINITY;
+  for (int f = 0; f < clip->num_frames; ++f) {
+    clip->FramePose(f, &pose);
+    lowest = std::min(lowest, Extent(*skeleton, pose)[up] / rest[up]);
+  }
+  EXPECT_GT(lowest, 0.85);
+
+  // Live, at the clip's rate, onto the humanoid example (its chains are
+  // named l_leg...: once refused as sharing no chain).
+  CliRun live = Reach("retarget --live --max-rate --report --frames 60 " +
+                      DataPath("mocap/cmu_02_01_walk.bvh") + " --to " +
+                      std::string(REACH_EXAMPLES_DIR) +
+                      "/humanoid.skeleton.json");
+  ASSERT_EQ(live.exit_code, 0) << live.err;
+  EXPECT_THAT(live.out, HasSubstr("retargeted 60 frames live"));
+  EXPECT_THAT(live.out, HasSubstr("live answers equal to the batch's: yes"));
+
+  // Errors name the flag or the file.
+  CliRun bad_limb = Reach("retarget --no-ik left_tail " +
+                          DataPath("mocap/cmu_02_01_walk.bvh") + " --to " +
+                          DataPath("gltf/RiggedFigure.glb"));
+  EXPECT_EQ(bad_limb.exit_code, 2);
+  EXPECT_THAT(bad_limb.err, HasSubstr("--no-ik: \"left_tail\""));
+  CliRun bad_frame = Reach("retarget --source-frame 100000 " +
+                           DataPath("mocap/cmu_02_01_walk.bvh") + " --to " +
+                           DataPath("gltf/RiggedFigure.glb"));
+  EXPECT_EQ(bad_frame.exit_code, 2);
+  EXPECT_THAT(bad_frame.err, HasSubstr("--source-frame 100000"));
+  CliRun bad_override = Reach("retarget --target-override left.hand=Nope " +
+                              DataPath("mocap/cmu_02_01_walk.bvh") + " --to " +
+                              DataPath("gltf/RiggedFigure.glb"));
+  EXPECT_EQ(bad_override.exit_code, 1) << bad_override.err;
+  EXPECT_THAT(bad_override.err, HasSubstr("spec.target.overrides[0].joint"));
+  CliRun missing = Reach("retarget " + DataPath("mocap/nope.bvh") + " --to " +
+                         DataPath("gltf/RiggedFigure.glb"));
+  EXPECT_EQ(missing.exit_code, 3) << missing.err;
+  EXPECT_THAT(missing.err, HasSubstr("nope.bvh"));
 }
 
 TEST_F(CliTest, BenchJsonCountsEveryRequest) {

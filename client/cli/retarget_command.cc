@@ -1,0 +1,320 @@
+// `reach retarget SOURCE.bvh --to TARGET --out OUT.bvh`: a clip retargeted
+// onto another rig by the server (reach.v1.RetargetService), offline
+// through RetargetBatch or live through RetargetStream at the clip's rate.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/cli/common.h"
+#include "client/retarget_clip.h"
+#include "importers/bvh.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+#include "wire/convert.h"
+
+namespace reach::cli {
+namespace {
+
+struct RetargetFlags {
+  std::string file;
+  std::string to;
+  std::string out;
+  bool live = false;
+  bool report = false;
+  double fps = 0;
+  bool max_rate = false;
+  bool latest_wins = false;
+  int window = 8;
+  int first = 0;
+  int frames = -1;
+  int source_frame = -1;
+  int target_frame = -1;
+  std::vector<std::string> source_overrides;
+  std::vector<std::string> target_overrides;
+  bool keep_target_pose = false;
+  bool no_planting = false;
+  std::vector<std::string> no_ik;
+  double pelvis_scale = 0;
+  bool json = false;
+  bool quiet = false;
+};
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+// The profile options the flags ask for; errors name the flag.
+absl::Status SpecFromFlags(const RetargetFlags& flags,
+                           v1::RetargetProfileSpec* spec) {
+  for (const auto& [list, side] :
+       {std::make_pair(&flags.source_overrides, spec->mutable_source()),
+        std::make_pair(&flags.target_overrides, spec->mutable_target())}) {
+    for (const std::string& text : *list) {
+      absl::StatusOr<std::pair<std::string, std::string>> parsed =
+          ParseRoleOverride(text, list == &flags.source_overrides
+                                      ? "--source-override"
+                                      : "--target-override");
+      if (!parsed.ok()) return parsed.status();
+      v1::RoleOverride* o = side->add_overrides();
+      o->set_role(parsed->first);
+      o->set_joint(parsed->second);
+    }
+  }
+  for (const std::string& limb : flags.no_ik) {
+    if (limb == "left_arm") {
+      spec->set_no_left_arm_ik(true);
+    } else if (limb == "right_arm") {
+      spec->set_no_right_arm_ik(true);
+    } else if (limb == "left_leg") {
+      spec->set_no_left_leg_ik(true);
+    } else if (limb == "right_leg") {
+      spec->set_no_right_leg_ik(true);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--no-ik: \"", limb,
+          "\" is not one of left_arm, right_arm, left_leg, right_leg"));
+    }
+  }
+  spec->set_keep_target_pose(flags.keep_target_pose);
+  spec->set_no_planting(flags.no_planting);
+  spec->set_pelvis_scale(flags.pelvis_scale);
+  return absl::OkStatus();
+}
+
+void PrintQuality(const v1::RetargetQuality& q) {
+  std::printf(
+      "quality over %d frames: %d of %d mapped joints move%s%s\n"
+      "  hips over legs within %.2f%% of the source's (standing frames)\n"
+      "  bone directions: bones without goals mean %.2f max %.2f deg; limb "
+      "bones mean %.2f max %.2f deg\n"
+      "  goals within %.3g of the body's height (%.4g units)\n"
+      "  feet: %d contacts, slide %.3g legs (%.3g units), below the floor "
+      "%.3g legs\n"
+      "  largest step beyond the source's: %.2f deg%s%s\n",
+      q.frames(), q.mapped_joints() - q.unmoved_joints_size(), q.mapped_joints(),
+      q.unmoved_joints_size() > 0 ? "; never moved: " : "",
+      absl::StrJoin(q.unmoved_joints(), ", ").c_str(),
+      100 * q.hips_ratio_worst(), q.bones_mean_deg(), q.bones_max_deg(),
+      q.limb_bones_mean_deg(), q.limb_bones_max_deg(), q.goal_worst(),
+      q.body_height(), q.contacts(), q.slide_worst(), q.slide_worst() * q.leg_length(),
+      q.below_floor_worst(), q.step_excess_worst_deg(),
+      q.step_excess_role().empty() ? "" : " at ", q.step_excess_role().c_str());
+}
+
+int RunRetarget(const Globals& globals, const RetargetFlags& flags) {
+  client::RetargetClipOptions options;
+  options.target = flags.to;
+  options.source_reference_frame = flags.source_frame;
+  options.target_reference_frame = flags.target_frame;
+  if (absl::Status s = SpecFromFlags(flags, &options.spec); !s.ok()) {
+    return Fail(s, kExitUsage);
+  }
+  options.first_frame = flags.first;
+  options.max_frames = flags.frames;
+  options.live = flags.live;
+  options.fps = flags.max_rate ? -1 : flags.fps;
+  options.max_in_flight = flags.window;
+  options.latest_wins = flags.latest_wins;
+  options.report = flags.report;
+  options.timeout = absl::Seconds(globals.timeout_s);
+  if (!flags.quiet && isatty(STDERR_FILENO)) {
+    options.progress = [](int sent, int total) {
+      std::fprintf(stderr, "\rframe %d/%d", sent, total);
+      if (sent == total) std::fprintf(stderr, "\n");
+    };
+  }
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  auto client = *std::move(made);
+  absl::StatusOr<client::RetargetClipResult> result =
+      client::RetargetClip(*client, flags.file, options);
+  if (!result.ok()) {
+    // What the command line named (a flag, a file) or what the server said.
+    const absl::string_view message = result.status().message();
+    if (absl::StartsWith(message, "--")) return Fail(result.status(), kExitUsage);
+    // A file that could not be read here (errors from the server name
+    // their RPC first).
+    if (absl::StartsWith(message, flags.file) ||
+        absl::StartsWith(message, flags.to)) {
+      return Fail(result.status(), kExitFileError);
+    }
+    return FailRpc(result.status());
+  }
+  const client::RetargetClipResult& r = *result;
+
+  if (!flags.out.empty()) {
+    SkeletonDef def;
+    if (absl::Status s = FromProto(r.target, &def); !s.ok()) return FailRpc(s);
+    absl::StatusOr<Skeleton> target = Skeleton::Create(std::move(def));
+    if (!target.ok()) return FailRpc(target.status());
+    std::vector<Pose> poses;
+    poses.reserve(r.answers.size());
+    Pose pose = RestPose(*target);
+    for (const v1::RetargetResponse& answer : r.answers) {
+      // A skipped frame (latest wins) repeats the previous pose.
+      if (!answer.skipped()) {
+        if (absl::Status s = FromProto(*target, answer.target(), &pose,
+                                       "target");
+            !s.ok()) {
+          return FailRpc(s);
+        }
+      }
+      poses.push_back(pose);
+    }
+    absl::StatusOr<std::string> bvh =
+        import::WriteBvh(*target, poses, r.frame_time_s);
+    if (!bvh.ok()) return Fail(bvh.status(), kExitFileError);
+    std::ofstream out(flags.out, std::ios::binary);
+    out << *bvh;
+    out.close();
+    if (!out) {
+      return Fail(absl::InvalidArgumentError(flags.out + ": write failed"),
+                  kExitFileError);
+    }
+  }
+
+  int unreached = 0;
+  for (const v1::RetargetResponse& answer : r.answers) {
+    for (const v1::LimbOutcome* limb :
+         {&answer.left_hand(), &answer.right_hand(), &answer.left_foot(),
+          &answer.right_foot()}) {
+      if (limb->active() && !limb->reached()) ++unreached;
+    }
+  }
+  if (flags.json) {
+    std::string quality = "[";
+    for (const v1::RetargetQuality& q : r.quality) {
+      absl::StrAppend(&quality, quality.size() > 1 ? "," : "", ToJson(q));
+    }
+    quality += "]";
+    absl::PrintF(
+        "{\"file\":%s,\"to\":%s,\"profileId\":\"%s\",\"frames\":%d,"
+        "\"skipped\":%d,\"unreachedGoals\":%d,\"seconds\":%.6f,\"fps\":%.3f,"
+        "\"p50Ms\":%.4f,\"p99Ms\":%.4f,\"maxMs\":%.4f,\"liveMismatches\":%d,"
+        "\"quality\":%s}\n",
+        JsonString(flags.file), JsonString(flags.to),
+        r.profile.profile_id(), static_cast<int>(r.answers.size()), r.skipped,
+        unreached, r.seconds, r.fps, Ms(r.p50), Ms(r.p99), Ms(r.max_latency),
+        r.live_mismatches, quality);
+  } else {
+    std::printf("profile %s: %s (%d joints) -> %s (%d joints), pelvis scale "
+                "%.4g; %d target joints unmapped (they keep the retarget "
+                "pose)\n",
+                r.profile.profile_id().c_str(), r.source.name().c_str(),
+                r.source.joints_size(), r.target.name().c_str(),
+                r.target.joints_size(), r.profile.pelvis_scale(),
+                r.profile.target().unmapped_size());
+    std::printf("retargeted %zu frames %s: %d skipped, %d hand/foot goals "
+                "not reached\n",
+                r.answers.size(),
+                flags.live ? "live over RetargetStream" : "with RetargetBatch",
+                r.skipped, unreached);
+    std::printf("rate: %.1f frames/s over %.2f s", r.fps, r.seconds);
+    if (flags.live) {
+      std::printf("; round trip p50 %.3f ms, p99 %.3f ms, max %.3f ms",
+                  Ms(r.p50), Ms(r.p99), Ms(r.max_latency));
+    }
+    std::printf("\n");
+    for (const v1::RetargetQuality& q : r.quality) PrintQuality(q);
+    if (flags.live && flags.report) {
+      std::printf("live answers equal to the batch's: %s\n",
+                  r.skipped > 0 ? "not compared (frames were skipped)"
+                  : r.live_mismatches == 0
+                      ? "yes"
+                      : absl::StrCat("no, ", r.live_mismatches, " differ")
+                            .c_str());
+    }
+    if (!flags.out.empty()) {
+      std::printf("wrote %s (%zu frames)\n", flags.out.c_str(),
+                  r.answers.size());
+    }
+  }
+  return r.live_mismatches > 0 ? kExitCheckFailed : kExitOk;
+}
+
+}  // namespace
+
+void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run) {
+  auto flags = std::make_shared<RetargetFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "retarget",
+      "Retarget a BVH clip onto another rig (any names, rest pose, units and "
+      "proportions) on the server: both files are imported there, a retarget "
+      "profile is made (roles found by name and shape), and the frames are "
+      "retargeted with hands and feet solved and feet planted. Offline "
+      "(RetargetBatch) by default, or live over RetargetStream at the clip's "
+      "rate.");
+  cmd->add_option("file", flags->file, "Source BVH clip")->required();
+  cmd->add_option("--to", flags->to,
+                  "Target rig: a skeleton file (.bvh, .gltf, .glb, .json, "
+                  ".urdf) or a registered skeleton id")
+      ->required();
+  cmd->add_option("--out", flags->out,
+                  "Write the retargeted motion as BVH on the target rig");
+  cmd->add_flag("--live", flags->live,
+                "Stream the frames over RetargetStream at the clip's rate");
+  cmd->add_flag("--report", flags->report,
+                "Print the retarget's quality figures (live: from a batch of "
+                "the same frames, checked equal to the stream's answers)");
+  auto* fps = cmd->add_option("--fps", flags->fps,
+                              "Live: frames per second (default: the clip's "
+                              "rate)");
+  fps->check(CLI::PositiveNumber);
+  cmd->add_flag("--max-rate", flags->max_rate,
+                "Live: send as fast as the window allows")
+      ->excludes(fps);
+  cmd->add_flag("--latest-wins", flags->latest_wins,
+                "Live: let the server skip frames that fall behind");
+  cmd->add_option("--window", flags->window,
+                  "Live: frames in flight at most (back-pressure)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--first", flags->first, "First frame")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--frames", flags->frames, "Frames to send (default: all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--source-frame", flags->source_frame,
+                  "The source's retarget pose is this frame of the clip "
+                  "(default: its rest pose), for rigs whose rest is no stance")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--target-frame", flags->target_frame,
+                  "A BVH target's retarget pose is this frame of it")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--source-override", flags->source_overrides,
+                  "Give a source role a joint: ROLE=JOINT (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--target-override", flags->target_overrides,
+                  "Give a target role a joint: ROLE=JOINT (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_flag("--keep-target-pose", flags->keep_target_pose,
+                "Use the target's rest (or --target-frame) as its retarget "
+                "pose instead of turning its limbs to the source's");
+  cmd->add_flag("--no-planting", flags->no_planting, "Do not plant feet");
+  cmd->add_option("--no-ik", flags->no_ik,
+                  "Limbs left to the transferred pose: left_arm, right_arm, "
+                  "left_leg, right_leg (comma-separated or repeated)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->delimiter(',');
+  cmd->add_option("--pelvis-scale", flags->pelvis_scale,
+                  "The pelvis' motion scale (default: the legs' ratio)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", flags->json, "Print the result as JSON");
+  cmd->add_flag("--quiet", flags->quiet, "No progress line");
+  cmd->callback([=, &globals] {
+    *run = [=, &globals] { return RunRetarget(globals, *flags); };
+  });
+}
+
+}  // namespace reach::cli
