@@ -331,7 +331,34 @@ Metrics::Metrics()
                                "skipped because a newer frame was queued.")
                          .Register(*registry_)
                          .Add({});
+  auto& retarget_frames =
+      prometheus::BuildCounter()
+          .Name("reach_retarget_frames_total")
+          .Help("Frames retargeted (Retarget, RetargetBatch, RetargetStream), "
+                "by whether every hand and foot goal was reached.")
+          .Register(*registry_);
+  retarget_reached_ = &retarget_frames.Add({{"outcome", "reached"}});
+  retarget_unreached_ = &retarget_frames.Add({{"outcome", "unreached"}});
+  retarget_seconds_ =
+      &prometheus::BuildHistogram()
+           .Name("reach_retarget_frame_seconds")
+           .Help("Time to retarget one frame: transfer, goals, planting and "
+                 "the full-body solve.")
+           .Register(*registry_)
+           .Add({}, ExponentialBuckets(5e-6, 2.0, 16));
+  profiles_ = &prometheus::BuildGauge()
+                   .Name("reach_retarget_profiles")
+                   .Help("Retarget profiles held.")
+                   .Register(*registry_)
+                   .Add({});
 }
+
+void Metrics::RetargetFrame(absl::Duration took, bool reached) {
+  (reached ? retarget_reached_ : retarget_unreached_)->Increment();
+  retarget_seconds_->Observe(absl::ToDoubleSeconds(took));
+}
+
+void Metrics::SetRetargetProfiles(int n) { profiles_->Set(n); }
 
 void Metrics::RpcStarted(Rpc rpc) {
   rpcs_[static_cast<int>(rpc)].started->Increment();

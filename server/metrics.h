@@ -95,6 +95,10 @@ class Metrics : public SolverPool::Observer {
   // outcomes and position errors), then clears it.
   void Record(SolveTally& tally);
   void FramesSkipped(int n);
+  // One retargeted frame: how long it took, and whether every hand and
+  // foot goal was reached.
+  void RetargetFrame(absl::Duration took, bool reached);
+  void SetRetargetProfiles(int n);
   void SetActiveStreams(int n);
   void SetSkeletons(int n);
   // The solver queue's bound (--queue_capacity), for saturation alerts.
@@ -133,6 +137,10 @@ class Metrics : public SolverPool::Observer {
   prometheus::Gauge* active_streams_;
   prometheus::Gauge* skeletons_;
   prometheus::Counter* frames_skipped_;
+  prometheus::Counter* retarget_reached_;
+  prometheus::Counter* retarget_unreached_;
+  prometheus::Histogram* retarget_seconds_;
+  prometheus::Gauge* profiles_;
 };
 
 }  // namespace reach

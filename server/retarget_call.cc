@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/metrics.h"
 #include "server/retarget_profiles.h"
 #include "solvers/pose.h"
 #include "wire/convert.h"
@@ -38,16 +40,26 @@ absl::Status RetargetFrame(const BuiltRetargetProfile& profile,
                            double dt, bool return_globals,
                            retarget::RetargetState& state,
                            RetargetFrameScratch& scratch,
-                           const Deadline& deadline,
+                           const Deadline& deadline, Metrics* metrics,
                            v1::RetargetResponse* out) {
   out->Clear();
   absl::Status status =
       FromProto(profile.source_skeleton, source, &scratch.source, field);
   if (!status.ok()) return status;
+  const absl::Time start = absl::Now();
   status = profile.retargeter->Apply(scratch.source, dt, state, scratch.work,
                                      &scratch.target, &scratch.result,
                                      deadline);
   if (!status.ok()) return status;
+  if (metrics != nullptr) {
+    bool reached = true;
+    for (const auto* limbs : {&scratch.result.hands, &scratch.result.feet}) {
+      for (const retarget::LimbResult& limb : *limbs) {
+        if (limb.active && !limb.reached) reached = false;
+      }
+    }
+    metrics->RetargetFrame(absl::Now() - start, reached);
+  }
   reach::ToProto(scratch.target, out->mutable_target());
   ToProto(scratch.result.hands[retarget::kLeft], out->mutable_left_hand());
   ToProto(scratch.result.hands[retarget::kRight], out->mutable_right_hand());

@@ -17,6 +17,7 @@
 namespace reach {
 
 struct BuiltRetargetProfile;
+class Metrics;
 
 // A worker's reusable buffers (no allocation once sized, but for the
 // response message).
@@ -37,12 +38,13 @@ absl::Status FrameTime(double frame_time_s, absl::string_view field,
 // `field`, e.g. "frames[3].rotations[2]") with `state` into `out` (cleared
 // first; its sequence is left for the caller). `dt`: seconds since the
 // state's previous frame.
+// The frame is counted in `metrics` (may be null).
 absl::Status RetargetFrame(const BuiltRetargetProfile& profile,
                            const v1::Pose& source, absl::string_view field,
                            double dt, bool return_globals,
                            retarget::RetargetState& state,
                            RetargetFrameScratch& scratch,
-                           const Deadline& deadline,
+                           const Deadline& deadline, Metrics* metrics,
                            v1::RetargetResponse* out);
 
 // The figures of `quality` on the wire (joints by name).

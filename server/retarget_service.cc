@@ -37,7 +37,6 @@ absl::Status RetargetFrames::Answer(IkService& service,
                                     WatchedStream* /*watched*/,
                                     const Request& request,
                                     SolveScratch& scratch, Response* out) {
-  (void)service;
   out->Clear();
   std::shared_ptr<const BuiltRetargetProfile> profile =
       profiles->Find(request.profile_id());
@@ -52,7 +51,7 @@ absl::Status RetargetFrames::Answer(IkService& service,
   if (!status.ok()) return status;
   status = RetargetFrame(*profile, request.source(), "source",
                          dt + skipped_seconds, request.return_globals(), state,
-                         scratch.retarget, deadline, out);
+                         scratch.retarget, deadline, &service.metrics(), out);
   if (!status.ok()) return status;
   skipped_seconds = 0.0;
   out->set_sequence(request.sequence());
@@ -71,7 +70,9 @@ template class FrameStream<RetargetFrames>;
 
 RetargetService::RetargetService(IkService* service, Registry* registry,
                                  RetargetProfiles* profiles)
-    : service_(service), registry_(registry), profiles_(profiles) {}
+    : service_(service), registry_(registry), profiles_(profiles) {
+  service_->metrics().SetRetargetProfiles(profiles_->size());
+}
 
 grpc::ServerUnaryReactor* RetargetService::CreateRetargetProfile(
     grpc::CallbackServerContext* context,
@@ -91,6 +92,7 @@ grpc::ServerUnaryReactor* RetargetService::CreateRetargetProfile(
     }
     return service_->Finish(call, ToGrpcStatus(added.status()));
   }
+  service_->metrics().SetRetargetProfiles(profiles_->size());
   *response->mutable_profile() = added->profile->description;
   response->set_created(added->created);
   return service_->Finish(call, grpc::Status::OK);
@@ -167,6 +169,7 @@ grpc::ServerUnaryReactor* RetargetService::DeleteRetargetProfile(
     service_->error_log().Error(
         absl::StrCat("DeleteRetargetProfile: ", status.ToString()));
   }
+  service_->metrics().SetRetargetProfiles(profiles_->size());
   return service_->Finish(call, ToGrpcStatus(status));
 }
 
@@ -210,7 +213,7 @@ grpc::ServerUnaryReactor* RetargetService::Retarget(
     const absl::Status status = RetargetFrame(
         *profile, request->source(), "source", dt, request->return_globals(),
         state, scratch.retarget, service_->SolveDeadline(context, &cancelled),
-        response);
+        &service_->metrics(), response);
     response->set_sequence(request->sequence());
     const grpc::Status outcome = Outcome(status, cancelled, context);
     if (!outcome.ok()) response->Clear();
@@ -295,7 +298,8 @@ grpc::ServerUnaryReactor* RetargetService::RetargetBatch(
       status = RetargetFrame(*profile, request->frames(i),
                              absl::StrCat("frames[", i, "]"), dt,
                              request->return_globals(), state,
-                             scratch.retarget, deadline, frame);
+                             scratch.retarget, deadline,
+                             &service_->metrics(), frame);
       frame->set_sequence(static_cast<uint64_t>(i));
       if (status.ok() && meter) {
         meter->Add(scratch.retarget.source, scratch.retarget.target,

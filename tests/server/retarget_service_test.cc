@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "prometheus/text_serializer.h"
 #include "reach/v1/retarget.grpc.pb.h"
 #include "retarget/characterize.h"
 #include "retarget/retargeter.h"
@@ -380,6 +381,18 @@ TEST_F(RetargetServiceTest, BatchIsTheLibrarysClipAndHoldsPlantedFeet) {
       }
     }
   }
+  // Counted: every frame, all goals reached (the server's own measure).
+  const std::string text = prometheus::TextSerializer().Serialize(
+      server_.server->service().metrics().registry()->Collect());
+  EXPECT_THAT(text, HasSubstr(absl::StrCat(
+                        "reach_retarget_frames_total{outcome=\"reached\"} ",
+                        response.frames_size())));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat(
+                        "reach_retarget_frame_seconds_count ",
+                        response.frames_size())));
+  EXPECT_THAT(text, HasSubstr("reach_retarget_profiles 1"));
+  EXPECT_THAT(text, HasSubstr("grpc_server_handled_total{grpc_code=\"OK\","
+                              "grpc_method=\"RetargetBatch\""));
   EXPECT_GT(planted_frames, response.frames_size() / 4);
   EXPECT_LT(worst_goal, 1e-3 * leg);
   // The bar: 1 cm per contact on a 1 m leg.
