@@ -21,10 +21,12 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "reach/v1/ik_service.grpc.pb.h"
+#include "reach/v1/retarget.grpc.pb.h"
 #include "server/auth.h"
 #include "server/server.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/testing/models.h"
+#include "tests/testing/full_body.h"
 #include "tests/testing/pki.h"
 #include "tests/testing/service.h"
 
@@ -427,6 +429,101 @@ TEST_F(TokenTest, EachRoleMayCallExactlyItsMethods) {
 
   // Health stays open.
   EXPECT_TRUE(Health(PlainChannel()).ok());
+}
+
+// Retarget profiles follow the skeletons' rules: making and deleting need
+// `register` (each owner lets go of its own; admin deletes anyone's),
+// retargeting and reading need `solve`.
+TEST_F(TokenTest, RetargetProfilesFollowTheRoles) {
+  StartWithStub(AuthOptions());
+  auto retarget = v1::RetargetService::NewStub(PlainChannel());
+  absl::StatusOr<SkeletonDef> humanoid =
+      testing::LoadSkeletonJson(testing::ExamplePath("humanoid.skeleton.json"));
+  ASSERT_TRUE(humanoid.ok()) << humanoid.status();
+  v1::RegisterSkeletonRequest register_request;
+  *register_request.mutable_skeleton() = ToWire(*humanoid, "humanoid");
+  v1::RegisterSkeletonResponse registered;
+  ASSERT_TRUE(stub_
+                  ->RegisterSkeleton(As("t-register-a").get(),
+                                     register_request, &registered)
+                  .ok());
+  v1::CreateRetargetProfileRequest create;
+  create.mutable_spec()->mutable_source()->set_skeleton_id(
+      registered.skeleton_id());
+  create.mutable_spec()->mutable_target()->set_skeleton_id(
+      registered.skeleton_id());
+  const auto make = [&](const std::string& token, std::string* id) {
+    v1::CreateRetargetProfileResponse response;
+    grpc::Status status =
+        retarget->CreateRetargetProfile(As(token).get(), create, &response);
+    if (id != nullptr) *id = response.profile().profile_id();
+    return status;
+  };
+  const auto remove = [&](const std::string& token, const std::string& id) {
+    v1::DeleteRetargetProfileRequest request;
+    request.set_profile_id(id);
+    v1::DeleteRetargetProfileResponse response;
+    return retarget->DeleteRetargetProfile(As(token).get(), request,
+                                           &response);
+  };
+  const auto get = [&](const std::string& token, const std::string& id) {
+    v1::GetRetargetProfileRequest request;
+    request.set_profile_id(id);
+    v1::GetRetargetProfileResponse response;
+    return retarget->GetRetargetProfile(As(token).get(), request, &response);
+  };
+  const auto frame = [&](const std::string& token, const std::string& id) {
+    v1::RetargetRequest request;
+    request.set_profile_id(id);
+    for (size_t j = 0; j < humanoid->joints.size(); ++j) {
+      request.mutable_source()->add_rotations()->set_w(1);
+    }
+    v1::RetargetResponse response;
+    return retarget->Retarget(As(token).get(), request, &response);
+  };
+  const auto stream = [&](const std::string& token) {
+    std::unique_ptr<grpc::ClientContext> context = As(token);
+    auto call = retarget->RetargetStream(context.get());
+    call->WritesDone();
+    v1::RetargetResponse response;
+    while (call->Read(&response)) {
+    }
+    return call->Finish();
+  };
+
+  std::string id;
+  grpc::Status denied = make("t-solve", nullptr);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("'register' role"));
+  EXPECT_EQ(make("", nullptr).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  ASSERT_TRUE(make("t-register-a", &id).ok());
+
+  EXPECT_TRUE(frame("t-solve", id).ok());
+  EXPECT_TRUE(get("t-solve", id).ok());
+  EXPECT_TRUE(stream("t-solve").ok());
+  EXPECT_EQ(frame("", id).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(stream("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(frame("t-metrics", id).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(stream("t-metrics").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  denied = remove("t-solve", id);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  // Two makers: the profile stays until both let go.
+  ASSERT_TRUE(make("t-register-b", nullptr).ok());
+  EXPECT_TRUE(remove("t-register-a", id).ok());
+  EXPECT_TRUE(get("t-solve", id).ok());
+  denied = remove("t-register-a", id);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("admin role"));
+  EXPECT_TRUE(remove("t-register-b", id).ok());
+  EXPECT_EQ(get("t-solve", id).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // admin: deletes anyone's.
+  ASSERT_TRUE(make("t-register-a", &id).ok());
+  EXPECT_TRUE(remove("t-admin", id).ok());
+  EXPECT_EQ(get("t-solve", id).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(TokenTest, ASkeletonTwoClientsRegisteredStaysUntilBothLetGo) {
