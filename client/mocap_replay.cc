@@ -61,7 +61,8 @@ absl::StatusOr<MocapRetarget> MocapRetarget::Create(
       return absl::InvalidArgumentError(absl::StrCat(
           "the clip and the skeleton share no chain: the clip has [",
           absl::StrJoin(ChainNames(r.source_), ", "), "], the skeleton [",
-          absl::StrJoin(ChainNames(target), ", "), "]"));
+          absl::StrJoin(ChainNames(target), ", "),
+          "]; to put the clip on another rig, use `reach retarget`"));
     }
   }
   double leg_scale = 0;
@@ -98,8 +99,23 @@ absl::StatusOr<MocapRetarget> MocapRetarget::Create(
 
   r.source_of_target_.assign(target.num_joints(), -1);
   r.warm_started_.assign(target.num_joints(), false);
+  // Rotations are copied by joint name: a rig with other names would keep
+  // those joints frozen at rest, silently. That is retargeting, which the
+  // server does.
+  std::vector<std::string> unnamed;
   for (int j = 0; j < target.num_joints(); ++j) {
     r.source_of_target_[j] = r.source_.FindJoint(target.joint(j).name);
+    if (r.source_of_target_[j] < 0) unnamed.push_back(target.joint(j).name);
+  }
+  if (!unnamed.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the skeleton has ", unnamed.size(), " joint(s) the clip does not (",
+        absl::StrJoin(unnamed.begin(),
+                      unnamed.begin() + std::min<size_t>(unnamed.size(), 5),
+                      ", "),
+        unnamed.size() > 5 ? ", ..." : "",
+        "): `reach stream` drives the clip's own joints; to put the clip "
+        "on another rig, use `reach retarget`"));
   }
   for (const Limb& limb : r.limbs_) {
     for (size_t i = 0; i + 1 < limb.target_path.size(); ++i) {

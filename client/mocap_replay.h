@@ -1,7 +1,10 @@
-// Live retargeting of recorded motion: each frame of a BVH clip becomes a
-// SolveRequest for a registered skeleton (the clip's own, or another with
-// different proportions), streamed with back-pressure, and the answers are
-// checked by forward kinematics here, on the client.
+// Recorded motion as a stream of IK goals (`reach stream`): each frame of a
+// BVH clip becomes a SolveRequest for a registered skeleton (the clip's
+// own, or another rig with the same chain and joint names and other
+// proportions), streamed with back-pressure, and the answers are checked
+// by forward kinematics here, on the client. A load of solver frames, not
+// retargeting between rigs: that is the server's (RetargetService,
+// client/retarget_clip.h, `reach retarget`).
 //
 // Per frame and per limb chain (a chain name both skeletons have, such as
 // "left_arm"): the target is the source tip's position relative to the
@@ -35,7 +38,8 @@ double PoseHeight(const Skeleton& skeleton, const Pose& pose);
 class MocapRetarget {
  public:
   // `chains` names the chains to drive; empty means every chain the clip's
-  // skeleton and `target` share. Errors name the missing chain or joint.
+  // skeleton and `target` share. Every joint of `target` must have a
+  // same-named joint in the clip. Errors name the missing chain or joints.
   static absl::StatusOr<MocapRetarget> Create(
       const import::BvhClip& clip, const Skeleton& target,
       std::vector<std::string> chains = {});

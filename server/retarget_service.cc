@@ -197,33 +197,19 @@ grpc::ServerUnaryReactor* RetargetService::Retarget(
                         RetargetResponseBound(
                             profile->target_skeleton.num_joints(),
                             request->return_globals());
-  if (!call.watched->charge.TryAdd(&service_->budget(), bytes)) {
-    return service_->Finish(call, OverBudget(service_->budget(), bytes));
-  }
-  SolverPool::Task task = [this, context, request, response, call, dt,
-                           profile = std::move(profile)](
-                              SolveScratch& scratch) {
-    if (grpc::Status start = service_->StartStatus(context, call);
-        !start.ok()) {
-      service_->Finish(call, start);
-      return;
-    }
-    const std::atomic<bool>& cancelled = call.watched->cancelled;
-    retarget::RetargetState state;  // One frame on its own.
-    const absl::Status status = RetargetFrame(
-        *profile, request->source(), "source", dt, request->return_globals(),
-        state, scratch.retarget, service_->SolveDeadline(context, &cancelled),
-        &service_->metrics(), response);
-    response->set_sequence(request->sequence());
-    const grpc::Status outcome = Outcome(status, cancelled, context);
-    if (!outcome.ok()) response->Clear();
-    service_->Finish(call, outcome);
-  };
-  if (grpc::Status queued = service_->Submit(context, absl::MakeSpan(&task, 1));
-      !queued.ok()) {
-    return service_->Finish(call, queued);
-  }
-  return call.reactor;
+  return RunOnPool(
+      context, call, bytes, response,
+      [this, request, response, dt, profile = std::move(profile)](
+          SolveScratch& scratch, const Deadline& deadline,
+          const std::atomic<bool>& /*cancelled*/) {
+        retarget::RetargetState state;  // One frame on its own.
+        const absl::Status status = RetargetFrame(
+            *profile, request->source(), "source", dt,
+            request->return_globals(), state, scratch.retarget, deadline,
+            &service_->metrics(), response);
+        response->set_sequence(request->sequence());
+        return status;
+      });
 }
 
 grpc::ServerUnaryReactor* RetargetService::RetargetBatch(
@@ -272,44 +258,57 @@ grpc::ServerUnaryReactor* RetargetService::RetargetBatch(
   }
   const int64_t bytes =
       static_cast<int64_t>(request->ByteSizeLong()) + response_bytes;
+  // The frames share the call's solve time (--max_solve_ms).
+  return RunOnPool(
+      context, call, bytes, response,
+      [this, request, response, dt, profile = std::move(profile)](
+          SolveScratch& scratch, const Deadline& deadline,
+          const std::atomic<bool>& cancelled) {
+        retarget::RetargetState state;  // The clip's, frame after frame.
+        std::optional<retarget::QualityMeter> meter;
+        if (request->report()) meter.emplace(*profile->retargeter);
+        absl::Status status;
+        const int n = request->frames_size();
+        response->mutable_frames()->Reserve(n);
+        for (int i = 0; i < n && status.ok(); ++i) {
+          if (cancelled.load(std::memory_order_relaxed)) break;
+          v1::RetargetResponse* frame = response->add_frames();
+          status = RetargetFrame(*profile, request->frames(i),
+                                 absl::StrCat("frames[", i, "]"), dt,
+                                 request->return_globals(), state,
+                                 scratch.retarget, deadline,
+                                 &service_->metrics(), frame);
+          frame->set_sequence(static_cast<uint64_t>(i));
+          if (status.ok() && meter) {
+            meter->Add(scratch.retarget.source, scratch.retarget.target,
+                       scratch.retarget.result, state);
+          }
+        }
+        if (status.ok() && meter) {
+          ToProto(profile->target_skeleton, meter->Result(),
+                  response->mutable_quality());
+        }
+        return status;
+      });
+}
+
+grpc::ServerUnaryReactor* RetargetService::RunOnPool(
+    grpc::CallbackServerContext* context, const IkService::UnaryCall& call,
+    int64_t bytes, google::protobuf::Message* response, Work work) {
   if (!call.watched->charge.TryAdd(&service_->budget(), bytes)) {
     return service_->Finish(call, OverBudget(service_->budget(), bytes));
   }
-  SolverPool::Task task = [this, context, request, response, call, dt,
-                           profile = std::move(profile)](
-                              SolveScratch& scratch) {
+  SolverPool::Task task = [this, context, call, response,
+                           work = std::move(work)](
+                              SolveScratch& scratch) mutable {
     if (grpc::Status start = service_->StartStatus(context, call);
         !start.ok()) {
       service_->Finish(call, start);
       return;
     }
     const std::atomic<bool>& cancelled = call.watched->cancelled;
-    // The frames share the call's solve time (--max_solve).
-    const Deadline deadline = service_->SolveDeadline(context, &cancelled);
-    retarget::RetargetState state;  // The clip's, frame after frame.
-    std::optional<retarget::QualityMeter> meter;
-    if (request->report()) meter.emplace(*profile->retargeter);
-    absl::Status status;
-    const int n = request->frames_size();
-    response->mutable_frames()->Reserve(n);
-    for (int i = 0; i < n && status.ok(); ++i) {
-      if (cancelled.load(std::memory_order_relaxed)) break;
-      v1::RetargetResponse* frame = response->add_frames();
-      status = RetargetFrame(*profile, request->frames(i),
-                             absl::StrCat("frames[", i, "]"), dt,
-                             request->return_globals(), state,
-                             scratch.retarget, deadline,
-                             &service_->metrics(), frame);
-      frame->set_sequence(static_cast<uint64_t>(i));
-      if (status.ok() && meter) {
-        meter->Add(scratch.retarget.source, scratch.retarget.target,
-                   scratch.retarget.result, state);
-      }
-    }
-    if (status.ok() && meter) {
-      ToProto(profile->target_skeleton, meter->Result(),
-              response->mutable_quality());
-    }
+    const absl::Status status =
+        work(scratch, service_->SolveDeadline(context, &cancelled), cancelled);
     const grpc::Status outcome = Outcome(status, cancelled, context);
     if (!outcome.ok()) response->Clear();
     service_->Finish(call, outcome);

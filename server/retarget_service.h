@@ -6,9 +6,12 @@
 #ifndef REACH_SERVER_RETARGET_SERVICE_H_
 #define REACH_SERVER_RETARGET_SERVICE_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "reach/v1/retarget.grpc.pb.h"
 #include "retarget/retargeter.h"
 #include "server/frame_stream.h"
@@ -88,6 +91,19 @@ class RetargetService final : public RetargetServiceBase {
       grpc::CallbackServerContext* context) override;
 
  private:
+  // A unary call's frames on the solver pool: `bytes` charged on the
+  // memory budget until the call is done; `work` runs with the call's
+  // solve deadline (--max_solve_ms) and cancellation; the call finishes
+  // with its status (or CANCELLED / DEADLINE_EXCEEDED when the answer is
+  // no longer wanted, `response` then cleared).
+  using Work = absl::AnyInvocable<absl::Status(
+      SolveScratch&, const Deadline&, const std::atomic<bool>& cancelled)>;
+  grpc::ServerUnaryReactor* RunOnPool(grpc::CallbackServerContext* context,
+                                      const IkService::UnaryCall& call,
+                                      int64_t bytes,
+                                      google::protobuf::Message* response,
+                                      Work work);
+
   IkService* const service_;
   Registry* const registry_;
   RetargetProfiles* const profiles_;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
+#include "importers/bvh.h"
 
 namespace reach::cli {
 namespace {
@@ -177,6 +179,18 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseRoleOverride(
         flag, ": expected ROLE=JOINT, got \"", text, "\""));
   }
   return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
+}
+
+absl::Status WriteBvhFile(const std::string& path, const Skeleton& skeleton,
+                          const std::vector<Pose>& poses, double frame_time) {
+  absl::StatusOr<std::string> bvh =
+      import::WriteBvh(skeleton, poses, frame_time);
+  if (!bvh.ok()) return bvh.status();
+  std::ofstream out(path, std::ios::binary);
+  out << *bvh;
+  out.close();
+  if (!out) return absl::InvalidArgumentError(path + ": write failed");
+  return absl::OkStatus();
 }
 
 }  // namespace reach::cli

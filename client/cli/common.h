@@ -7,10 +7,13 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "client/reach_client.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
 
 namespace reach::cli {
 
@@ -74,6 +77,10 @@ absl::StatusOr<Eigen::Vector3d> ParseVec3(const std::string& text,
                                           absl::string_view flag);
 absl::StatusOr<Eigen::Quaterniond> ParseQuat(const std::string& text,
                                              absl::string_view flag);
+
+// Writes `poses` of `skeleton` as a BVH clip at `path`; errors name it.
+absl::Status WriteBvhFile(const std::string& path, const Skeleton& skeleton,
+                          const std::vector<Pose>& poses, double frame_time);
 
 // "ROLE=JOINT" (a retarget role override); errors name `flag`.
 absl::StatusOr<std::pair<std::string, std::string>> ParseRoleOverride(

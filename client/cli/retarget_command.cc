@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,7 +14,6 @@
 #include "absl/strings/str_split.h"
 #include "client/cli/common.h"
 #include "client/retarget_clip.h"
-#include "importers/bvh.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
 #include "wire/convert.h"
@@ -167,16 +165,9 @@ int RunRetarget(const Globals& globals, const RetargetFlags& flags) {
       }
       poses.push_back(pose);
     }
-    absl::StatusOr<std::string> bvh =
-        import::WriteBvh(*target, poses, r.frame_time_s);
-    if (!bvh.ok()) return Fail(bvh.status(), kExitFileError);
-    std::ofstream out(flags.out, std::ios::binary);
-    out << *bvh;
-    out.close();
-    if (!out) {
-      return Fail(absl::InvalidArgumentError(flags.out + ": write failed"),
-                  kExitFileError);
-    }
+    const absl::Status written =
+        WriteBvhFile(flags.out, *target, poses, r.frame_time_s);
+    if (!written.ok()) return Fail(written, kExitFileError);
   }
 
   int unreached = 0;

@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -89,16 +88,9 @@ int RunStream(const Globals& globals, const StreamFlags& flags) {
   const client::ReplayReport& r = *report;
 
   if (!flags.out.empty()) {
-    absl::StatusOr<std::string> bvh =
-        import::WriteBvh(*target, r.poses, clip->frame_time);
-    if (!bvh.ok()) return Fail(bvh.status(), kExitFileError);
-    std::ofstream out(flags.out, std::ios::binary);
-    out << *bvh;
-    out.close();
-    if (!out) {
-      return Fail(absl::InvalidArgumentError(flags.out + ": write failed"),
-                  kExitFileError);
-    }
+    const absl::Status written =
+        WriteBvhFile(flags.out, *target, r.poses, clip->frame_time);
+    if (!written.ok()) return Fail(written, kExitFileError);
   }
   const double relative =
       r.target_height > 0 ? r.mean_error / r.target_height : 0;

@@ -160,5 +160,29 @@ TEST_F(MocapStreamTest, UnknownChainIsNamed) {
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("chain 'tail'"));
 }
 
+// Rotations are copied by name: a rig with other joint names is refused
+// (its joints would stay frozen at rest), pointing at `reach retarget`.
+TEST_F(MocapStreamTest, ARigWithOtherNamesIsRefused) {
+  absl::StatusOr<import::BvhClip> clip =
+      import::ImportBvh(MocapPath("cmu_02_01_walk.bvh"));
+  ASSERT_TRUE(clip.ok());
+  SkeletonDef renamed = clip->skeleton.def;
+  bool found = false;
+  for (JointDef& joint : renamed.joints) {
+    if (joint.name == "Head") {
+      joint.name = "Skull";
+      found = true;
+    }
+  }
+  ASSERT_TRUE(found);
+  absl::StatusOr<Skeleton> target = Skeleton::Create(renamed);
+  ASSERT_TRUE(target.ok()) << target.status();
+  absl::StatusOr<MocapRetarget> r = MocapRetarget::Create(*clip, *target);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("1 joint(s)"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("Skull"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("reach retarget"));
+}
+
 }  // namespace
 }  // namespace reach::client
