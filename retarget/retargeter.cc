@@ -388,11 +388,27 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
 
   if (!scratch.goals.empty()) {
     scratch.results.resize(scratch.goals.size());
-    const absl::Status solved =
-        Solve(solving_, scratch.goals, scratch.workspace, target,
-              absl::MakeSpan(scratch.results), SolveLimits(), deadline,
-              full_body_);
-    if (!solved.ok()) return solved;
+    if (deadline.Expired()) {
+      // No time left (a batch's shared budget spent, or the call
+      // cancelled): the transferred pose, its goals measured, unsolved.
+      for (size_t g = 0; g < scratch.goals.size(); ++g) {
+        const Goal& goal = scratch.goals[g];
+        const Transform& end = tg[goal.tip_joint];
+        GoalResult& out = scratch.results[g];
+        out = GoalResult{};
+        out.position_error = (end.translation - goal.target).norm();
+        out.orientation_error_rad =
+            end.rotation.angularDistance(*goal.target_orientation);
+        out.reached = out.position_error <= tolerance_ &&
+                      out.orientation_error_rad <= kOrientationTolerance;
+      }
+    } else {
+      const absl::Status solved =
+          Solve(solving_, scratch.goals, scratch.workspace, target,
+                absl::MakeSpan(scratch.results), SolveLimits(), deadline,
+                full_body_);
+      if (!solved.ok()) return solved;
+    }
     int g = 0;
     for (auto* limbs : {&frame.feet, &frame.hands}) {
       for (LimbResult& r : *limbs) {

@@ -155,7 +155,8 @@ class Retargeter {
   // InvalidArgument names "source.local[i]"), `dt` the seconds since the
   // previous frame of this state (> 0 and finite; the first frame's is not
   // used), `target` is written (resized to the target skeleton), `result`
-  // may be null. `deadline` bounds the solve (it keeps its best pose).
+  // may be null. `deadline` bounds the solve (it keeps its best pose); one
+  // already expired skips it: the transferred pose, its goals measured.
   absl::Status Apply(const Pose& source, double dt, RetargetState& state,
                      RetargetScratch& scratch, Pose* target,
                      RetargetFrameResult* result,

@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -579,6 +580,40 @@ class RetargetLimitsTest : public RetargetServiceTest {
   }
   RetargetLimitsTest() : RetargetServiceTest(Options()) {}
 };
+
+class RetargetDeadlineTest : public RetargetServiceTest {
+ protected:
+  static ServerOptions Options() {
+    ServerOptions options = TestServerOptions();
+    options.service.max_solve = absl::Microseconds(500);
+    return options;
+  }
+  RetargetDeadlineTest() : RetargetServiceTest(Options()) {}
+};
+
+// A batch's frames share --max_solve_ms: past it every frame is still
+// answered (transferred, its pose whole), but no longer solved.
+TEST_F(RetargetDeadlineTest, ABatchsFramesShareTheSolveTime) {
+  const std::string id = MustCreate(Spec());
+  const v1::RetargetBatchRequest request =
+      Batch(id, source_.motion_size() - 1);
+  v1::RetargetBatchResponse response;
+  const absl::Time start = absl::Now();
+  const grpc::Status status =
+      retarget_->RetargetBatch(Context().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.frames_size(), request.frames_size());
+  const v1::RetargetResponse& last = response.frames(response.frames_size() - 1);
+  EXPECT_EQ(last.target().rotations_size(), target_.skeleton().joints_size());
+  EXPECT_EQ(last.iterations(), 0);
+  EXPECT_FALSE(last.left_hand().reached() && last.right_hand().reached() &&
+               last.left_foot().reached() && last.right_foot().reached());
+  // Not a timing assertion: the unsolved frames' zero iterations above are
+  // the evidence; this only reports.
+  std::printf("%d frames in %.1f ms with --max_solve_ms=0.5\n",
+              response.frames_size(),
+              absl::ToDoubleMilliseconds(absl::Now() - start));
+}
 
 TEST_F(RetargetLimitsTest, EveryLimitHasItsFlag) {
   const std::string id = MustCreate(Spec());
