@@ -45,15 +45,23 @@ absl::Status RunBatches(ReachClient& client, const std::string& id,
                         const std::function<void(int, int)>& progress,
                         std::vector<v1::RetargetResponse>* answers,
                         std::vector<v1::RetargetQuality>* quality) {
+  constexpr int64_t kMaxRequestBytes = int64_t{8} << 20;
   const int total = static_cast<int>(frames.size());
   chunk = std::max(1, chunk);
-  for (int start = 0; start < total; start += chunk) {
+  for (int start = 0; start < total;) {
     v1::RetargetBatchRequest request;
     request.set_profile_id(id);
     request.set_frame_time_s(frame_time_s);
     request.set_report(report);
-    const int end = std::min(total, start + chunk);
-    for (int f = start; f < end; ++f) *request.add_frames() = frames[f];
+    int end = start;
+    int64_t bytes = 0;
+    while (end < total && end - start < chunk &&
+           (end == start ||
+            bytes + static_cast<int64_t>(frames[end].ByteSizeLong()) + 8 <=
+                kMaxRequestBytes)) {
+      bytes += static_cast<int64_t>(frames[end].ByteSizeLong()) + 8;
+      *request.add_frames() = frames[end++];
+    }
     // One call per chunk; each chunk starts a new state, so its first
     // frame is planted afresh (chunks are long: rare).
     absl::StatusOr<v1::RetargetBatchResponse> answered =
@@ -70,6 +78,7 @@ absl::Status RunBatches(ReachClient& client, const std::string& id,
     }
     if (report) quality->push_back(answered->quality());
     if (progress) progress(end, total);
+    start = end;
   }
   return absl::OkStatus();
 }
@@ -157,7 +166,13 @@ absl::StatusOr<RetargetClipResult> RetargetClip(
     latencies.reserve(total);
     StreamAnswer<v1::RetargetResponse> answer;
     const auto take = [&](StreamAnswer<v1::RetargetResponse>& a) {
-      if (a.response.skipped()) {
+      if (a.response.has_error()) {
+        if (result.errors++ == 0) {
+          result.first_error = absl::StrCat(
+              "frame ", a.response.sequence(), ": ",
+              a.response.error().message());
+        }
+      } else if (a.response.skipped()) {
         ++result.skipped;
       } else {
         latencies.push_back(a.latency);
@@ -191,6 +206,18 @@ absl::StatusOr<RetargetClipResult> RetargetClip(
     result.p99 = Percentile(latencies, 0.99);
     if (!latencies.empty()) result.max_latency = latencies.back();
   }
+  for (const v1::RetargetResponse& answer : result.answers) {
+    if (!options.live && answer.iterations() == 0 &&
+        answer.target().rotations_size() > 0) {
+      bool any_goal = false;
+      for (const v1::LimbOutcome* limb :
+           {&answer.left_hand(), &answer.right_hand(), &answer.left_foot(),
+            &answer.right_foot()}) {
+        any_goal = any_goal || (limb->active() && !limb->reached());
+      }
+      if (any_goal) ++result.unsolved;
+    }
+  }
   result.seconds = absl::ToDoubleSeconds(absl::Now() - begin);
   result.fps = result.seconds > 0 ? result.answers.size() / result.seconds : 0;
   if (options.live && options.report &&
@@ -204,7 +231,8 @@ absl::StatusOr<RetargetClipResult> RetargetClip(
     // Skipped frames change what follows (their time is added to the next
     // frame's): only a stream with none must match the batch frame for
     // frame.
-    for (int f = 0; f < total && result.skipped == 0; ++f) {
+    for (int f = 0; f < total && result.skipped == 0 && result.errors == 0;
+         ++f) {
       const v1::RetargetResponse& live = result.answers[f];
       if (!live.skipped() && live.target().SerializeAsString() !=
                                  offline[f].target().SerializeAsString()) {

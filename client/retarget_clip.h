@@ -31,10 +31,13 @@ struct RetargetClipOptions {
   v1::RetargetProfileSpec spec;
   int first_frame = 0;
   int max_frames = -1;  // -1: to the end of the clip.
-  // Offline: frames per RetargetBatch call (within the server's
-  // --max_retarget_frames, default 20000). Each call starts a new state:
-  // feet in contact at a call's first frame are planted afresh there.
-  int batch_frames = 20000;
+  // Offline: frames per RetargetBatch call, at most; a call also stays
+  // under 8 MiB of request (the server's --max_message_bytes is 16 MiB)
+  // and its frames share the server's --max_solve_ms (500 ms by default:
+  // 4000 frames of 30 us leave room for a busy server). Each call starts a
+  // new state: feet in contact at a call's first frame are planted afresh
+  // there.
+  int batch_frames = 4000;
   // Live: RetargetStream, paced at `fps` (0: the clip's rate; < 0: as
   // fast as the window allows), at most `max_in_flight` frames unanswered.
   bool live = false;
@@ -60,6 +63,11 @@ struct RetargetClipResult {
   std::vector<v1::Pose> source_frames;
   std::vector<v1::RetargetResponse> answers;
   int skipped = 0;
+  // Live: frames answered with an in-band error, and the first.
+  int errors = 0;
+  std::string first_error;
+  // Offline: frames past a call's solve time (iterations 0, not solved).
+  int unsolved = 0;
   double seconds = 0;  // From the first frame sent to the last answer.
   double fps = 0;      // Frames answered per second.
   // Live: round trips.

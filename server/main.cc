@@ -54,8 +54,12 @@ ABSL_FLAG(int64_t, skeleton_cache_bytes, int64_t{64} << 20,
           "skeleton not in it builds it again. 0: no cache");
 ABSL_FLAG(int, max_retarget_profiles, 256,
           "Retarget profiles held at once; beyond it CreateRetargetProfile "
-          "gets RESOURCE_EXHAUSTED, and stored profiles beyond it are "
-          "skipped at start. 0: no limit");
+          "gets RESOURCE_EXHAUSTED (stored profiles all load at start). 0: "
+          "no limit");
+ABSL_FLAG(int64_t, max_retarget_profile_bytes, int64_t{128} << 20,
+          "Memory all retarget profiles may take (each keeps both skeletons "
+          "and its retargeter); beyond it CreateRetargetProfile gets "
+          "RESOURCE_EXHAUSTED. 0: no limit");
 ABSL_FLAG(int, max_retarget_frames, 20000,
           "Frames per RetargetBatch (INVALID_ARGUMENT)");
 ABSL_FLAG(int, max_goals, 64, "Goals per solve request (INVALID_ARGUMENT)");
@@ -215,6 +219,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_iterations);
   options.service.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.max_retarget_profiles = absl::GetFlag(FLAGS_max_retarget_profiles);
+  options.max_retarget_profile_bytes =
+      absl::GetFlag(FLAGS_max_retarget_profile_bytes);
   options.service.max_retarget_frames =
       absl::GetFlag(FLAGS_max_retarget_frames);
   options.service.max_streams = absl::GetFlag(FLAGS_max_streams);
@@ -271,6 +277,7 @@ int main(int argc, char** argv) {
       " max_batch=", o.service.max_batch,
       " retarget_profiles=", (*server)->retarget_profiles().size(),
       " max_retarget_profiles=", o.max_retarget_profiles,
+      " max_retarget_profile_bytes=", o.max_retarget_profile_bytes,
       " max_retarget_frames=", o.service.max_retarget_frames,
       " max_message_bytes=", o.max_message_bytes,
       " max_concurrent_streams=", o.max_concurrent_streams,

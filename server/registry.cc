@@ -26,7 +26,7 @@ namespace {
 // Rewrites every -0.0 as +0.0: they are equal, but serialise differently,
 // and the JSON form does not keep the sign of zero, so a skeleton read back
 // from `reach get` would otherwise hash to another id.
-void CanonicalizeZeros(google::protobuf::Message* message) {
+void CanonicalizeZerosIn(google::protobuf::Message* message) {
   using google::protobuf::FieldDescriptor;
   const google::protobuf::Reflection* reflection = message->GetReflection();
   std::vector<const FieldDescriptor*> fields;
@@ -45,16 +45,20 @@ void CanonicalizeZeros(google::protobuf::Message* message) {
     } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       if (field->is_repeated()) {
         for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
-          CanonicalizeZeros(reflection->MutableRepeatedMessage(message, field, i));
+          CanonicalizeZerosIn(reflection->MutableRepeatedMessage(message, field, i));
         }
       } else {
-        CanonicalizeZeros(reflection->MutableMessage(message, field));
+        CanonicalizeZerosIn(reflection->MutableMessage(message, field));
       }
     }
   }
 }
 
 }  // namespace
+
+void CanonicalizeZeros(google::protobuf::Message* message) {
+  CanonicalizeZerosIn(message);
+}
 
 std::string MessageId(const google::protobuf::MessageLite& message) {
   std::string bytes;

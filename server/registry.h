@@ -89,6 +89,9 @@ struct SkeletonPage {
 // 'x'" (NotFound), or "skeleton_id: required" (InvalidArgument) when empty.
 absl::Status UnknownSkeleton(absl::string_view id);
 
+// Rewrites every -0.0 double in `message` (recursively) as +0.0: equal
+// values that serialise differently (and JSON drops the sign of zero).
+void CanonicalizeZeros(google::protobuf::Message* message);
 // Lower-case hex SHA-256 of the message's deterministic serialisation.
 std::string MessageId(const google::protobuf::MessageLite& message);
 // MessageId of the definition, every -0.0 written as +0.0.

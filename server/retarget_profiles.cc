@@ -1,6 +1,7 @@
 #include "server/retarget_profiles.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -176,11 +177,6 @@ absl::StatusOr<std::unique_ptr<RetargetProfiles>> RetargetProfiles::Create(
                                         why));
       }
     };
-    if (limits.max_profiles > 0 &&
-        static_cast<int>(profiles->by_id_.size()) >= limits.max_profiles) {
-      skip("beyond --max_retarget_profiles");
-      continue;
-    }
     v1::StoredRetargetProfile stored;
     if (!stored.ParseFromString(record.definition)) {
       skip("does not parse");
@@ -206,69 +202,112 @@ void RetargetProfiles::Publish(
     std::shared_ptr<const BuiltRetargetProfile> profile,
     std::vector<std::string> owners) {
   owners_[profile->id] = std::move(owners);
+  total_bytes_ += profile->memory_bytes;
   by_version_[profile->version] = profile;
   by_id_[profile->id] = std::move(profile);
 }
 
 absl::StatusOr<RetargetProfiles::AddResult> RetargetProfiles::Add(
-    const v1::RetargetProfileSpec& spec, const Registry& skeletons,
+    const v1::RetargetProfileSpec& requested, const Registry& skeletons,
     absl::string_view owner) {
+  // Bounded before anything is copied or built.
+  for (const auto& [side, field] :
+       {std::make_pair(&requested.source(), "spec.source.overrides"),
+        std::make_pair(&requested.target(), "spec.target.overrides")}) {
+    if (side->overrides_size() > kMaxRoleOverrides) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": has ", side->overrides_size(),
+                       "; at most ", kMaxRoleOverrides));
+    }
+  }
+  if (static_cast<int64_t>(requested.ByteSizeLong()) > kMaxSpecBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec: ", requested.ByteSizeLong(), " bytes; at most ",
+                     kMaxSpecBytes));
+  }
+  v1::RetargetProfileSpec spec = requested;
+  spec.DiscardUnknownFields();
+  CanonicalizeZeros(&spec);
   const std::string id = MessageId(spec);
+
+  // Built outside the write lock (characterisation and alignment take a
+  // few milliseconds): only the store and the publication are serialised.
+  std::shared_ptr<BuiltRetargetProfile> built;
+  if (Find(id) == nullptr) {
+    v1::StoredRetargetProfile stored;
+    *stored.mutable_spec() = spec;
+    for (const auto& [side, field, out] :
+         {std::make_tuple(&spec.source(), "spec.source",
+                          stored.mutable_source_skeleton()),
+          std::make_tuple(&spec.target(), "spec.target",
+                          stored.mutable_target_skeleton())}) {
+      const std::shared_ptr<const RegisteredSkeleton> skeleton =
+          skeletons.Find(side->skeleton_id());
+      if (skeleton == nullptr) {
+        return Within(field, UnknownSkeleton(side->skeleton_id()));
+      }
+      if (!out->ParseFromString(skeleton->definition_bytes)) {
+        return absl::InternalError(
+            absl::StrCat(field, ": the stored skeleton does not parse"));
+      }
+    }
+    absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> made =
+        BuildRetargetProfile(stored, limits_.skeleton);
+    if (!made.ok()) return made.status();
+    built = *std::move(made);
+    built->id = id;
+    built->description.set_profile_id(id);
+    built->stored_bytes = stored.SerializeAsString();
+  }
+
   absl::MutexLock write_lock(&write_mu_);
   if (std::shared_ptr<const BuiltRetargetProfile> known = Find(id)) {
-    absl::MutexLock lock(&mu_);
-    std::vector<std::string>& owners = owners_[id];
+    // Made before (or meanwhile): `owner` becomes one of its owners.
+    std::vector<std::string> owners;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      auto it = owners_.find(id);
+      if (it != owners_.end()) owners = it->second;
+    }
     if (!owner.empty() &&
         std::find(owners.begin(), owners.end(), owner) == owners.end()) {
-      std::vector<std::string> more = owners;
-      more.emplace_back(owner);
-      absl::Status status = store_->SetOwners(id, more);
+      owners.emplace_back(owner);
+      absl::Status status = store_->SetOwners(id, owners);
       if (!status.ok()) return status;
-      owners = std::move(more);
+      absl::MutexLock lock(&mu_);
+      owners_[id] = std::move(owners);
     }
     return AddResult{std::move(known), false};
+  }
+  if (built == nullptr) {
+    // Deleted between the two looks: the caller may try again.
+    return absl::AbortedError(
+        absl::StrCat("profile_id: '", id, "' was deleted while being made"));
   }
   if (limits_.max_profiles > 0 && size() >= limits_.max_profiles) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the server holds its --max_retarget_profiles (",
-                     limits_.max_profiles,
-                     "); delete a profile first"));
+                     limits_.max_profiles, "); delete a profile first"));
   }
-  v1::StoredRetargetProfile stored;
-  *stored.mutable_spec() = spec;
-  for (const auto& [side, field, out] :
-       {std::make_tuple(&spec.source(), "spec.source",
-                        stored.mutable_source_skeleton()),
-        std::make_tuple(&spec.target(), "spec.target",
-                        stored.mutable_target_skeleton())}) {
-    const std::shared_ptr<const RegisteredSkeleton> skeleton =
-        skeletons.Find(side->skeleton_id());
-    if (skeleton == nullptr) {
-      return Within(field, UnknownSkeleton(side->skeleton_id()));
-    }
-    if (!out->ParseFromString(skeleton->definition_bytes)) {
-      return absl::InternalError(
-          absl::StrCat(field, ": the stored skeleton does not parse"));
-    }
+  if (limits_.max_bytes > 0 &&
+      total_bytes() + built->memory_bytes > limits_.max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the profile would take the server's profiles to ",
+        total_bytes() + built->memory_bytes,
+        " bytes, beyond its --max_retarget_profile_bytes (", limits_.max_bytes,
+        "); delete a profile first"));
   }
-  absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> built =
-      BuildRetargetProfile(stored, limits_.skeleton);
-  if (!built.ok()) return built.status();
-  BuiltRetargetProfile& p = **built;
-  p.id = id;
-  p.version = next_version_;
-  p.description.set_profile_id(id);
-  p.description.set_version(p.version);
-  p.stored_bytes = stored.SerializeAsString();
+  built->version = next_version_;
+  built->description.set_version(built->version);
   StoredSkeleton record;
   record.id = id;
-  record.version = p.version;
-  record.definition = p.stored_bytes;
+  record.version = built->version;
+  record.definition = built->stored_bytes;
   if (!owner.empty()) record.owners.emplace_back(owner);
   absl::Status status = store_->Put(record);
   if (!status.ok()) return status;
   ++next_version_;
-  std::shared_ptr<const BuiltRetargetProfile> published = *std::move(built);
+  std::shared_ptr<const BuiltRetargetProfile> published = std::move(built);
   {
     absl::MutexLock lock(&mu_);
     Publish(published, std::move(record.owners));
@@ -291,7 +330,8 @@ absl::Status RetargetProfiles::Delete(absl::string_view id,
   std::vector<std::string> owners;
   {
     absl::ReaderMutexLock lock(&mu_);
-    owners = owners_[known->id];
+    auto it = owners_.find(known->id);
+    if (it != owners_.end()) owners = it->second;
   }
   if (!owner.empty()) {
     auto mine = std::find(owners.begin(), owners.end(), owner);
@@ -314,6 +354,7 @@ absl::Status RetargetProfiles::Delete(absl::string_view id,
   if (!status.ok()) return status;
   absl::MutexLock lock(&mu_);
   owners_.erase(known->id);
+  total_bytes_ -= known->memory_bytes;
   by_version_.erase(known->version);
   by_id_.erase(known->id);
   return absl::OkStatus();
@@ -339,6 +380,11 @@ absl::StatusOr<RetargetProfilePage> RetargetProfiles::List(
     page.profiles.push_back(it->second);
   }
   return page;
+}
+
+int64_t RetargetProfiles::total_bytes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return total_bytes_;
 }
 
 int RetargetProfiles::size() const {

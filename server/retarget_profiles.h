@@ -33,11 +33,19 @@ namespace reach {
 struct RetargetProfileLimits {
   // Stored skeletons are rebuilt under these (as the registry's).
   SkeletonLimits skeleton;
-  // Profiles held at once; beyond it CreateRetargetProfile is
-  // RESOURCE_EXHAUSTED and stored profiles beyond it are skipped at
-  // start. <= 0: no limit.
+  // Profiles held at once, and the memory they may take together (their
+  // memory_bytes); beyond either CreateRetargetProfile is
+  // RESOURCE_EXHAUSTED. Every stored profile is loaded at start whatever
+  // these say (it was acknowledged). <= 0: no limit.
   int max_profiles = 256;
+  int64_t max_bytes = int64_t{128} << 20;
 };
+
+// The most role overrides a side may have, and the most bytes a spec may
+// take (reference poses of the largest skeletons fit): INVALID_ARGUMENT
+// beyond.
+inline constexpr int kMaxRoleOverrides = 64;
+inline constexpr int64_t kMaxSpecBytes = int64_t{256} << 10;
 
 // A profile ready to retarget with. Not copyable or movable: the
 // retargeter points at the skeletons and characterisations beside it.
@@ -78,8 +86,8 @@ struct RetargetProfilePage {
 class RetargetProfiles {
  public:
   // Loads and builds every stored profile; one that no longer builds (its
-  // skeleton beyond lowered limits) is skipped and reported in `skipped`,
-  // but left in the store.
+  // skeleton beyond lowered --max_joints) is skipped and reported in
+  // `skipped`, but left in the store.
   static absl::StatusOr<std::unique_ptr<RetargetProfiles>> Create(
       std::unique_ptr<SkeletonStore> store, const RetargetProfileLimits& limits,
       std::vector<std::string>* skipped = nullptr);
@@ -89,8 +97,9 @@ class RetargetProfiles {
     bool created = false;
   };
   // Builds the profile `spec` describes from the registry's skeletons,
-  // stores it durably, then publishes it. Idempotent (the id is the spec's
-  // hash); `owner` as Registry::Register's.
+  // stores it durably, then publishes it. Idempotent: the id is the hash
+  // of the spec without unknown fields and with -0.0 as 0.0. `owner` as
+  // Registry::Register's.
   absl::StatusOr<AddResult> Add(const v1::RetargetProfileSpec& spec,
                                 const Registry& skeletons,
                                 absl::string_view owner = "");
@@ -103,6 +112,8 @@ class RetargetProfiles {
   absl::StatusOr<RetargetProfilePage> List(int page_size,
                                            absl::string_view page_token) const;
   int size() const;
+  // The sum of the profiles' memory_bytes.
+  int64_t total_bytes() const;
 
  private:
   RetargetProfiles(std::unique_ptr<SkeletonStore> store,
@@ -125,6 +136,7 @@ class RetargetProfiles {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<std::string>> owners_
       ABSL_GUARDED_BY(mu_);
+  int64_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace reach

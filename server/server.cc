@@ -251,6 +251,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   RetargetProfileLimits profile_limits;
   profile_limits.skeleton = limits.skeleton;
   profile_limits.max_profiles = o.max_retarget_profiles;
+  profile_limits.max_bytes = o.max_retarget_profile_bytes;
   skipped.clear();
   absl::StatusOr<std::unique_ptr<RetargetProfiles>> profiles =
       RetargetProfiles::Create(*std::move(store), profile_limits, &skipped);

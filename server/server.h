@@ -45,8 +45,9 @@ struct ServerOptions {
   int64_t max_registry_bytes = int64_t{128} << 20;
   // Skeletons built for solving, kept by the registry (RegistryLimits).
   int64_t skeleton_cache_bytes = int64_t{64} << 20;
-  // Retarget profiles held at once (RetargetProfileLimits).
+  // Retarget profiles held at once, and their memory (RetargetProfileLimits).
   int max_retarget_profiles = 256;
+  int64_t max_retarget_profile_bytes = int64_t{128} << 20;
   int max_message_bytes = 16 * 1024 * 1024;  // Received messages.
   // Calls (streams) one connection may have open at once; more wait in
   // the client. With max_message_bytes it bounds what one connection's

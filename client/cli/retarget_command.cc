@@ -31,6 +31,7 @@ struct RetargetFlags {
   bool max_rate = false;
   bool latest_wins = false;
   int window = 8;
+  int batch_frames = 4000;
   int first = 0;
   int frames = -1;
   int source_frame = -1;
@@ -118,6 +119,7 @@ int RunRetarget(const Globals& globals, const RetargetFlags& flags) {
   options.live = flags.live;
   options.fps = flags.max_rate ? -1 : flags.fps;
   options.max_in_flight = flags.window;
+  options.batch_frames = flags.batch_frames;
   options.latest_wins = flags.latest_wins;
   options.report = flags.report;
   options.timeout = absl::Seconds(globals.timeout_s);
@@ -155,8 +157,8 @@ int RunRetarget(const Globals& globals, const RetargetFlags& flags) {
     poses.reserve(r.answers.size());
     Pose pose = RestPose(*target);
     for (const v1::RetargetResponse& answer : r.answers) {
-      // A skipped frame (latest wins) repeats the previous pose.
-      if (!answer.skipped()) {
+      // A skipped or failed frame repeats the previous pose.
+      if (!answer.skipped() && !answer.has_error()) {
         if (absl::Status s = FromProto(*target, answer.target(), &pose,
                                        "target");
             !s.ok()) {
@@ -186,12 +188,13 @@ int RunRetarget(const Globals& globals, const RetargetFlags& flags) {
     quality += "]";
     absl::PrintF(
         "{\"file\":%s,\"to\":%s,\"profileId\":\"%s\",\"frames\":%d,"
-        "\"skipped\":%d,\"unreachedGoals\":%d,\"seconds\":%.6f,\"fps\":%.3f,"
+        "\"skipped\":%d,\"errors\":%d,\"unsolved\":%d,"
+        "\"unreachedGoals\":%d,\"seconds\":%.6f,\"fps\":%.3f,"
         "\"p50Ms\":%.4f,\"p99Ms\":%.4f,\"maxMs\":%.4f,\"liveMismatches\":%d,"
         "\"quality\":%s}\n",
         JsonString(flags.file), JsonString(flags.to),
         r.profile.profile_id(), static_cast<int>(r.answers.size()), r.skipped,
-        unreached, r.seconds, r.fps, Ms(r.p50), Ms(r.p99), Ms(r.max_latency),
+        r.errors, r.unsolved, unreached, r.seconds, r.fps, Ms(r.p50), Ms(r.p99), Ms(r.max_latency),
         r.live_mismatches, quality);
   } else {
     std::printf("profile %s: %s (%d joints) -> %s (%d joints), pelvis scale "
@@ -201,11 +204,19 @@ int RunRetarget(const Globals& globals, const RetargetFlags& flags) {
                 r.source.joints_size(), r.target.name().c_str(),
                 r.target.joints_size(), r.profile.pelvis_scale(),
                 r.profile.target().unmapped_size());
-    std::printf("retargeted %zu frames %s: %d skipped, %d hand/foot goals "
-                "not reached\n",
+    std::printf("retargeted %zu frames %s: %d skipped, %d errors%s%s, %d "
+                "hand/foot goals not reached%s\n",
                 r.answers.size(),
                 flags.live ? "live over RetargetStream" : "with RetargetBatch",
-                r.skipped, unreached);
+                r.skipped, r.errors, r.errors > 0 ? " (first: " : "",
+                r.errors > 0 ? (r.first_error + ")").c_str() : "", unreached,
+                r.unsolved > 0
+                    ? absl::StrCat(" (", r.unsolved,
+                                   " frames past the server's solve time, "
+                                   "unsolved: send fewer per call with "
+                                   "--batch-frames)")
+                          .c_str()
+                    : "");
     std::printf("rate: %.1f frames/s over %.2f s", r.fps, r.seconds);
     if (flags.live) {
       std::printf("; round trip p50 %.3f ms, p99 %.3f ms, max %.3f ms",
@@ -226,7 +237,7 @@ int RunRetarget(const Globals& globals, const RetargetFlags& flags) {
                   r.answers.size());
     }
   }
-  return r.live_mismatches > 0 ? kExitCheckFailed : kExitOk;
+  return r.live_mismatches > 0 || r.errors > 0 ? kExitCheckFailed : kExitOk;
 }
 
 }  // namespace
@@ -260,6 +271,11 @@ void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run) {
   cmd->add_flag("--max-rate", flags->max_rate,
                 "Live: send as fast as the window allows")
       ->excludes(fps);
+  cmd->add_option("--batch-frames", flags->batch_frames,
+                  "Offline: frames per RetargetBatch call at most (each call "
+                  "starts a new state)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   cmd->add_flag("--latest-wins", flags->latest_wins,
                 "Live: let the server skip frames that fall behind");
   cmd->add_option("--window", flags->window,

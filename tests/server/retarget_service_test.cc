@@ -211,6 +211,13 @@ TEST_F(RetargetServiceTest, ProfileIsCreatedFoundListedAndDeleted) {
   EXPECT_FALSE(again.created());
   EXPECT_EQ(again.profile().profile_id(), profile.profile_id());
   EXPECT_EQ(again.profile().version(), 1);
+  // The same spec with -0.0 for 0 and an unknown field is the same profile.
+  v1::RetargetProfileSpec same = Spec();
+  same.set_pelvis_scale(-0.0);
+  same.GetReflection()->MutableUnknownFields(&same)->AddVarint(999, 1);
+  ASSERT_TRUE(Create(same, &again).ok());
+  EXPECT_FALSE(again.created());
+  EXPECT_EQ(again.profile().profile_id(), profile.profile_id());
   // Another option is another profile.
   v1::RetargetProfileSpec other = Spec();
   other.set_no_planting(true);
@@ -316,6 +323,25 @@ TEST_F(RetargetServiceTest, BadSpecsAreRefusedNamingTheField) {
                                            << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.what;
   }
+  // Bounded before anything is built.
+  v1::RetargetProfileSpec many = Spec();
+  for (int i = 0; i < 65; ++i) {
+    v1::RoleOverride* o = many.mutable_source()->add_overrides();
+    o->set_role("pelvis");
+    o->set_joint("Hips");
+  }
+  v1::CreateRetargetProfileResponse refused;
+  grpc::Status status = Create(many, &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("spec.source.overrides: has 65; at most 64"));
+  v1::RetargetProfileSpec big = Spec();
+  for (int i = 0; i < 30000; ++i) {
+    big.mutable_target()->mutable_reference()->add_rotations()->set_w(1);
+  }
+  status = Create(big, &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("bytes; at most 262144"));
   // Nothing was made.
   v1::ListRetargetProfilesResponse page;
   ASSERT_TRUE(retarget_
@@ -615,6 +641,24 @@ TEST_F(RetargetDeadlineTest, ABatchsFramesShareTheSolveTime) {
               absl::ToDoubleMilliseconds(absl::Now() - start));
 }
 
+class RetargetBytesTest : public RetargetServiceTest {
+ protected:
+  static ServerOptions Options() {
+    ServerOptions options = TestServerOptions();
+    options.max_retarget_profile_bytes = 1000;
+    return options;
+  }
+  RetargetBytesTest() : RetargetServiceTest(Options()) {}
+};
+
+TEST_F(RetargetBytesTest, ProfilesMemoryHasItsFlag) {
+  v1::CreateRetargetProfileResponse response;
+  const grpc::Status status = Create(Spec(), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("--max_retarget_profile_bytes (1000)"));
+}
+
 TEST_F(RetargetLimitsTest, EveryLimitHasItsFlag) {
   const std::string id = MustCreate(Spec());
   v1::RetargetProfileSpec other = Spec();
@@ -673,6 +717,11 @@ TEST(RetargetPersistenceTest, ProfilesSurviveARestartAndTheirSkeletons) {
             .ok());
     made = created.profile();
     id = made.profile_id();
+    create.mutable_spec()->set_no_planting(true);
+    ASSERT_TRUE(
+        retarget->CreateRetargetProfile(Context().get(), create, &created)
+            .ok());
+    EXPECT_NE(created.profile().profile_id(), id);
     frame.set_profile_id(id);
     *frame.mutable_source() = source.motion(50);
     ASSERT_TRUE(retarget->Retarget(Context().get(), frame, &before).ok());
@@ -688,7 +737,10 @@ TEST(RetargetPersistenceTest, ProfilesSurviveARestartAndTheirSkeletons) {
     ASSERT_TRUE(retarget->Retarget(Context().get(), frame, &after).ok());
     EXPECT_EQ(PoseDifference(after.target(), before.target()), 0.0);
   }
+  // Every acknowledged profile loads, whatever the limit says now.
+  options.max_retarget_profiles = 1;
   TestServer server(options);
+  EXPECT_EQ(server.server->retarget_profiles().size(), 2);
   auto retarget = v1::RetargetService::NewStub(server.channel);
   v1::GetRetargetProfileRequest get;
   get.set_profile_id(id);
