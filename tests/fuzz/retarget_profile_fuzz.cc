@@ -59,6 +59,12 @@ const std::vector<v1::Skeleton>& Rigs() {
   return *rigs;
 }
 
+// An index in [0, n): never out of range, wild or not (FuzzInput::Int is,
+// in wild mode).
+int Index(FuzzInput& in, int n) {
+  return in.provider().ConsumeIntegralInRange<int>(0, n - 1);
+}
+
 constexpr const char* kRoles[] = {
     "pelvis",         "head",           "left.clavicle", "left.upper_arm",
     "left.forearm",   "left.hand",      "left.thigh",    "left.shin",
@@ -70,7 +76,7 @@ void ChangeSide(FuzzInput& in, v1::Skeleton* skeleton,
   const int n = skeleton->joints_size();
   // Bones moved, joints renamed (names decide roles).
   while (in.Chance(40)) {
-    v1::Joint* joint = skeleton->mutable_joints(in.Int(0, n - 1));
+    v1::Joint* joint = skeleton->mutable_joints(Index(in, n));
     if (in.Chance(128)) {
       in.Vec(-1.0, 1.0, joint->mutable_rest()->mutable_translation());
     } else {
@@ -79,16 +85,19 @@ void ChangeSide(FuzzInput& in, v1::Skeleton* skeleton,
   }
   while (in.Chance(60)) {
     v1::RoleOverride* o = side->add_overrides();
-    o->set_role(kRoles[in.Int(0, std::size(kRoles) - 1)]);
-    o->set_joint(in.Chance(200) ? skeleton->joints(in.Int(0, n - 1)).name()
+    o->set_role(kRoles[Index(in, static_cast<int>(std::size(kRoles)))]);
+    o->set_joint(in.Chance(200) ? skeleton->joints(Index(in, n)).name()
                                 : in.Name(8));
   }
   if (in.Chance(50)) {
     v1::Pose* reference = side->mutable_reference();
-    const int count = in.Break(30) ? in.Int(0, n + 1) : n;
+    // A wrong count now and then (one short or one over).
+    const int count = in.Break(30) ? Index(in, n + 2) : n;
     for (int j = 0; j < count; ++j) {
       v1::Quat* q = reference->add_rotations();
-      if (in.Chance(40)) {
+      if (j >= n) {
+        q->set_w(1);
+      } else if (in.Chance(40)) {
         in.Rotation(q);
       } else {
         *q = skeleton->joints(j).rest().rotation();
@@ -103,8 +112,8 @@ v1::StoredRetargetProfile FromRigs(FuzzInput& in) {
   const std::vector<v1::Skeleton>& rigs = Rigs();
   v1::StoredRetargetProfile stored;
   const int rig_count = static_cast<int>(rigs.size());
-  *stored.mutable_source_skeleton() = rigs[in.Int(0, rig_count - 1)];
-  *stored.mutable_target_skeleton() = rigs[in.Int(0, rig_count - 1)];
+  *stored.mutable_source_skeleton() = rigs[Index(in, rig_count)];
+  *stored.mutable_target_skeleton() = rigs[Index(in, rig_count)];
   v1::RetargetProfileSpec& spec = *stored.mutable_spec();
   spec.mutable_source()->set_skeleton_id("source");
   spec.mutable_target()->set_skeleton_id("target");
@@ -132,7 +141,7 @@ void CheckFrames(FuzzInput& in, const BuiltRetargetProfile& profile) {
   retarget::RetargetState state;
   RetargetFrameScratch scratch;
   v1::RetargetResponse out;
-  const int frames = in.Int(1, 8);
+  const int frames = 1 + Index(in, 8);
   for (int f = 0; f < frames; ++f) {
     v1::Pose pose;
     bool valid = true;
