@@ -5,19 +5,12 @@
 #include <memory>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "importers/skeleton_file.h"
 
 namespace reach::client {
 namespace {
-
-bool IsSkeletonFile(const std::string& target) {
-  for (const char* ext : {".bvh", ".gltf", ".glb", ".json", ".urdf"}) {
-    if (absl::EndsWithIgnoreCase(target, ext)) return true;
-  }
-  return false;
-}
 
 // `frames[frame]` as a side's retarget pose; errors name `flag`.
 absl::Status Reference(const google::protobuf::RepeatedPtrField<v1::Pose>& frames,
@@ -107,7 +100,8 @@ absl::StatusOr<RetargetClipResult> RetargetClip(
       !s.ok()) {
     return s;
   }
-  if (IsSkeletonFile(options.target)) {
+  if (import::FormatOfFileName(options.target) !=
+      import::SkeletonFormat::kUnknown) {
     absl::StatusOr<v1::ImportSkeletonResponse> target = client.ImportFile(
         options.target, options.target_reference_frame >= 0);
     if (!target.ok()) return target.status();

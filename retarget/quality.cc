@@ -36,10 +36,11 @@ double Angle(const Vector3d& a, const Vector3d& b) {
   return std::atan2(a.cross(b).norm(), a.dot(b));
 }
 
-std::vector<Transform> Globals(const Skeleton& skeleton, const Pose& pose) {
-  std::vector<Transform> g(skeleton.num_joints());
-  ComputeGlobals(skeleton, pose, absl::MakeSpan(g));
-  return g;
+// `out` sized to the skeleton and filled (no allocation once sized).
+void Globals(const Skeleton& skeleton, const Pose& pose,
+             std::vector<Transform>* out) {
+  out->resize(skeleton.num_joints());
+  ComputeGlobals(skeleton, pose, absl::MakeSpan(*out));
 }
 
 }  // namespace
@@ -49,8 +50,9 @@ QualityMeter::QualityMeter(const Retargeter& retargeter) : r_(retargeter) {
   const Characterization& sc = transfer.source_roles();
   const Characterization& tc = transfer.target_roles();
   const Skeleton& target = r_.solving_skeleton();
-  source_ref_ = Globals(transfer.source_skeleton(), transfer.source_reference());
-  target_ref_ = Globals(target, transfer.target_reference());
+  Globals(transfer.source_skeleton(), transfer.source_reference(),
+          &source_ref_);
+  Globals(target, transfer.target_reference(), &target_ref_);
   source_legs_ = LegLength(sc, source_ref_);
   source_hips_ = HipHeight(sc, source_ref_, r_.source_vertical());
   q_.leg_length = LegLength(tc, target_ref_);
@@ -97,8 +99,8 @@ void QualityMeter::Add(const Pose& source, const Pose& target,
   const Characterization& sc = transfer.source_roles();
   const Characterization& tc = transfer.target_roles();
   const Skeleton& skeleton = r_.solving_skeleton();
-  s_ = Globals(transfer.source_skeleton(), source);
-  t_ = Globals(skeleton, target);
+  Globals(transfer.source_skeleton(), source, &s_);
+  Globals(skeleton, target, &t_);
   const Quaterniond& align = transfer.align();
   const auto bone_error = [&](const std::array<int, 2>& bone) {
     const int sa = transfer.source_of()[bone[0]];

@@ -30,6 +30,17 @@ grpc::Status Outcome(const absl::Status& status,
   return grpc::Status::OK;
 }
 
+// A request's profile and seconds per frame: UnknownProfile, or
+// InvalidArgument naming frame_time_s.
+absl::Status ProfileAndFrameTime(
+    const RetargetProfiles& profiles, const std::string& profile_id,
+    double frame_time_s,
+    std::shared_ptr<const BuiltRetargetProfile>* profile, double* dt) {
+  *profile = profiles.Find(profile_id);
+  if (*profile == nullptr) return UnknownProfile(profile_id);
+  return FrameTime(frame_time_s, "frame_time_s", dt);
+}
+
 }  // namespace
 
 absl::Status RetargetFrames::Answer(IkService& service,
@@ -38,17 +49,16 @@ absl::Status RetargetFrames::Answer(IkService& service,
                                     const Request& request,
                                     SolveScratch& scratch, Response* out) {
   out->Clear();
-  std::shared_ptr<const BuiltRetargetProfile> profile =
-      profiles->Find(request.profile_id());
-  if (profile == nullptr) return UnknownProfile(request.profile_id());
+  std::shared_ptr<const BuiltRetargetProfile> profile;
+  double dt = 0.0;
+  absl::Status status = ProfileAndFrameTime(
+      *profiles, request.profile_id(), request.frame_time_s(), &profile, &dt);
+  if (!status.ok()) return status;
   if (profile->id != profile_id) {
     state = retarget::RetargetState{};  // A new profile starts afresh.
     profile_id = profile->id;
     skipped_seconds = 0.0;
   }
-  double dt = 0.0;
-  absl::Status status = FrameTime(request.frame_time_s(), "frame_time_s", &dt);
-  if (!status.ok()) return status;
   status = RetargetFrame(*profile, request.source(), "source",
                          dt + skipped_seconds, request.return_globals(), state,
                          scratch.retarget, deadline, &service.metrics(), out);
@@ -181,15 +191,11 @@ grpc::ServerUnaryReactor* RetargetService::Retarget(
   if (!call.caller.ok()) {
     return service_->Finish(call, ToGrpcStatus(call.caller.status()));
   }
-  std::shared_ptr<const BuiltRetargetProfile> profile =
-      profiles_->Find(request->profile_id());
-  if (profile == nullptr) {
-    return service_->Finish(
-        call, ToGrpcStatus(UnknownProfile(request->profile_id())));
-  }
+  std::shared_ptr<const BuiltRetargetProfile> profile;
   double dt = 0.0;
   if (absl::Status status =
-          FrameTime(request->frame_time_s(), "frame_time_s", &dt);
+          ProfileAndFrameTime(*profiles_, request->profile_id(),
+                              request->frame_time_s(), &profile, &dt);
       !status.ok()) {
     return service_->Finish(call, ToGrpcStatus(status));
   }
@@ -231,15 +237,11 @@ grpc::ServerUnaryReactor* RetargetService::RetargetBatch(
                                         options.max_retarget_frames,
                                         "] (--max_retarget_frames)")));
   }
-  std::shared_ptr<const BuiltRetargetProfile> profile =
-      profiles_->Find(request->profile_id());
-  if (profile == nullptr) {
-    return service_->Finish(
-        call, ToGrpcStatus(UnknownProfile(request->profile_id())));
-  }
+  std::shared_ptr<const BuiltRetargetProfile> profile;
   double dt = 0.0;
   if (absl::Status status =
-          FrameTime(request->frame_time_s(), "frame_time_s", &dt);
+          ProfileAndFrameTime(*profiles_, request->profile_id(),
+                              request->frame_time_s(), &profile, &dt);
       !status.ok()) {
     return service_->Finish(call, ToGrpcStatus(status));
   }
