@@ -11,6 +11,7 @@
 #include "server/frame_stream_impl.h"
 #include "server/retarget_call.h"
 #include "server/solve_call.h"
+#include "server/stream_watch.h"
 #include "wire/convert.h"
 
 namespace reach {
@@ -45,7 +46,7 @@ absl::Status ProfileAndFrameTime(
 
 absl::Status RetargetFrames::Answer(IkService& service,
                                     const Deadline& deadline,
-                                    WatchedStream* /*watched*/,
+                                    WatchedStream* watched,
                                     const Request& request,
                                     SolveScratch& scratch, Response* out) {
   out->Clear();
@@ -58,6 +59,11 @@ absl::Status RetargetFrames::Answer(IkService& service,
     state = retarget::RetargetState{};  // A new profile starts afresh.
     profile_id = profile->id;
     skipped_seconds = 0.0;
+    if (watched != nullptr) {
+      const v1::RetargetProfileSpec& spec = profile->description.spec();
+      watched->SetRetarget(profile->id, spec.source().skeleton_id(),
+                           spec.target().skeleton_id());
+    }
   }
   status = RetargetFrame(*profile, request.source(), "source",
                          dt + skipped_seconds, request.return_globals(), state,
@@ -65,6 +71,12 @@ absl::Status RetargetFrames::Answer(IkService& service,
   if (!status.ok()) return status;
   skipped_seconds = 0.0;
   out->set_sequence(request.sequence());
+  if (watched != nullptr) {
+    const RetargetFrameScratch& frame = scratch.retarget;
+    watched->PublishedRetarget(profile->target_skeleton, request.sequence(),
+                               frame.source, frame.target, frame.work.goals,
+                               frame.work.results);
+  }
   return absl::OkStatus();
 }
 

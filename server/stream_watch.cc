@@ -31,19 +31,51 @@ int EffectorOf(const Skeleton& skeleton, const v1::Goal& goal) {
   return skeleton.chain(chain).joints.back();
 }
 
+// Local rotations (w, x, y, z) and translations of `pose`, into reused
+// vectors.
+void CopyPose(const Pose& pose, std::vector<double>* rotations,
+              std::vector<double>* translations) {
+  const size_t n = pose.local.size();
+  rotations->resize(4 * n);
+  translations->resize(3 * n);
+  for (size_t j = 0; j < n; ++j) {
+    const Transform& t = pose.local[j];
+    (*rotations)[4 * j + 0] = t.rotation.w();
+    (*rotations)[4 * j + 1] = t.rotation.x();
+    (*rotations)[4 * j + 2] = t.rotation.y();
+    (*rotations)[4 * j + 3] = t.rotation.z();
+    for (int k = 0; k < 3; ++k) (*translations)[3 * j + k] = t.translation[k];
+  }
+}
+
 }  // namespace
 
 std::string StreamFrameJson(int64_t stream, const StreamFrame& frame) {
   std::string out;
-  out.reserve(64 + 24 * (frame.rotations.size() + frame.translations.size()) +
+  out.reserve(160 +
+              24 * (frame.rotations.size() + frame.translations.size() +
+                    frame.source_rotations.size() +
+                    frame.source_translations.size()) +
               160 * frame.goals.size());
-  // Skeleton ids are hex digests: nothing to escape.
+  const bool retarget = !frame.profile_id.empty();
+  // Skeleton and profile ids are hex digests: nothing to escape.
   absl::StrAppend(&out, "{\"stream\":", stream, ",\"version\":", frame.version,
-                  ",\"skeletonId\":\"", frame.skeleton_id,
+                  ",\"kind\":\"", retarget ? "retarget" : "solve",
+                  "\",\"skeletonId\":\"", frame.skeleton_id,
                   "\",\"sequence\":", frame.sequence, ",\"rotations\":");
   AppendArray(&out, frame.rotations.data(), frame.rotations.size());
   out += ",\"translations\":";
   AppendArray(&out, frame.translations.data(), frame.translations.size());
+  if (retarget) {
+    absl::StrAppend(&out, ",\"profileId\":\"", frame.profile_id,
+                    "\",\"sourceSkeletonId\":\"", frame.source_skeleton_id,
+                    "\",\"sourceRotations\":");
+    AppendArray(&out, frame.source_rotations.data(),
+                frame.source_rotations.size());
+    out += ",\"sourceTranslations\":";
+    AppendArray(&out, frame.source_translations.data(),
+                frame.source_translations.size());
+  }
   out += ",\"goals\":[";
   for (size_t i = 0; i < frame.goals.size(); ++i) {
     const StreamFrame::Goal& g = frame.goals[i];
@@ -86,17 +118,7 @@ void WatchedStream::Published(const Skeleton& skeleton,
   f.version = static_cast<uint64_t>(frames);
   f.skeleton_id = skeleton_id;
   f.sequence = request.sequence();
-  const size_t n = pose.local.size();
-  f.rotations.resize(4 * n);
-  f.translations.resize(3 * n);
-  for (size_t j = 0; j < n; ++j) {
-    const Transform& t = pose.local[j];
-    f.rotations[4 * j + 0] = t.rotation.w();
-    f.rotations[4 * j + 1] = t.rotation.x();
-    f.rotations[4 * j + 2] = t.rotation.y();
-    f.rotations[4 * j + 3] = t.rotation.z();
-    for (int k = 0; k < 3; ++k) f.translations[3 * j + k] = t.translation[k];
-  }
+  CopyPose(pose, &f.rotations, &f.translations);
   f.goals.resize(request.goals_size());
   for (int i = 0; i < request.goals_size(); ++i) {
     const v1::Goal& goal = request.goals(i);
@@ -116,9 +138,60 @@ void WatchedStream::Published(const Skeleton& skeleton,
   }
 }
 
+void WatchedStream::PublishedRetarget(const Skeleton& target_skeleton,
+                                      uint64_t sequence, const Pose& source,
+                                      const Pose& target,
+                                      absl::Span<const Goal> goals,
+                                      absl::Span<const GoalResult> results) {
+  const int64_t frames = frames_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (watchers_.load(std::memory_order_relaxed) == 0) return;
+  absl::MutexLock lock(&mu_);
+  StreamFrame& f = latest_;
+  f.version = static_cast<uint64_t>(frames);
+  f.skeleton_id = skeleton_id_;
+  f.profile_id = profile_id_;
+  f.source_skeleton_id = source_skeleton_id_;
+  f.sequence = sequence;
+  CopyPose(target, &f.rotations, &f.translations);
+  CopyPose(source, &f.source_rotations, &f.source_translations);
+  f.goals.resize(goals.size());
+  for (size_t i = 0; i < goals.size(); ++i) {
+    const Goal& goal = goals[i];
+    StreamFrame::Goal& g = f.goals[i];
+    g.effector = goal.tip_joint < target_skeleton.num_joints() ? goal.tip_joint
+                                                               : -1;
+    g.has_target = true;
+    for (int k = 0; k < 3; ++k) g.target[k] = goal.target[k];
+    g.has_pole = goal.pole.has_value();
+    for (int k = 0; k < 3; ++k) g.pole[k] = g.has_pole ? (*goal.pole)[k] : 0;
+    const bool answered = i < results.size();
+    g.reached = answered && results[i].reached;
+    g.position_error = answered ? results[i].position_error : 0;
+  }
+}
+
 void WatchedStream::SetSkeleton(const std::string& skeleton_id) {
   absl::MutexLock lock(&mu_);
   skeleton_id_ = skeleton_id;
+}
+
+void WatchedStream::SetRetarget(const std::string& profile_id,
+                                const std::string& source_skeleton_id,
+                                const std::string& target_skeleton_id) {
+  absl::MutexLock lock(&mu_);
+  profile_id_ = profile_id;
+  source_skeleton_id_ = source_skeleton_id;
+  skeleton_id_ = target_skeleton_id;
+}
+
+std::string WatchedStream::profile_id() const {
+  absl::MutexLock lock(&mu_);
+  return profile_id_;
+}
+
+std::string WatchedStream::source_skeleton_id() const {
+  absl::MutexLock lock(&mu_);
+  return source_skeleton_id_;
 }
 
 bool WatchedStream::Latest(uint64_t after, StreamFrame* out) const {

@@ -1,9 +1,10 @@
-// The viewer's window on live SolveStreams: every open stream is listed
-// here (id, owner, skeleton, frames), and while someone watches it, each
-// solved frame's pose, targets and poles are copied into a one-frame slot
-// that the viewer samples (latest wins: frames solved between two samples
-// are never seen, never queued). Unwatched, a frame costs the solver one
-// relaxed atomic increment and one atomic load.
+// The viewer's window on live streams (SolveStream and RetargetStream):
+// every open stream is listed here (id, owner, skeleton, frames), and while
+// someone watches it, each answered frame's pose, targets and poles (and a
+// retarget's source pose) are copied into a one-frame slot that the viewer
+// samples (latest wins: frames answered between two samples are never
+// seen, never queued). Unwatched, a frame costs the stream one relaxed
+// atomic increment and one atomic load.
 #ifndef REACH_SERVER_STREAM_WATCH_H_
 #define REACH_SERVER_STREAM_WATCH_H_
 
@@ -15,7 +16,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "reach/v1/solve.pb.h"
+#include "solvers/goal.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
 
@@ -24,11 +27,17 @@ namespace reach {
 // One frame as the viewer draws it.
 struct StreamFrame {
   uint64_t version = 0;  // Frames published before and including this one.
-  std::string skeleton_id;
+  std::string skeleton_id;  // The solved skeleton (a retarget's target).
   uint64_t sequence = 0;  // The request's.
   // Per joint, local: rotation (w, x, y, z) and translation (x, y, z).
   std::vector<double> rotations;
   std::vector<double> translations;
+  // A RetargetStream's frame: its profile and the source pose it was
+  // given (empty for a SolveStream).
+  std::string profile_id;
+  std::string source_skeleton_id;
+  std::vector<double> source_rotations;
+  std::vector<double> source_translations;
   struct Goal {
     int effector = -1;  // Joint index; -1 when the name is unknown.
     bool has_target = false, has_pole = false;
@@ -40,9 +49,13 @@ struct StreamFrame {
   std::vector<Goal> goals;
 };
 
-// The frame as JSON: {"stream": ID, "version", "skeletonId", "sequence",
-// "rotations": [...], "translations": [...], "goals": [{"effector",
-// "target": [x, y, z] (or null), "pole", "reached", "positionError"}]}.
+// The frame as JSON: {"stream": ID, "version", "kind": "solve" or
+// "retarget", "skeletonId", "sequence", "rotations": [...],
+// "translations": [...], "goals": [{"effector", "target": [x, y, z] (or
+// null), "pole", "reached", "positionError"}]}; a retarget frame adds
+// "profileId", "sourceSkeletonId", "sourceRotations" and
+// "sourceTranslations" (the source pose, as "rotations" and
+// "translations"). Goals are in the solved skeleton's model space.
 std::string StreamFrameJson(int64_t stream, const StreamFrame& frame);
 
 class WatchedStream {
@@ -57,14 +70,28 @@ class WatchedStream {
   int watchers() const { return watchers_.load(std::memory_order_relaxed); }
   bool ended() const { return ended_.load(std::memory_order_acquire); }
   std::string skeleton_id() const;
+  // A RetargetStream's profile and source skeleton ("" otherwise).
+  std::string profile_id() const;
+  std::string source_skeleton_id() const;
 
   // The stream's skeleton, when it changes (before its first frame).
   void SetSkeleton(const std::string& skeleton_id);
+  // A RetargetStream's profile, when it changes (before its first frame).
+  void SetRetarget(const std::string& profile_id,
+                   const std::string& source_skeleton_id,
+                   const std::string& target_skeleton_id);
   // The solver's thread, after each solved frame (`pose`: the solution).
   // Copies the frame only while watched; reuses the slot's capacity.
   void Published(const Skeleton& skeleton, const std::string& skeleton_id,
                  const v1::SolveRequest& request, const Pose& pose,
                  const v1::SolveResponse& response);
+  // Likewise after each retargeted frame: `source` the pose given, `target`
+  // the answer, `goals` and `results` the retargeter's limb goals (target
+  // model space) and how they were met.
+  void PublishedRetarget(const Skeleton& target_skeleton, uint64_t sequence,
+                         const Pose& source, const Pose& target,
+                         absl::Span<const Goal> goals,
+                         absl::Span<const GoalResult> results);
 
   // The viewer: copies the latest frame into *out when its version is
   // newer than `after`.
@@ -84,6 +111,8 @@ class WatchedStream {
   mutable absl::Mutex mu_;
   StreamFrame latest_ ABSL_GUARDED_BY(mu_);
   std::string skeleton_id_ ABSL_GUARDED_BY(mu_);
+  std::string profile_id_ ABSL_GUARDED_BY(mu_);
+  std::string source_skeleton_id_ ABSL_GUARDED_BY(mu_);
 };
 
 class StreamWatch {

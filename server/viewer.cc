@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<Viewer>> Viewer::Start(
   v->options_ = options;
   v->channel_ = std::move(channel);
   v->stub_ = v1::IkService::NewStub(v->channel_);
+  v->retarget_stub_ = v1::RetargetService::NewStub(v->channel_);
   v->streams_ = streams;
   v->auth_ = auth;
 
@@ -203,6 +204,12 @@ void Viewer::ListStreams(mg_connection* conn) {
     f["id"].set_number_value(static_cast<double>(stream->id()));
     f["owner"].set_string_value(stream->owner());
     f["skeletonId"].set_string_value(stream->skeleton_id());
+    const std::string profile = stream->profile_id();
+    f["kind"].set_string_value(profile.empty() ? "solve" : "retarget");
+    if (!profile.empty()) {
+      f["profileId"].set_string_value(profile);
+      f["sourceSkeletonId"].set_string_value(stream->source_skeleton_id());
+    }
     f["frames"].set_number_value(static_cast<double>(stream->frames()));
     f["watchers"].set_number_value(stream->watchers());
     f["ageS"].set_number_value(absl::ToDoubleSeconds(now - stream->started()));
@@ -374,28 +381,59 @@ void Viewer::Api(mg_connection* conn) {
     ListStreams(conn);
     return;
   }
-  constexpr absl::string_view kSkeletons = "/api/skeletons";
-  if (uri == kSkeletons || uri == "/api/skeletons/") {
-    if (method != "GET") {
-      SendError(conn, 405, "METHOD_NOT_ALLOWED", "/api/skeletons: only GET");
-      return;
+  // A read-only collection at `base`: `list` for base (or base/), `get`
+  // with the id after base/. False when `uri` is not under base.
+  auto collection = [&](absl::string_view base, auto list, auto get) {
+    if (uri != base && !absl::StartsWith(uri, absl::StrCat(base, "/"))) {
+      return false;
     }
-    v1::ListSkeletonsRequest request;
-    request.set_page_token(QueryParam(info, "page_token"));
-    v1::ListSkeletonsResponse response;
-    answer(stub_->ListSkeletons(&context, request, &response), response);
-    return;
-  }
-  if (absl::StartsWith(uri, "/api/skeletons/")) {
+    const absl::string_view id =
+        uri.size() > base.size() ? uri.substr(base.size() + 1) : "";
     if (method != "GET") {
       SendError(conn, 405, "METHOD_NOT_ALLOWED",
-                "/api/skeletons/ID: only GET");
-      return;
+                absl::StrCat(base, id.empty() ? "" : "/ID", ": only GET"));
+    } else if (id.empty()) {
+      list(QueryParam(info, "page_token"));
+    } else {
+      get(std::string(id));
     }
-    v1::GetSkeletonRequest request;
-    request.set_skeleton_id(std::string(uri.substr(kSkeletons.size() + 1)));
-    v1::GetSkeletonResponse response;
-    answer(stub_->GetSkeleton(&context, request, &response), response);
+    return true;
+  };
+  if (collection(
+          "/api/skeletons",
+          [&](const std::string& page_token) {
+            v1::ListSkeletonsRequest request;
+            request.set_page_token(page_token);
+            v1::ListSkeletonsResponse response;
+            answer(stub_->ListSkeletons(&context, request, &response),
+                   response);
+          },
+          [&](const std::string& id) {
+            v1::GetSkeletonRequest request;
+            request.set_skeleton_id(id);
+            v1::GetSkeletonResponse response;
+            answer(stub_->GetSkeleton(&context, request, &response), response);
+          })) {
+    return;
+  }
+  if (collection(
+          "/api/retarget-profiles",
+          [&](const std::string& page_token) {
+            v1::ListRetargetProfilesRequest request;
+            request.set_page_token(page_token);
+            v1::ListRetargetProfilesResponse response;
+            answer(retarget_stub_->ListRetargetProfiles(&context, request,
+                                                        &response),
+                   response);
+          },
+          [&](const std::string& id) {
+            v1::GetRetargetProfileRequest request;
+            request.set_profile_id(id);
+            v1::GetRetargetProfileResponse response;
+            answer(retarget_stub_->GetRetargetProfile(&context, request,
+                                                      &response),
+                   response);
+          })) {
     return;
   }
   if (uri == "/api/solve") {

@@ -6,16 +6,22 @@
 //
 //   GET  /api/skeletons[?page_token=T]  ListSkeletons
 //   GET  /api/skeletons/ID              GetSkeleton
+//   GET  /api/retarget-profiles[?page_token=T]
+//                                       ListRetargetProfiles
+//   GET  /api/retarget-profiles/ID      GetRetargetProfile
 //   POST /api/solve                     Solve (body: a SolveRequest in JSON)
 //
-// and, from the server itself, its live SolveStreams (stream_watch.h):
+// and, from the server itself, its live SolveStreams and RetargetStreams
+// (stream_watch.h):
 //
 //   GET  /api/streams                   the open streams the caller may
 //                                       watch: its own (a token's, or
 //                                       without auth everyone's), an
-//                                       admin's: all
+//                                       admin's: all; each with its
+//                                       kind ("solve" or "retarget"), and
+//                                       a retarget's profile and source
 //   WebSocket /api/watch?stream=ID[&access_token=T]
-//                                       the stream's latest solved frame
+//                                       the stream's latest answered frame
 //                                       (StreamFrameJson), sampled at most
 //                                       60 times a second, latest wins;
 //                                       {"stream": ID, "ended": true} when
@@ -46,6 +52,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "reach/v1/ik_service.grpc.pb.h"
+#include "reach/v1/retarget.grpc.pb.h"
 #include "server/auth.h"
 #include "server/stream_watch.h"
 
@@ -109,6 +116,7 @@ class Viewer {
   ViewerOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::IkService::Stub> stub_;
+  std::unique_ptr<v1::RetargetService::Stub> retarget_stub_;
   const StreamWatch* streams_ = nullptr;
   const TokenAuth* auth_ = nullptr;
   mg_context* context_ = nullptr;

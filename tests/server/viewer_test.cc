@@ -4,6 +4,9 @@
 // token authentication).
 #include <civetweb.h>
 
+#include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,10 +18,13 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "reach/v1/retarget.grpc.pb.h"
 #include "tests/testing/http.h"
 #include "tests/testing/models.h"
 #include "tests/testing/pki.h"
 #include "tests/testing/service.h"
+#include "tests/testing/sweep.h"
+#include "wire/convert.h"
 
 namespace reach {
 namespace {
@@ -231,6 +237,15 @@ TEST(ViewerAuthTest, TheGatewayNeedsTheSameTokensAsTheApi) {
   r = HttpRequest(port, "GET", "/api/skeletons", {{"Authorization", "Bearer t-solve"}});
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_THAT(r.body, HasSubstr("\"skeletons\""));
+  // Retarget profiles likewise.
+  EXPECT_EQ(HttpRequest(port, "GET", "/api/retarget-profiles").status, 401);
+  r = HttpRequest(port, "GET", "/api/retarget-profiles",
+                  {{"Authorization", "Bearer t-metrics"}});
+  EXPECT_EQ(r.status, 403);
+  r = HttpRequest(port, "GET", "/api/retarget-profiles",
+                  {{"Authorization", "Bearer t-solve"}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("\"profiles\""));
 }
 
 
@@ -381,6 +396,240 @@ TEST_F(ViewerTest, WatchesALiveStreamFrameByFrame) {
   EXPECT_THAT(messages.back(), HasSubstr("\"ended\":true"));
   const HttpResponse after = HttpRequest(port_, "GET", "/api/streams");
   EXPECT_THAT(after.body, HasSubstr("\"streams\":[]"));
+}
+
+std::string Data(const std::string& name) {
+  std::ifstream in(std::string(REACH_TEST_DATA) + "/" + name, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+std::vector<double> Numbers(const google::protobuf::Struct& json,
+                            const std::string& field) {
+  std::vector<double> out;
+  for (const auto& v : json.fields().at(field).list_value().values()) {
+    out.push_back(v.number_value());
+  }
+  return out;
+}
+
+// A retarget profile from the CMU walk (centimetres) onto BCN_Epileptic
+// (metres), imported from the files' bytes: listed and read through the
+// gateway as RetargetService answers; its RetargetStream listed as a
+// retarget with its profile and source; watched frames carry the source
+// pose as sent and the target pose as answered, and the limb goals the
+// target's own forward kinematics (the test's) puts the effectors on.
+TEST_F(ViewerTest, WatchesARetargetStreamWithItsSourceBesideIt) {
+  auto import = [&](const std::string& name, bool motion) {
+    v1::ImportSkeletonRequest request;
+    request.set_data(Data(name));
+    request.set_file_name(name.substr(name.rfind('/') + 1));
+    request.set_return_motion(motion);
+    v1::ImportSkeletonResponse response;
+    const grpc::Status status =
+        server_.stub->ImportSkeleton(Context().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << name << ": " << status.error_message();
+    return response;
+  };
+  const v1::ImportSkeletonResponse source =
+      import("mocap/cmu_02_01_walk.bvh", /*motion=*/true);
+  const v1::ImportSkeletonResponse target =
+      import("rigs/BCN_Epileptic.glb", /*motion=*/false);
+  ASSERT_GT(source.motion_size(), 60);
+  auto retarget = v1::RetargetService::NewStub(server_.channel);
+  v1::CreateRetargetProfileRequest create;
+  create.mutable_spec()->mutable_source()->set_skeleton_id(source.skeleton_id());
+  create.mutable_spec()->mutable_target()->set_skeleton_id(target.skeleton_id());
+  v1::CreateRetargetProfileResponse created;
+  ASSERT_TRUE(
+      retarget->CreateRetargetProfile(Context().get(), create, &created).ok());
+  const std::string profile_id = created.profile().profile_id();
+
+  // The registry's profiles, as the gRPC API answers them.
+  const HttpResponse list = HttpRequest(port_, "GET", "/api/retarget-profiles");
+  ASSERT_EQ(list.status, 200) << list.body;
+  v1::ListRetargetProfilesResponse listed;
+  ASSERT_TRUE(pbutil::JsonStringToMessage(list.body, &listed).ok()) << list.body;
+  ASSERT_EQ(listed.profiles_size(), 1);
+  EXPECT_EQ(listed.profiles(0).profile_id(), profile_id);
+  EXPECT_EQ(listed.profiles(0).source_skeleton_id(), source.skeleton_id());
+  EXPECT_EQ(listed.profiles(0).target_skeleton_id(), target.skeleton_id());
+  const HttpResponse got =
+      HttpRequest(port_, "GET", "/api/retarget-profiles/" + profile_id);
+  ASSERT_EQ(got.status, 200) << got.body;
+  v1::GetRetargetProfileResponse from_http;
+  ASSERT_TRUE(pbutil::JsonStringToMessage(got.body, &from_http).ok());
+  v1::GetRetargetProfileRequest get;
+  get.set_profile_id(profile_id);
+  v1::GetRetargetProfileResponse from_grpc;
+  ASSERT_TRUE(
+      retarget->GetRetargetProfile(Context().get(), get, &from_grpc).ok());
+  {
+    // EQUIVALENT: a -0.0 sent in binary reads as an unset 0 from JSON.
+    pbutil::MessageDifferencer differ;
+    differ.set_message_field_comparison(
+        pbutil::MessageDifferencer::EQUIVALENT);
+    std::string differences;
+    differ.ReportDifferencesToString(&differences);
+    EXPECT_TRUE(differ.Compare(from_http, from_grpc)) << differences;
+  }
+  const HttpResponse unknown =
+      HttpRequest(port_, "GET", "/api/retarget-profiles/abc");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_THAT(unknown.body, HasSubstr("profile_id"));
+  EXPECT_EQ(
+      HttpRequest(port_, "POST", "/api/retarget-profiles", kJson, "{}").status,
+      405);
+
+  auto context = Context();
+  auto stream = retarget->RetargetStream(context.get());
+  auto frame_request = [&](int frame) {
+    v1::RetargetRequest request;
+    request.set_profile_id(profile_id);
+    request.set_sequence(frame);
+    request.set_frame_time_s(source.frame_time_s());
+    *request.mutable_source() = source.motion(frame);
+    return request;
+  };
+  v1::RetargetResponse response;
+  ASSERT_TRUE(stream->Write(frame_request(1)));
+  ASSERT_TRUE(stream->Read(&response));
+
+  const HttpResponse streams = HttpRequest(port_, "GET", "/api/streams");
+  ASSERT_EQ(streams.status, 200) << streams.body;
+  const google::protobuf::Struct open_streams = ParseJson(streams.body);
+  const auto& entry = open_streams.fields()
+                          .at("streams")
+                          .list_value()
+                          .values(0)
+                          .struct_value()
+                          .fields();
+  EXPECT_EQ(entry.at("kind").string_value(), "retarget");
+  EXPECT_EQ(entry.at("profileId").string_value(), profile_id);
+  EXPECT_EQ(entry.at("sourceSkeletonId").string_value(), source.skeleton_id());
+  EXPECT_EQ(entry.at("skeletonId").string_value(), target.skeleton_id());
+  const int stream_id = static_cast<int>(entry.at("id").number_value());
+
+  WatchClient watcher(port_, absl::StrCat("stream=", stream_id));
+  std::vector<std::string> messages;
+  for (int frame = 2; frame < 40 && messages.empty(); ++frame) {
+    ASSERT_TRUE(stream->Write(frame_request(frame)));
+    ASSERT_TRUE(stream->Read(&response));
+    messages = watcher.Messages();
+    if (messages.empty()) absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_FALSE(messages.empty());
+  const int last = 50;
+  ASSERT_TRUE(stream->Write(frame_request(last)));
+  ASSERT_TRUE(stream->Read(&response));
+  watcher.Expect([](const std::vector<std::string>& m) {
+    return m.back().find("\"sequence\":50,") != std::string::npos;
+  });
+  messages = watcher.WaitFor();
+  const google::protobuf::Struct frame = ParseJson(messages.back());
+  EXPECT_EQ(frame.fields().at("kind").string_value(), "retarget");
+  EXPECT_EQ(frame.fields().at("sequence").number_value(), last);
+  EXPECT_EQ(frame.fields().at("profileId").string_value(), profile_id);
+  EXPECT_EQ(frame.fields().at("sourceSkeletonId").string_value(),
+            source.skeleton_id());
+  EXPECT_EQ(frame.fields().at("skeletonId").string_value(),
+            target.skeleton_id());
+
+  // The source pose as sent (its quaternions normalised), root translated.
+  const v1::Pose& sent = source.motion(last);
+  const std::vector<double> source_rotations = Numbers(frame, "sourceRotations");
+  ASSERT_EQ(source_rotations.size(), 4u * sent.rotations_size());
+  for (int j = 0; j < sent.rotations_size(); ++j) {
+    const v1::Quat& q = sent.rotations(j);
+    const double norm = std::sqrt(q.w() * q.w() + q.x() * q.x() +
+                                  q.y() * q.y() + q.z() * q.z());
+    const double expected[4] = {q.w(), q.x(), q.y(), q.z()};
+    for (int c = 0; c < 4; ++c) {
+      EXPECT_NEAR(source_rotations[4 * j + c], expected[c] / norm, 1e-12)
+          << "source joint " << j;
+    }
+  }
+  const std::vector<double> source_translations =
+      Numbers(frame, "sourceTranslations");
+  ASSERT_EQ(source_translations.size(), 3u * sent.rotations_size());
+  EXPECT_EQ(source_translations[0], sent.root_translation().x());
+  EXPECT_EQ(source_translations[1], sent.root_translation().y());
+  EXPECT_EQ(source_translations[2], sent.root_translation().z());
+
+  // The target pose as answered, bit for bit.
+  const v1::Pose& answered = response.target();
+  const std::vector<double> rotations = Numbers(frame, "rotations");
+  const std::vector<double> translations = Numbers(frame, "translations");
+  ASSERT_EQ(rotations.size(), 4u * answered.rotations_size());
+  for (int j = 0; j < answered.rotations_size(); ++j) {
+    const v1::Quat& q = answered.rotations(j);
+    EXPECT_EQ(rotations[4 * j + 0], q.w()) << "joint " << j;
+    EXPECT_EQ(rotations[4 * j + 1], q.x()) << "joint " << j;
+    EXPECT_EQ(rotations[4 * j + 2], q.y()) << "joint " << j;
+    EXPECT_EQ(rotations[4 * j + 3], q.z()) << "joint " << j;
+  }
+  EXPECT_EQ(translations[0], answered.root_translation().x());
+  EXPECT_EQ(translations[1], answered.root_translation().y());
+  EXPECT_EQ(translations[2], answered.root_translation().z());
+
+  // The limb goals: hands and feet of the target, met where the response
+  // says they were, by the test's own forward kinematics of the frame.
+  SkeletonDef def;
+  ASSERT_TRUE(FromProto(target.skeleton(), &def).ok());
+  const Skeleton skeleton = *Skeleton::Create(def);
+  Pose pose = RestPose(skeleton);
+  for (int j = 0; j < skeleton.num_joints(); ++j) {
+    pose.local[j].rotation =
+        Eigen::Quaterniond(rotations[4 * j], rotations[4 * j + 1],
+                           rotations[4 * j + 2], rotations[4 * j + 3]);
+    pose.local[j].translation = Eigen::Vector3d(
+        translations[3 * j], translations[3 * j + 1], translations[3 * j + 2]);
+  }
+  const testing::IndependentGlobals globals = testing::IndependentFk(skeleton, pose);
+  std::vector<std::string> effectors;
+  int reached = 0;
+  for (const auto& value : frame.fields().at("goals").list_value().values()) {
+    const auto& goal = value.struct_value().fields();
+    const int effector = static_cast<int>(goal.at("effector").number_value());
+    ASSERT_GE(effector, 0);
+    ASSERT_LT(effector, skeleton.num_joints());
+    effectors.push_back(skeleton.joint(effector).name);
+    const auto& t = goal.at("target").list_value();
+    const Eigen::Vector3d at(t.values(0).number_value(),
+                             t.values(1).number_value(),
+                             t.values(2).number_value());
+    const double error = (globals.position[effector] - at).norm();
+    EXPECT_NEAR(error, goal.at("positionError").number_value(), 1e-9)
+        << effectors.back();
+    if (goal.at("reached").bool_value()) {
+      ++reached;
+      EXPECT_LT(error, 1e-3) << effectors.back();
+    }
+  }
+  // The profile's own report names the target's hands and feet.
+  std::vector<std::string> limbs;
+  for (const v1::RoleMapping& m : from_grpc.profile().target().roles()) {
+    if (m.role() == "left.foot" || m.role() == "right.foot" ||
+        m.role() == "left.hand" || m.role() == "right.hand") {
+      limbs.push_back(m.joint());
+    }
+  }
+  ASSERT_EQ(limbs.size(), 4u);
+  EXPECT_THAT(effectors, ::testing::UnorderedElementsAreArray(limbs));
+  EXPECT_EQ(reached, response.left_foot().reached() +
+                         response.right_foot().reached() +
+                         response.left_hand().reached() +
+                         response.right_hand().reached());
+  EXPECT_GE(reached, 2);
+
+  stream->WritesDone();
+  while (stream->Read(&response)) {}
+  EXPECT_TRUE(stream->Finish().ok());
+  watcher.Expect([](const std::vector<std::string>& m) {
+    return m.back().find("\"ended\":true") != std::string::npos;
+  });
+  EXPECT_THAT(watcher.WaitFor().back(), HasSubstr("\"ended\":true"));
 }
 
 TEST_F(ViewerTest, AWatchOfNoStreamIsRefusedInTheSocket) {
