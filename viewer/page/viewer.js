@@ -24,6 +24,8 @@ const state = {
   pose: [],        // Per joint: local {t, q, s}, the pose drawn.
   solves: 0,       // Playground solves answered.
   lastResult: null,
+  profiles: [],    // ListRetargetProfiles' summaries.
+  profile: null,   // The opened GetRetargetProfileResponse.profile.
 };
 
 // ---------------------------------------------------------------- API
@@ -139,14 +141,16 @@ function chainColorOf(skeleton) {
   return color;
 }
 
-function buildFigure(skeleton) {
-  if (figure) scene.remove(figure.group);
+// A drawn skeleton at `rest`: joint spheres, bones coloured by chain (or
+// `boneColor`), and its limits unless `limits` is false. Its size is the
+// rest pose's bounding box diagonal.
+function makeFigure(skeleton, rest, { limits = true, jointColor = 0xdde3ea, boneColor = null } = {}) {
   const group = new THREE.Group();
-  const g = globals(skeleton, state.rest);
+  const g = globals(skeleton, rest);
   const box = new THREE.Box3();
   g.forEach((m) => box.expandByPoint(positionOf(m)));
-  bodySize = Math.max(box.getSize(new THREE.Vector3()).length(), 1e-3);
-  const r = bodySize * 0.008;
+  const size = Math.max(box.getSize(new THREE.Vector3()).length(), 1e-3);
+  const r = size * 0.008;
   const jointGeometry = new THREE.SphereGeometry(r * 1.6, 12, 8);
   const boneGeometry = new THREE.CylinderGeometry(r, r, 1, 8);
   boneGeometry.translate(0, 0.5, 0);
@@ -154,22 +158,23 @@ function buildFigure(skeleton) {
   const joints = [], bones = [];
   skeleton.joints.forEach((joint, j) => {
     const sphere = new THREE.Mesh(jointGeometry,
-        new THREE.MeshStandardMaterial({ color: 0xdde3ea }));
+        new THREE.MeshStandardMaterial({ color: jointColor }));
     sphere.userData.joint = j;
     group.add(sphere);
     joints.push(sphere);
     if (joint.parent >= 0) {
       const bone = new THREE.Mesh(boneGeometry, new THREE.MeshStandardMaterial({
-        color: colors[j] ?? 0x8a96a3 }));
+        color: boneColor ?? colors[j] ?? 0x8a96a3 }));
       group.add(bone);
       bones.push({ mesh: bone, joint: j });
     }
   });
   // Limits, fixed to the parent's frame: ball cones about the twist axis,
   // hinge arcs about the hinge axis from the rest direction of the bone.
-  const limits = [];
+  const limitMeshes = [];
   skeleton.joints.forEach((joint, j) => {
-    const length = bodySize * 0.06;
+    if (!limits) return;
+    const length = size * 0.06;
     const material = new THREE.MeshBasicMaterial({
       color: 0xf0c050, transparent: true, opacity: 0.25, side: THREE.DoubleSide,
       depthWrite: false });
@@ -180,19 +185,27 @@ function buildFigure(skeleton) {
       const cap = new THREE.SphereGeometry(length, 24, 12, 0, 2 * Math.PI, 0,
                                            Math.max(joint.maxSwingRad, 0.02));
       const mesh = new THREE.Mesh(cap, material);
-      limits.push({ mesh, joint: j, kind: 'cone' });
+      limitMeshes.push({ mesh, joint: j, kind: 'cone' });
       group.add(mesh);
     } else if (joint.type === 'JOINT_TYPE_HINGE' && joint.minAngleRad !== undefined &&
                joint.maxAngleRad !== undefined) {
       const arc = new THREE.RingGeometry(length * 0.4, length, 24, 1, joint.minAngleRad,
                                          joint.maxAngleRad - joint.minAngleRad);
       const mesh = new THREE.Mesh(arc, material);
-      limits.push({ mesh, joint: j, kind: 'arc' });
+      limitMeshes.push({ mesh, joint: j, kind: 'arc' });
       group.add(mesh);
     }
   });
-  scene.add(group);
-  figure = { group, joints, bones, limits };
+  return { group, joints, bones, limits: limitMeshes, size, box };
+}
+
+function buildFigure(skeleton) {
+  hideSource();  // A retarget's source belongs to the figure it was beside.
+  if (figure) scene.remove(figure.group);
+  figure = makeFigure(skeleton, state.rest);
+  scene.add(figure.group);
+  bodySize = figure.size;
+  const box = figure.box;
   grid.scale.setScalar(bodySize / 2);
   grid.position.y = box.min.y;
   const center = box.getCenter(new THREE.Vector3());
@@ -204,15 +217,14 @@ function buildFigure(skeleton) {
   orbit.update();
 }
 
-// Places the figure's meshes at `state.pose`.
-function drawPose() {
-  const skeleton = state.skeleton;
-  if (!figure || !skeleton) return;
-  const g = globals(skeleton, state.pose);
+// Places a figure's meshes at `pose` (in the figure's group); returns the
+// pose's model-space matrices.
+function placeFigure(fig, skeleton, rest, pose) {
+  const g = globals(skeleton, pose);
   const p = g.map(positionOf);
-  figure.joints.forEach((sphere, j) => sphere.position.copy(p[j]));
+  fig.joints.forEach((sphere, j) => sphere.position.copy(p[j]));
   const up = new THREE.Vector3(0, 1, 0);
-  for (const { mesh, joint } of figure.bones) {
+  for (const { mesh, joint } of fig.bones) {
     const from = p[skeleton.joints[joint].parent], d = p[joint].clone().sub(from);
     const length = d.length();
     mesh.visible = length > 1e-9;
@@ -220,11 +232,11 @@ function drawPose() {
     if (length > 1e-9) mesh.quaternion.setFromUnitVectors(up, d.divideScalar(length));
     mesh.scale.set(1, Math.max(length, 1e-9), 1);
   }
-  for (const { mesh, joint, kind } of figure.limits) {
+  for (const { mesh, joint, kind } of fig.limits) {
     // The limit frame: the parent's model rotation times the rest rotation.
     const parent = skeleton.joints[joint].parent;
     const frame = (parent >= 0 ? rotationOf(g[parent]) : new THREE.Quaternion())
-        .multiply(state.rest[joint].q);
+        .multiply(rest[joint].q);
     const axis = limitAxis(skeleton, joint).applyQuaternion(frame);
     mesh.position.copy(p[joint]);
     if (kind === 'cone') {
@@ -242,6 +254,71 @@ function drawPose() {
       mesh.quaternion.setFromRotationMatrix(new THREE.Matrix4().makeBasis(ref, y, axis));
     }
   }
+  return g;
+}
+
+// Places the figure's meshes at `state.pose` (and a retarget's source
+// beside it).
+function drawPose() {
+  if (!figure || !state.skeleton) return;
+  placeFigure(figure, state.skeleton, state.rest, state.pose);
+  placeSource();
+}
+
+// ------------------------------------------------ a retarget's source beside
+
+// The source skeleton of a retarget, drawn beside the target at the
+// target's size (rigs differ in units and proportions), in blue-grey, feet
+// on the same floor, moving with it: {id, name, skeleton, rest, pose, fig,
+// scale, side, floor (the source's, set on the grid)}.
+state.source = null;
+
+async function showSource(id) {
+  if (state.source?.id === id) return;
+  const response = await api(`/api/skeletons/${encodeURIComponent(id)}`);
+  hideSource();
+  const skeleton = response.skeleton;
+  const rest = skeleton.joints.map(restOf);
+  const fig = makeFigure(skeleton, rest, { limits: false, jointColor: 0xb8c4d0,
+                                           boneColor: 0x5a7fa8 });
+  // The same standing height (the rest poses' vertical extent; their
+  // diagonals where a rig is not Y-up).
+  const height = (f) => {
+    const y = f.box.max.y - f.box.min.y;
+    return y > 0.3 * f.size ? y : f.size;
+  };
+  const scale = height(figure) / height(fig);
+  fig.group.scale.setScalar(scale);
+  scene.add(fig.group);
+  // To the left of the target as the camera sees it now.
+  camera.updateMatrixWorld();  // It may have moved since the last render.
+  const left = new THREE.Vector3().setFromMatrixColumn(camera.matrixWorld, 0).negate();
+  left.y = 0;
+  if (left.lengthSq() < 1e-9) left.set(-1, 0, 0);
+  left.normalize().multiplyScalar(0.55 * bodySize);
+  // Back off the camera so that both fit.
+  camera.position.sub(orbit.target).multiplyScalar(1.3).add(orbit.target);
+  orbit.update();
+  state.source = { id, name: skeleton.name || '(unnamed)', skeleton, rest,
+                   pose: rest.map(({ t, q, s }) => ({ t: t.clone(), q: q.clone(), s })),
+                   fig, scale, side: left, floor: fig.box.min.y };
+  placeSource();
+}
+
+function hideSource() {
+  if (state.source) scene.remove(state.source.fig.group);
+  state.source = null;
+}
+
+function placeSource() {
+  const s = state.source;
+  if (!s || !figure || !state.skeleton) return;
+  const g = placeFigure(s.fig, s.skeleton, s.rest, s.pose);
+  const root = positionOf(g[0]);
+  const targetRoot = positionOf(globals(state.skeleton, state.pose)[0]);
+  s.fig.group.position.set(targetRoot.x + s.side.x - s.scale * root.x,
+                           grid.position.y - s.scale * s.floor,
+                           targetRoot.z + s.side.z - s.scale * root.z);
 }
 
 // ---------------------------------------------------- joint names on hover
@@ -415,10 +492,12 @@ async function loadStreams() {
     li.dataset.id = s.id;
     li.classList.toggle('selected', state.watch?.id === s.id);
     const title = document.createElement('div');
-    title.textContent = `stream ${s.id} · ${s.owner || 'anonymous'}`;
+    const retarget = s.kind === 'retarget';
+    title.textContent = `${retarget ? 'retarget' : 'stream'} ${s.id} · ${s.owner || 'anonymous'}`;
     const info = document.createElement('small');
-    info.textContent = `${(s.skeletonId || '?').slice(0, 12)} · ${s.frames} frames · ` +
-                       `${s.ageS.toFixed(0)} s`;
+    const skeleton = retarget ? `${nameOf(s.sourceSkeletonId)} → ${nameOf(s.skeletonId)}`
+                              : (s.skeletonId || '?').slice(0, 12);
+    info.textContent = `${skeleton} · ${s.frames} frames · ${s.ageS.toFixed(0)} s`;
     li.append(title, info);
     li.addEventListener('click', () => watch(s));
     return li;
@@ -432,10 +511,17 @@ async function loadStreams() {
   return streams;
 }
 
+// A skeleton's name from the registry's list (else its id's start).
+function nameOf(id) {
+  if (!id) return '?';
+  return state.skeletons.find((s) => s.skeletonId === id)?.name || id.slice(0, 12);
+}
+
 function stopWatching() {
   if (state.watch) state.watch.socket.close();
   state.watch = null;
   markers.clear();
+  hideSource();
   $('watching').hidden = true;
   for (const li of $('streams').children) li.classList.remove('selected');
 }
@@ -460,9 +546,26 @@ function drawMarkers(goals) {
   });
 }
 
+// Sets a drawn pose from a frame's rotations (w, x, y, z) and translations;
+// false when they do not fit it.
+function setPose(pose, r, t) {
+  const n = pose.length;
+  if (!r || !t || r.length !== 4 * n || t.length !== 3 * n) return false;
+  for (let j = 0; j < n; ++j) {
+    pose[j].q.set(r[4 * j + 1], r[4 * j + 2], r[4 * j + 3], r[4 * j]);
+    pose[j].t.set(t[3 * j], t[3 * j + 1], t[3 * j + 2]);
+  }
+  return true;
+}
+
+// The height of a pose's lowest joint (model space).
+const lowest = (skeleton, pose) => Math.min(...globals(skeleton, pose).map((m) => positionOf(m).y));
+
 // Keeps the camera on a moving figure: it moves with the root joint.
 function follow(w) {
   const root = positionOf(globals(state.skeleton, state.pose)[0]);
+  // With a retarget's source beside it: between the two.
+  if (state.source) root.addScaledVector(state.source.side, 0.5);
   if (w.root) {
     const delta = root.clone().sub(w.root);
     camera.position.add(delta);
@@ -483,6 +586,7 @@ async function watch(stream) {
   // The stream's skeleton may be newer than the list.
   await loadSkeletons().catch(() => {});
   if (stream.skeletonId && stream.skeletonId !== state.id) await openSkeleton(stream.skeletonId);
+  if (stream.kind === 'retarget' && stream.sourceSkeletonId) await showSource(stream.sourceSkeletonId);
   // The playground's gizmos would fight the stream for the pose.
   $('pg-chain').value = '';
   placeGizmos();
@@ -492,7 +596,7 @@ async function watch(stream) {
   if (state.token) url.searchParams.set('access_token', state.token);
   const socket = new WebSocket(url);
   const w = { id: stream.id, socket, messages: 0, sequence: null, started: performance.now(),
-              ended: false, error: null };
+              ended: false, error: null, kind: stream.kind || 'solve', loading: false };
   state.watch = w;
   $('watching').hidden = false;
   for (const li of $('streams').children) li.classList.toggle('selected', Number(li.dataset.id) === stream.id);
@@ -500,16 +604,32 @@ async function watch(stream) {
     const frame = JSON.parse(event.data);
     if (frame.error) { w.error = frame.error; showStatus(`watch: ${frame.error}`); return; }
     if (frame.ended) { w.ended = true; $('watch-info').textContent = `stream ${w.id} ended`; return; }
-    if (frame.skeletonId !== state.id) {
-      await openSkeleton(frame.skeletonId);
+    // Frames that arrive while a skeleton loads are dropped (latest wins).
+    if (w.loading || state.watch !== w) return;
+    const retarget = frame.kind === 'retarget';
+    if (frame.skeletonId !== state.id ||
+        (retarget && state.source?.id !== frame.sourceSkeletonId)) {
+      w.loading = true;
+      try {
+        if (frame.skeletonId !== state.id) await openSkeleton(frame.skeletonId);
+        if (retarget) await showSource(frame.sourceSkeletonId);
+      } finally {
+        w.loading = false;
+      }
       w.root = null;
+      w.floored = false;
+      if (state.watch !== w) return;
     }
-    const n = state.pose.length;
-    if (frame.rotations.length !== 4 * n) return;
-    for (let j = 0; j < n; ++j) {
-      const r = frame.rotations, t = frame.translations;
-      state.pose[j].q.set(r[4 * j + 1], r[4 * j + 2], r[4 * j + 3], r[4 * j]);
-      state.pose[j].t.set(t[3 * j], t[3 * j + 1], t[3 * j + 2]);
+    if (!setPose(state.pose, frame.rotations, frame.translations)) return;
+    if (retarget && state.source) {
+      setPose(state.source.pose, frame.sourceRotations, frame.sourceTranslations);
+    }
+    if (!w.floored) {
+      // The floor under the first frame's lowest joint: a stream's root
+      // height need not match the rest pose's (nor the source's).
+      w.floored = true;
+      grid.position.y = lowest(state.skeleton, state.pose);
+      if (state.source) state.source.floor = lowest(state.source.skeleton, state.source.pose);
     }
     drawPose();
     drawMarkers(frame.goals);
@@ -518,7 +638,9 @@ async function watch(stream) {
     w.sequence = frame.sequence;
     const seconds = (performance.now() - w.started) / 1000;
     const reached = frame.goals.filter((g) => g.reached).length;
-    $('watch-info').textContent = `stream ${w.id}: frame ${frame.sequence}, ` +
+    $('watch-info').textContent = `${retarget ? 'retarget' : 'stream'} ${w.id}: ` +
+        (retarget ? `${state.source?.name} → ${state.skeleton.name || '(unnamed)'}, ` : '') +
+        `frame ${frame.sequence}, ` +
         `${(w.messages / Math.max(seconds, 1e-3)).toFixed(0)} frames/s shown, ` +
         `${reached}/${frame.goals.length} goals reached`;
   };
@@ -526,6 +648,7 @@ async function watch(stream) {
 
 $('watch-stop').addEventListener('click', stopWatching);
 setInterval(() => { loadStreams().catch(() => {}); }, 1000);
+setInterval(() => { loadSkeletons().then(loadProfiles).catch(() => {}); }, 5000);
 
 // -------------------------------------------------------------- registry
 
@@ -556,8 +679,78 @@ async function loadSkeletons() {
   return all;
 }
 
+async function loadProfiles() {
+  const all = [];
+  let token = '';
+  do {
+    const page = await api(`/api/retarget-profiles${token ? `?page_token=${encodeURIComponent(token)}` : ''}`);
+    all.push(...(page.profiles || []));
+    token = page.nextPageToken || '';
+  } while (token);
+  state.profiles = all;
+  const list = $('profiles');
+  list.replaceChildren(...all.map((p) => {
+    const li = document.createElement('li');
+    li.dataset.id = p.profileId;
+    li.classList.toggle('selected', p.profileId === state.profile?.profileId);
+    const name = document.createElement('div');
+    name.textContent = `${p.sourceName || '(unnamed)'} → ${p.targetName || '(unnamed)'}`;
+    const info = document.createElement('small');
+    info.textContent = `${p.profileId.slice(0, 12)} · version ${p.version}`;
+    li.append(name, info);
+    li.addEventListener('click', () => openProfile(p.profileId).catch((e) => showStatus(e.message)));
+    return li;
+  }));
+  if (all.length === 0) {
+    const li = document.createElement('li');
+    li.className = 'hint';
+    li.textContent = 'No retarget profiles.';
+    list.replaceChildren(li);
+  }
+  return all;
+}
+
+// A profile: its target with its source beside, both at rest, and which
+// joint plays each role on either side.
+async function openProfile(id) {
+  stopWatching();
+  const { profile } = await api(`/api/retarget-profiles/${encodeURIComponent(id)}`);
+  await openSkeleton(profile.target.skeletonId);
+  await showSource(profile.source.skeletonId);
+  state.profile = profile;
+  for (const li of $('profiles').children) li.classList.toggle('selected', li.dataset.id === id);
+  $('profile-details').hidden = false;
+  $('profile-name').textContent =
+      `${profile.source.skeletonName || '(unnamed)'} → ${profile.target.skeletonName || '(unnamed)'}`;
+  const roles = new Map();
+  for (const [side, k] of [[profile.source, 0], [profile.target, 1]]) {
+    for (const m of side.roles || []) {
+      if (!roles.has(m.role)) roles.set(m.role, ['', '']);
+      roles.get(m.role)[k] = m.joint;
+    }
+  }
+  const header = document.createElement('tr');
+  for (const text of ['role', 'source', 'target']) {
+    const th = document.createElement('th');
+    th.textContent = text;
+    header.appendChild(th);
+  }
+  $('profile-roles').replaceChildren(header, ...[...roles].map(([role, joints]) => {
+    const tr = document.createElement('tr');
+    for (const text of [role, ...joints]) {
+      const td = document.createElement('td');
+      td.textContent = text || '—';
+      tr.appendChild(td);
+    }
+    return tr;
+  }));
+}
+
 async function openSkeleton(id) {
   const response = await api(`/api/skeletons/${encodeURIComponent(id)}`);
+  state.profile = null;  // openProfile sets it again, after this.
+  $('profile-details').hidden = true;
+  for (const li of $('profiles').children) li.classList.remove('selected');
   state.id = id;
   state.skeleton = response.skeleton;
   state.rest = state.skeleton.joints.map(restOf);
@@ -600,6 +793,7 @@ $('token-save').addEventListener('click', () => {
 async function start() {
   try {
     const skeletons = await loadSkeletons();
+    await loadProfiles();
     await loadStreams();
     $('auth').hidden = Boolean(state.token) ? $('auth').hidden : true;
     const wanted = new URLSearchParams(location.search).get('skeleton');
@@ -623,6 +817,15 @@ window.reachViewer = {
     return { x: rect.left + (p.x + 1) / 2 * rect.width, y: rect.top + (1 - p.y) / 2 * rect.height };
   },
   targetPosition: () => xyz(target.position),
+  bodySize: () => bodySize,
   markersShown: () => markers.children.filter((m) => m.visible).length,
+  // A retarget's source figure beside the target: its joints in the view's
+  // space (scaled and placed), or null.
+  sourceJointPositions: () => {
+    const s = state.source;
+    if (!s) return null;
+    s.fig.group.updateMatrixWorld(true);
+    return s.fig.joints.map((m) => xyz(m.getWorldPosition(new THREE.Vector3())));
+  },
   jointPositions: () => state.skeleton ? globals(state.skeleton, state.pose).map((m) => xyz(positionOf(m))) : [],
 };

@@ -12,8 +12,11 @@
 // target with the mouse solves through the server and moves the arm; a
 // running `reach stream` (a CMU walk from --data, default tests/data next
 // to this repository) is listed, and watching it shows frames advancing
-// until it ends. Screenshots: OUT/viewer-rest.png, OUT/viewer-playground.png,
-// OUT/viewer-stream.png.
+// until it ends; a running `reach retarget --live` (the walk onto the BCN
+// rig) is listed, and watching it shows the target with its source beside
+// it, both moving; the profile it made is listed with its roles.
+// Screenshots: OUT/viewer-rest.png, OUT/viewer-playground.png,
+// OUT/viewer-stream.png, OUT/viewer-retarget.png.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -213,6 +216,111 @@ try {
   } finally {
     streamer.kill();
   }
+
+  // Retarget side by side: `reach retarget --live` of the walk onto the
+  // BCN rig (other names, metres) at 40 frames/s is listed as a retarget;
+  // watching it shows the target with its source beside it, both moving.
+  const rig = join(data, 'rigs', 'BCN_Epileptic.glb');
+  const retargeter = spawn(args.cli, [`--addr=127.0.0.1:${grpcPort}`, 'retarget', clip,
+                                      '--to', rig, '--live', '--fps', '40', '--quiet'],
+                           { stdio: 'ignore' });
+  let retargetExit = null;
+  const retargetEnded = new Promise((resolve) => retargeter.on('exit', (code) => {
+    retargetExit = code;
+    resolve(code);
+  }));
+  try {
+    const streamId = await waitFor('the retarget stream in the list', () => {
+      if (retargetExit !== null) throw new Error(`reach retarget exited ${retargetExit}`);
+      return page.evaluate(() => [...document.querySelectorAll('#streams li[data-id]')]
+          .find((li) => li.textContent.startsWith('retarget'))?.dataset.id);
+    });
+    const entry = await page.$eval(`#streams li[data-id="${streamId}"]`, (e) => e.textContent);
+    check(entry.includes('→'), `the retarget stream is listed with its skeletons (${entry})`);
+    await page.click(`#streams li[data-id="${streamId}"]`);
+    const first = await waitFor('frames of the retarget', () => page.evaluate(() =>
+      window.reachViewer.state.watch?.messages >= 3 && window.reachViewer.state.source &&
+      window.reachViewer.state.watch.sequence));
+    const sample = () => page.evaluate(() => ({
+      target: window.reachViewer.jointPositions(),
+      source: window.reachViewer.sourceJointPositions(),
+      sequence: window.reachViewer.state.watch.sequence,
+      messages: window.reachViewer.state.watch.messages,
+      info: document.querySelector('#watch-info').textContent,
+      markers: window.reachViewer.markersShown(),
+      size: window.reachViewer.bodySize(),
+    }));
+    const before = await sample();
+    await sleep(1500);
+    const after = await sample();
+    check(Number(after.sequence) > Number(first) + 10,
+          `the watched retarget advances (frame ${first} -> ${after.sequence}: ${after.info})`);
+    check(after.info.includes('→'), 'the watch names the source and the target');
+    // Both figures move: the walk carries both roots forward.
+    const targetMoved = dist(after.target[0], before.target[0]);
+    const sourceMoved = dist(after.source[0], before.source[0]);
+    check(targetMoved > 0.05 * after.size && sourceMoved > 0.05 * after.size,
+          `the target and its source move together (${targetMoved.toFixed(2)} and ` +
+          `${sourceMoved.toFixed(2)} in 1.5 s, body ${after.size.toFixed(2)})`);
+    // Beside, not on top: the roots are apart across the view.
+    const apart = Math.hypot(after.source[0].x - after.target[0].x,
+                             after.source[0].z - after.target[0].z);
+    check(apart > 0.3 * after.size, `the source is drawn beside the target (${apart.toFixed(2)} apart)`);
+    check(after.markers >= 4, `the retarget's limb goals are drawn (${after.markers})`);
+    const shotRetarget = join(args.out, 'viewer-retarget.png');
+    await page.screenshot({ path: shotRetarget });
+    // Pixels of the source figure: within its joints' screen box, not the
+    // background (the box is checked apart from the target's first).
+    const boxes = await page.evaluate(() => {
+      const v = window.reachViewer;
+      const box = (points) => {
+        const s = points.map((p) => v.screenOf(p));
+        return { x0: Math.min(...s.map((p) => p.x)), x1: Math.max(...s.map((p) => p.x)),
+                 y0: Math.min(...s.map((p) => p.y)), y1: Math.max(...s.map((p) => p.y)) };
+      };
+      return { source: box(v.sourceJointPositions()), target: box(v.jointPositions()) };
+    });
+    const overlap = Math.max(0, Math.min(boxes.source.x1, boxes.target.x1) -
+                                Math.max(boxes.source.x0, boxes.target.x0));
+    check(overlap < 0.5 * (boxes.source.x1 - boxes.source.x0),
+          `source and target stand apart on screen (overlap ${overlap.toFixed(0)} px)`);
+    const sourcePixels = await page.evaluate(async (png, b) => {
+      const image = new Image();
+      image.src = `data:image/png;base64,${png}`;
+      await image.decode();
+      const canvas = document.createElement('canvas');
+      canvas.width = image.width; canvas.height = image.height;
+      const context = canvas.getContext('2d');
+      context.drawImage(image, 0, 0);
+      const x0 = Math.max(0, Math.floor(b.x0)), y0 = Math.max(0, Math.floor(b.y0));
+      const w = Math.max(1, Math.ceil(b.x1) - x0), h = Math.max(1, Math.ceil(b.y1) - y0);
+      const data = context.getImageData(x0, y0, w, h).data;
+      let blue = 0;
+      for (let i = 0; i < data.length; i += 4) {
+        const [r, g, bl] = [data[i], data[i + 1], data[i + 2]];
+        if (bl > r + 25 && bl > 70) blue += 1;  // The source's blue-grey bones.
+      }
+      return blue;
+    }, readFileSync(shotRetarget).toString('base64'), boxes.source);
+    check(sourcePixels > 300, `the source figure is drawn (${sourcePixels} pixels of its bones)`);
+    check(await retargetEnded === 0, `reach retarget --live exits 0 (${retargetExit})`);
+    await waitFor('the end of the retarget', () => page.evaluate(() => window.reachViewer.state.watch?.ended));
+    check(true, 'the page sees the retarget end');
+  } finally {
+    retargeter.kill();
+  }
+
+  // The registry lists the profile `reach retarget` made; opening it shows
+  // both skeletons and which joint plays each role on either side.
+  const profileId = await waitFor('the profile in the registry', () =>
+    page.evaluate(() => document.querySelector('#profiles li[data-id]')?.dataset.id));
+  await page.click(`#profiles li[data-id="${profileId}"]`);
+  const roles = await waitFor('the profile\'s roles', () => page.evaluate(() =>
+    !document.querySelector('#profile-details').hidden &&
+    window.reachViewer.state.source &&
+    [...document.querySelectorAll('#profile-roles tr')].map((tr) => tr.textContent)));
+  check(roles.length > 10 && roles.some((r) => r.startsWith('left.hand') && r.includes('B_Hand_Left')),
+        `the profile shows its roles (${roles.length - 1}, e.g. ${roles.find((r) => r.startsWith('left.hand'))})`);
 
   check(problems.length === 0, `no console errors or failed requests${problems.length ? `: ${problems.join('; ')}` : ''}`);
 } catch (error) {
