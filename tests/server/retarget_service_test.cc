@@ -123,15 +123,9 @@ class RetargetServiceTest : public ::testing::Test {
   }
 
   v1::ImportSkeletonResponse Import(const std::string& name, bool motion) {
-    v1::ImportSkeletonRequest request;
-    request.set_data(Data(name));
-    request.set_file_name(name.substr(name.rfind('/') + 1));
-    request.set_return_motion(motion);
-    v1::ImportSkeletonResponse response;
-    const grpc::Status status =
-        server_.stub->ImportSkeleton(Context().get(), request, &response);
-    EXPECT_TRUE(status.ok()) << name << ": " << status.error_message();
-    return response;
+    return testing::MustImport(*server_.stub,
+                               std::string(REACH_TEST_DATA) + "/" + name,
+                               motion);
   }
 
   v1::RetargetProfileSpec Spec() const {

@@ -5,8 +5,6 @@
 #include <civetweb.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -398,13 +396,6 @@ TEST_F(ViewerTest, WatchesALiveStreamFrameByFrame) {
   EXPECT_THAT(after.body, HasSubstr("\"streams\":[]"));
 }
 
-std::string Data(const std::string& name) {
-  std::ifstream in(std::string(REACH_TEST_DATA) + "/" + name, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
 std::vector<double> Numbers(const google::protobuf::Struct& json,
                             const std::string& field) {
   std::vector<double> out;
@@ -421,21 +412,11 @@ std::vector<double> Numbers(const google::protobuf::Struct& json,
 // pose as sent and the target pose as answered, and the limb goals the
 // target's own forward kinematics (the test's) puts the effectors on.
 TEST_F(ViewerTest, WatchesARetargetStreamWithItsSourceBesideIt) {
-  auto import = [&](const std::string& name, bool motion) {
-    v1::ImportSkeletonRequest request;
-    request.set_data(Data(name));
-    request.set_file_name(name.substr(name.rfind('/') + 1));
-    request.set_return_motion(motion);
-    v1::ImportSkeletonResponse response;
-    const grpc::Status status =
-        server_.stub->ImportSkeleton(Context().get(), request, &response);
-    EXPECT_TRUE(status.ok()) << name << ": " << status.error_message();
-    return response;
-  };
-  const v1::ImportSkeletonResponse source =
-      import("mocap/cmu_02_01_walk.bvh", /*motion=*/true);
-  const v1::ImportSkeletonResponse target =
-      import("rigs/BCN_Epileptic.glb", /*motion=*/false);
+  const std::string data = REACH_TEST_DATA;
+  const v1::ImportSkeletonResponse source = testing::MustImport(
+      *server_.stub, data + "/mocap/cmu_02_01_walk.bvh", /*motion=*/true);
+  const v1::ImportSkeletonResponse target = testing::MustImport(
+      *server_.stub, data + "/rigs/BCN_Epileptic.glb", /*motion=*/false);
   ASSERT_GT(source.motion_size(), 60);
   auto retarget = v1::RetargetService::NewStub(server_.channel);
   v1::CreateRetargetProfileRequest create;

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -71,6 +73,26 @@ std::string MustRegister(v1::IkService::Stub& stub,
     std::abort();
   }
   return response.skeleton_id();
+}
+
+v1::ImportSkeletonResponse MustImport(v1::IkService::Stub& stub,
+                                      const std::string& path, bool motion) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  v1::ImportSkeletonRequest request;
+  request.set_data(bytes.str());
+  request.set_file_name(path.substr(path.rfind('/') + 1));
+  request.set_return_motion(motion);
+  v1::ImportSkeletonResponse response;
+  const grpc::Status status =
+      stub.ImportSkeleton(Context().get(), request, &response);
+  if (!in || !status.ok()) {
+    std::fprintf(stderr, "MustImport %s: %s\n", path.c_str(),
+                 in ? status.error_message().c_str() : "cannot read");
+    std::abort();
+  }
+  return response;
 }
 
 v1::Goal MakeGoal(const std::string& chain, const Eigen::Vector3d& target,

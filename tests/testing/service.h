@@ -39,6 +39,12 @@ v1::Skeleton ToWire(const SkeletonDef& def, const std::string& name);
 // the id.
 std::string MustRegister(v1::IkService::Stub& stub, const v1::Skeleton& skeleton);
 
+// Imports the file at `path` (its bytes, named by its base name) with
+// ImportSkeleton; aborts the test binary on failure. `motion`: the clip's
+// frames too.
+v1::ImportSkeletonResponse MustImport(v1::IkService::Stub& stub,
+                                      const std::string& path, bool motion);
+
 // A goal on `chain` towards `target`.
 v1::Goal MakeGoal(const std::string& chain, const Eigen::Vector3d& target,
                   v1::Solver solver = v1::SOLVER_AUTO);

@@ -50,6 +50,37 @@ async function waitFor(what, fn, timeoutMs = 20000) {
   }
 }
 
+// A screenshot's pixels within `box` ({x0, y0, x1, y1} in CSS pixels; the
+// 3D view by default) that are not the background or the grid's greys
+// (`figure`), yellowish as the limits are (`limits`), or blue as a
+// retarget's source bones are (`blue`); counted in the page.
+function pixelCounts(page, path, box = null) {
+  return page.evaluate(async (png, b) => {
+    const image = new Image();
+    image.src = `data:image/png;base64,${png}`;
+    await image.decode();
+    const canvas = document.createElement('canvas');
+    canvas.width = image.width; canvas.height = image.height;
+    const context = canvas.getContext('2d');
+    context.drawImage(image, 0, 0);
+    const view = document.querySelector('#view').getBoundingClientRect();
+    const r = b || { x0: view.left, y0: view.top, x1: view.right, y1: view.bottom };
+    const x0 = Math.max(0, Math.floor(r.x0)), y0 = Math.max(0, Math.floor(r.y0));
+    const data = context.getImageData(x0, y0, Math.max(1, Math.ceil(r.x1) - x0),
+                                      Math.max(1, Math.ceil(r.y1) - y0)).data;
+    let figure = 0, limits = 0, blue = 0;
+    for (let i = 0; i < data.length; i += 4) {
+      const [red, green, bl] = [data[i], data[i + 1], data[i + 2]];
+      // Background 1d2125 and the grid's greys aside.
+      const grey = Math.abs(red - green) < 12 && Math.abs(green - bl) < 16 && red < 0x70;
+      if (!grey) figure += 1;
+      if (red > 60 && red > bl + 30 && green > bl + 10) limits += 1;
+      if (bl > red + 25 && bl > 70) blue += 1;
+    }
+    return { figure, limits, blue, total: data.length / 4 };
+  }, readFileSync(path).toString('base64'), box);
+}
+
 // The server, on ports the kernel picks, read from its start line.
 const work = mkdtempSync(join(tmpdir(), 'reach-viewer-'));
 const logPath = join(work, 'server.log');
@@ -99,26 +130,7 @@ try {
   await sleep(500);
   const shot = join(args.out, 'viewer-rest.png');
   await page.screenshot({ path: shot });
-  const counts = await page.evaluate(async (png) => {
-    const image = new Image();
-    image.src = `data:image/png;base64,${png}`;
-    await image.decode();
-    const canvas = document.createElement('canvas');
-    canvas.width = image.width; canvas.height = image.height;
-    const context = canvas.getContext('2d');
-    context.drawImage(image, 0, 0);
-    const view = document.querySelector('#view').getBoundingClientRect();
-    const data = context.getImageData(view.left, view.top, view.width, view.height).data;
-    let figure = 0, limits = 0;
-    for (let i = 0; i < data.length; i += 4) {
-      const [r, g, b] = [data[i], data[i + 1], data[i + 2]];
-      // Background 1d2125 and the grid's greys aside.
-      const grey = Math.abs(r - g) < 12 && Math.abs(g - b) < 16 && r < 0x70;
-      if (!grey) figure += 1;
-      if (r > 60 && r > b + 30 && g > b + 10) limits += 1;  // Yellowish limit shapes.
-    }
-    return { figure, limits, total: data.length / 4 };
-  }, readFileSync(shot).toString('base64'));
+  const counts = await pixelCounts(page, shot);
   check(counts.figure > 2000, `the 3D view draws the skeleton (${counts.figure} of ${counts.total} pixels)`);
   check(counts.limits > 200, `limits are drawn (${counts.limits} pixels)`);
 
@@ -284,24 +296,7 @@ try {
                                 Math.max(boxes.source.x0, boxes.target.x0));
     check(overlap < 0.5 * (boxes.source.x1 - boxes.source.x0),
           `source and target stand apart on screen (overlap ${overlap.toFixed(0)} px)`);
-    const sourcePixels = await page.evaluate(async (png, b) => {
-      const image = new Image();
-      image.src = `data:image/png;base64,${png}`;
-      await image.decode();
-      const canvas = document.createElement('canvas');
-      canvas.width = image.width; canvas.height = image.height;
-      const context = canvas.getContext('2d');
-      context.drawImage(image, 0, 0);
-      const x0 = Math.max(0, Math.floor(b.x0)), y0 = Math.max(0, Math.floor(b.y0));
-      const w = Math.max(1, Math.ceil(b.x1) - x0), h = Math.max(1, Math.ceil(b.y1) - y0);
-      const data = context.getImageData(x0, y0, w, h).data;
-      let blue = 0;
-      for (let i = 0; i < data.length; i += 4) {
-        const [r, g, bl] = [data[i], data[i + 1], data[i + 2]];
-        if (bl > r + 25 && bl > 70) blue += 1;  // The source's blue-grey bones.
-      }
-      return blue;
-    }, readFileSync(shotRetarget).toString('base64'), boxes.source);
+    const sourcePixels = (await pixelCounts(page, shotRetarget, boxes.source)).blue;
     check(sourcePixels > 300, `the source figure is drawn (${sourcePixels} pixels of its bones)`);
     check(await retargetEnded === 0, `reach retarget --live exits 0 (${retargetExit})`);
     await waitFor('the end of the retarget', () => page.evaluate(() => window.reachViewer.state.watch?.ended));
