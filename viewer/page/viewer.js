@@ -295,9 +295,12 @@ async function showSource(id) {
   const left = new THREE.Vector3().setFromMatrixColumn(camera.matrixWorld, 0).negate();
   left.y = 0;
   if (left.lengthSq() < 1e-9) left.set(-1, 0, 0);
-  left.normalize().multiplyScalar(0.55 * bodySize);
-  // Back off the camera so that both fit.
+  left.normalize().multiplyScalar(0.65 * bodySize);
+  // Look between the two, from further back, so that both fit.
   camera.position.sub(orbit.target).multiplyScalar(1.3).add(orbit.target);
+  const between = left.clone().multiplyScalar(0.5);
+  orbit.target.add(between);
+  camera.position.add(between);
   orbit.update();
   state.source = { id, name: skeleton.name || '(unnamed)', skeleton, rest,
                    pose: rest.map(({ t, q, s }) => ({ t: t.clone(), q: q.clone(), s })),
@@ -718,6 +721,8 @@ async function openProfile(id) {
   await openSkeleton(profile.target.skeletonId);
   await showSource(profile.source.skeletonId);
   state.profile = profile;
+  $('pg-chain').value = '';  // No playground gizmos over the pair.
+  placeGizmos();
   for (const li of $('profiles').children) li.classList.toggle('selected', li.dataset.id === id);
   $('profile-details').hidden = false;
   $('profile-name').textContent =

@@ -16,7 +16,7 @@
 // rig) is listed, and watching it shows the target with its source beside
 // it, both moving; the profile it made is listed with its roles.
 // Screenshots: OUT/viewer-rest.png, OUT/viewer-playground.png,
-// OUT/viewer-stream.png, OUT/viewer-retarget.png.
+// OUT/viewer-stream.png, OUT/viewer-retarget.png, OUT/viewer-profile.png.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -316,6 +316,8 @@ try {
     [...document.querySelectorAll('#profile-roles tr')].map((tr) => tr.textContent)));
   check(roles.length > 10 && roles.some((r) => r.startsWith('left.hand') && r.includes('B_Hand_Left')),
         `the profile shows its roles (${roles.length - 1}, e.g. ${roles.find((r) => r.startsWith('left.hand'))})`);
+  await sleep(300);
+  await page.screenshot({ path: join(args.out, 'viewer-profile.png') });
 
   check(problems.length === 0, `no console errors or failed requests${problems.length ? `: ${problems.join('; ')}` : ''}`);
 } catch (error) {
