@@ -48,7 +48,7 @@ struct Fixture {
 
 void BM_PublishedUnwatched(benchmark::State& state) {
   Fixture f;
-  WatchedStream stream(1, "owner");
+  WatchedStream stream(1, "owner", /*retarget=*/false);
   for (auto _ : state) {
     f.request.set_sequence(f.request.sequence() + 1);
     stream.Published(f.skeleton, "id", f.request, f.pose, f.response);
@@ -58,7 +58,7 @@ BENCHMARK(BM_PublishedUnwatched);
 
 void BM_PublishedWatched(benchmark::State& state) {
   Fixture f;
-  WatchedStream stream(1, "owner");
+  WatchedStream stream(1, "owner", /*retarget=*/false);
   stream.AddWatcher();
   for (auto _ : state) {
     f.request.set_sequence(f.request.sequence() + 1);
@@ -70,7 +70,7 @@ BENCHMARK(BM_PublishedWatched);
 // The pump's work for one frame sent: the copy out and its JSON.
 void BM_SampleAndJson(benchmark::State& state) {
   Fixture f;
-  WatchedStream stream(1, "owner");
+  WatchedStream stream(1, "owner", /*retarget=*/false);
   stream.AddWatcher();
   StreamFrame frame;
   uint64_t sent = 0;

@@ -658,7 +658,8 @@ IkService::OpenStream(grpc::CallbackServerContext* context, Rpc rpc,
   // Without auth, solves are not charged to anyone (no name): the viewer
   // lists the stream under its peer's address.
   stream->watched = stream_watch_.Add(
-      caller->name.empty() ? PeerOwner(context->peer()) : caller->name);
+      caller->name.empty() ? PeerOwner(context->peer()) : caller->name,
+      rpc == Rpc::kRetargetStream);
   streams_.insert(stream);
   metrics_->SetActiveStreams(static_cast<int>(streams_.size()));
   stream->Start();

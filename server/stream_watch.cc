@@ -158,8 +158,10 @@ void WatchedStream::PublishedRetarget(const Skeleton& target_skeleton,
   for (size_t i = 0; i < goals.size(); ++i) {
     const Goal& goal = goals[i];
     StreamFrame::Goal& g = f.goals[i];
-    g.effector = goal.tip_joint < target_skeleton.num_joints() ? goal.tip_joint
-                                                               : -1;
+    g.effector = goal.tip_joint >= 0 &&
+                         goal.tip_joint < target_skeleton.num_joints()
+                     ? goal.tip_joint
+                     : -1;
     g.has_target = true;
     for (int k = 0; k < 3; ++k) g.target[k] = goal.target[k];
     g.has_pole = goal.pole.has_value();
@@ -201,9 +203,11 @@ bool WatchedStream::Latest(uint64_t after, StreamFrame* out) const {
   return true;
 }
 
-std::shared_ptr<WatchedStream> StreamWatch::Add(std::string owner) {
+std::shared_ptr<WatchedStream> StreamWatch::Add(std::string owner,
+                                                bool retarget) {
   absl::MutexLock lock(&mu_);
-  streams_.push_back(std::make_shared<WatchedStream>(next_id_++, std::move(owner)));
+  streams_.push_back(std::make_shared<WatchedStream>(
+      next_id_++, std::move(owner), retarget));
   return streams_.back();
 }
 

@@ -60,10 +60,16 @@ std::string StreamFrameJson(int64_t stream, const StreamFrame& frame);
 
 class WatchedStream {
  public:
-  WatchedStream(int64_t id, std::string owner)
-      : id_(id), owner_(std::move(owner)), started_(absl::Now()) {}
+  // `retarget`: a RetargetStream (else a SolveStream).
+  WatchedStream(int64_t id, std::string owner, bool retarget)
+      : id_(id),
+        owner_(std::move(owner)),
+        retarget_(retarget),
+        started_(absl::Now()) {}
 
   int64_t id() const { return id_; }
+  // "solve" or "retarget".
+  const char* kind() const { return retarget_ ? "retarget" : "solve"; }
   const std::string& owner() const { return owner_; }
   absl::Time started() const { return started_; }
   int64_t frames() const { return frames_.load(std::memory_order_relaxed); }
@@ -104,6 +110,7 @@ class WatchedStream {
  private:
   const int64_t id_;
   const std::string owner_;
+  const bool retarget_;
   const absl::Time started_;
   std::atomic<int64_t> frames_{0};
   std::atomic<int> watchers_{0};
@@ -118,7 +125,7 @@ class WatchedStream {
 class StreamWatch {
  public:
   // A stream opened by `owner` (the caller's name).
-  std::shared_ptr<WatchedStream> Add(std::string owner);
+  std::shared_ptr<WatchedStream> Add(std::string owner, bool retarget);
   // The stream ended: it is marked so, and no longer listed.
   void Remove(const std::shared_ptr<WatchedStream>& stream);
   std::vector<std::shared_ptr<WatchedStream>> List() const;

@@ -204,9 +204,8 @@ void Viewer::ListStreams(mg_connection* conn) {
     f["id"].set_number_value(static_cast<double>(stream->id()));
     f["owner"].set_string_value(stream->owner());
     f["skeletonId"].set_string_value(stream->skeleton_id());
-    const std::string profile = stream->profile_id();
-    f["kind"].set_string_value(profile.empty() ? "solve" : "retarget");
-    if (!profile.empty()) {
+    f["kind"].set_string_value(stream->kind());
+    if (const std::string profile = stream->profile_id(); !profile.empty()) {
       f["profileId"].set_string_value(profile);
       f["sourceSkeletonId"].set_string_value(stream->source_skeleton_id());
     }
@@ -265,6 +264,9 @@ void Viewer::OnWatchReady(mg_connection* conn, void* self) {
     mg_websocket_write(conn, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "", 0);
     return;
   }
+  // From the next frame answered on: the slot may hold a frame from an
+  // earlier watch, long stale.
+  w->sent_version = static_cast<uint64_t>(w->stream->frames());
   w->stream->AddWatcher();
   absl::MutexLock lock(&v->mu_);
   w->conn = conn;

@@ -474,6 +474,14 @@ TEST_F(ViewerTest, WatchesARetargetStreamWithItsSourceBesideIt) {
     return request;
   };
   v1::RetargetResponse response;
+  // Listed as a retarget from the start, before any frame succeeds.
+  v1::RetargetRequest unknown_profile = frame_request(1);
+  unknown_profile.set_profile_id("abc");
+  ASSERT_TRUE(stream->Write(unknown_profile));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_THAT(response.error().message(), HasSubstr("profile_id"));
+  const HttpResponse failing = HttpRequest(port_, "GET", "/api/streams");
+  EXPECT_THAT(failing.body, HasSubstr("\"kind\":\"retarget\"")) << failing.body;
   ASSERT_TRUE(stream->Write(frame_request(1)));
   ASSERT_TRUE(stream->Read(&response));
 

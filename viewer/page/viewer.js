@@ -26,6 +26,7 @@ const state = {
   lastResult: null,
   profiles: [],    // ListRetargetProfiles' summaries.
   profile: null,   // The opened GetRetargetProfileResponse.profile.
+  view: 0,         // Counts changes of what is watched or opened.
 };
 
 // ---------------------------------------------------------------- API
@@ -273,9 +274,12 @@ function drawPose() {
 // scale, side, floor (the source's, set on the grid)}.
 state.source = null;
 
-async function showSource(id) {
+// `view`: the view this is for (state.view when asked); nothing is drawn
+// when the view changed while the skeleton loaded.
+async function showSource(id, view = state.view) {
   if (state.source?.id === id) return;
   const response = await api(`/api/skeletons/${encodeURIComponent(id)}`);
+  if (view !== state.view) return;
   hideSource();
   const skeleton = response.skeleton;
   const rest = skeleton.joints.map(restOf);
@@ -521,6 +525,7 @@ function nameOf(id) {
 }
 
 function stopWatching() {
+  state.view += 1;  // What was loading for the old view is dropped.
   if (state.watch) state.watch.socket.close();
   state.watch = null;
   markers.clear();
@@ -586,10 +591,16 @@ function follow(w) {
 
 async function watch(stream) {
   stopWatching();
+  const view = state.view;
   // The stream's skeleton may be newer than the list.
   await loadSkeletons().catch(() => {});
+  if (view !== state.view) return;  // Another stream or view was chosen.
   if (stream.skeletonId && stream.skeletonId !== state.id) await openSkeleton(stream.skeletonId);
-  if (stream.kind === 'retarget' && stream.sourceSkeletonId) await showSource(stream.sourceSkeletonId);
+  if (view !== state.view) return;
+  if (stream.kind === 'retarget' && stream.sourceSkeletonId) {
+    await showSource(stream.sourceSkeletonId, view);
+  }
+  if (view !== state.view) return;
   // The playground's gizmos would fight the stream for the pose.
   $('pg-chain').value = '';
   placeGizmos();
@@ -599,7 +610,7 @@ async function watch(stream) {
   if (state.token) url.searchParams.set('access_token', state.token);
   const socket = new WebSocket(url);
   const w = { id: stream.id, socket, messages: 0, sequence: null, started: performance.now(),
-              ended: false, error: null, kind: stream.kind || 'solve', loading: false };
+              ended: false, error: null, loading: false, view };
   state.watch = w;
   $('watching').hidden = false;
   for (const li of $('streams').children) li.classList.toggle('selected', Number(li.dataset.id) === stream.id);
@@ -612,10 +623,16 @@ async function watch(stream) {
     const retarget = frame.kind === 'retarget';
     if (frame.skeletonId !== state.id ||
         (retarget && state.source?.id !== frame.sourceSkeletonId)) {
+      if (w.error) return;  // A skeleton that cannot be loaded: said once.
       w.loading = true;
       try {
         if (frame.skeletonId !== state.id) await openSkeleton(frame.skeletonId);
-        if (retarget) await showSource(frame.sourceSkeletonId);
+        if (retarget && w.view === state.view) await showSource(frame.sourceSkeletonId, w.view);
+      } catch (error) {
+        // E.g. a skeleton deleted since (a profile keeps its own copies).
+        w.error = error.message;
+        showStatus(`watch: ${error.message}`);
+        return;
       } finally {
         w.loading = false;
       }
@@ -717,9 +734,13 @@ async function loadProfiles() {
 // joint plays each role on either side.
 async function openProfile(id) {
   stopWatching();
+  const view = state.view;
   const { profile } = await api(`/api/retarget-profiles/${encodeURIComponent(id)}`);
+  if (view !== state.view) return;
   await openSkeleton(profile.target.skeletonId);
-  await showSource(profile.source.skeletonId);
+  if (view !== state.view) return;
+  await showSource(profile.source.skeletonId, view);
+  if (view !== state.view) return;
   state.profile = profile;
   $('pg-chain').value = '';  // No playground gizmos over the pair.
   placeGizmos();

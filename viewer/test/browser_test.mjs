@@ -223,8 +223,9 @@ try {
     check(watched.markers >= 4, `targets are drawn (${watched.markers})`);
     await page.screenshot({ path: join(args.out, 'viewer-stream.png') });
     check(await streamEnded === 0, `reach stream exits 0 (${streamerExit})`);
-    await waitFor('the end of the stream', () => page.evaluate(() => window.reachViewer.state.watch?.ended));
-    check(true, 'the page sees the stream end');
+    check(await waitFor('the end of the stream', () =>
+      page.evaluate(() => window.reachViewer.state.watch?.ended)) === true,
+          'the page sees the stream end');
   } finally {
     streamer.kill();
   }
@@ -268,11 +269,15 @@ try {
     check(Number(after.sequence) > Number(first) + 10,
           `the watched retarget advances (frame ${first} -> ${after.sequence}: ${after.info})`);
     check(after.info.includes('→'), 'the watch names the source and the target');
-    // Both figures move: the walk carries both roots forward.
+    // Both figures move: the target's root walks, and the source's limbs
+    // move about its root (the page places the source's root beside the
+    // target's, so only its pose, relative to the root, is its own).
     const targetMoved = dist(after.target[0], before.target[0]);
-    const sourceMoved = dist(after.source[0], before.source[0]);
+    const limbs = (p) => p.map((q) => ({ x: q.x - p[0].x, y: q.y - p[0].y, z: q.z - p[0].z }));
+    const [limbsBefore, limbsAfter] = [limbs(before.source), limbs(after.source)];
+    const sourceMoved = Math.max(...limbsAfter.map((q, j) => dist(q, limbsBefore[j])));
     check(targetMoved > 0.05 * after.size && sourceMoved > 0.05 * after.size,
-          `the target and its source move together (${targetMoved.toFixed(2)} and ` +
+          `the target walks and its source's limbs move (${targetMoved.toFixed(2)} and ` +
           `${sourceMoved.toFixed(2)} in 1.5 s, body ${after.size.toFixed(2)})`);
     // Beside, not on top: the roots are apart across the view.
     const apart = Math.hypot(after.source[0].x - after.target[0].x,
@@ -299,8 +304,9 @@ try {
     const sourcePixels = (await pixelCounts(page, shotRetarget, boxes.source)).blue;
     check(sourcePixels > 300, `the source figure is drawn (${sourcePixels} pixels of its bones)`);
     check(await retargetEnded === 0, `reach retarget --live exits 0 (${retargetExit})`);
-    await waitFor('the end of the retarget', () => page.evaluate(() => window.reachViewer.state.watch?.ended));
-    check(true, 'the page sees the retarget end');
+    check(await waitFor('the end of the retarget', () =>
+      page.evaluate(() => window.reachViewer.state.watch?.ended)) === true,
+          'the page sees the retarget end');
   } finally {
     retargeter.kill();
   }
