@@ -300,12 +300,16 @@ async function showSource(id, view = state.view) {
   left.y = 0;
   if (left.lengthSq() < 1e-9) left.set(-1, 0, 0);
   left.normalize().multiplyScalar(0.65 * bodySize);
-  // Look between the two, from further back, so that both fit.
-  camera.position.sub(orbit.target).multiplyScalar(1.3).add(orbit.target);
-  const between = left.clone().multiplyScalar(0.5);
-  orbit.target.add(between);
-  camera.position.add(between);
-  orbit.update();
+  // Look between the two, from further back, so that both fit (once per
+  // figure built: a second source beside the same target keeps the view).
+  if (!figure.widened) {
+    figure.widened = true;
+    camera.position.sub(orbit.target).multiplyScalar(1.3).add(orbit.target);
+    const between = left.clone().multiplyScalar(0.5);
+    orbit.target.add(between);
+    camera.position.add(between);
+    orbit.update();
+  }
   state.source = { id, name: skeleton.name || '(unnamed)', skeleton, rest,
                    pose: rest.map(({ t, q, s }) => ({ t: t.clone(), q: q.clone(), s })),
                    fig, scale, side: left, floor: fig.box.min.y };
@@ -591,6 +595,7 @@ function follow(w) {
 
 async function watch(stream) {
   stopWatching();
+  closeProfile();
   const view = state.view;
   // The stream's skeleton may be newer than the list.
   await loadSkeletons().catch(() => {});
@@ -772,11 +777,15 @@ async function openProfile(id) {
   }));
 }
 
-async function openSkeleton(id) {
-  const response = await api(`/api/skeletons/${encodeURIComponent(id)}`);
-  state.profile = null;  // openProfile sets it again, after this.
+function closeProfile() {
+  state.profile = null;
   $('profile-details').hidden = true;
   for (const li of $('profiles').children) li.classList.remove('selected');
+}
+
+async function openSkeleton(id) {
+  const response = await api(`/api/skeletons/${encodeURIComponent(id)}`);
+  closeProfile();  // openProfile opens it again, after this.
   state.id = id;
   state.skeleton = response.skeleton;
   state.rest = state.skeleton.joints.map(restOf);
