@@ -356,8 +356,11 @@ TEST_F(HardeningTest, QueueDepthReadsZeroWhenIdle) {
 // One drain: two streams sending until refused, a batch loop and an
 // uncapped long solve in flight, then Shutdown. Every stream's answers are
 // in order, and a stream ended by the drain was answered for every frame
-// the server says it read.
-void DrainOnce(int round) {
+// the server says it read. On a loaded machine a stream may also start
+// after the server stopped listening (never answered), or still be open at
+// the grace's end (cancelled); `drained` counts the streams the drain
+// itself ended.
+void DrainOnce(int round, std::atomic<int>* drained) {
   ServerOptions options = TestServerOptions();
   options.solver_threads = 2;
   options.service.max_solve = absl::ZeroDuration();
@@ -391,9 +394,15 @@ void DrainOnce(int round) {
       stop = true;
       writer.join();
       const grpc::Status status = stream->Finish();
-      if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      const std::string message = status.error_message();
+      if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+          message.find("failed to connect") != std::string::npos) {
+        EXPECT_EQ(answered.load(), 0u) << message;
+      } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                 message.find(" frames it read were answered") !=
+                     std::string::npos) {
         // "... all N frames it read were answered"
-        const std::string message = status.error_message();
+        ++*drained;
         const size_t at = message.find("all ");
         ASSERT_NE(at, std::string::npos) << message;
         uint64_t read = 0;
@@ -434,10 +443,14 @@ void DrainOnce(int round) {
 }
 
 TEST(DrainTest, FiftyDrainsUnderLoadAnswerWhatTheyReadAndEndInTime) {
+  std::atomic<int> drained{0};
   for (int round = 0; round < 50; ++round) {
-    DrainOnce(round);
+    DrainOnce(round, &drained);
     if (HasFatalFailure()) return;
   }
+  // Most streams are ended by the drain itself (100 of 100 on an idle
+  // machine); a loaded one may lose some to the cases above.
+  EXPECT_GE(drained.load(), 25);
 }
 
 }  // namespace
