@@ -1,8 +1,9 @@
 // What watching a stream costs per frame, inside the server (issue 21:
 // "viewing never slows solving"): WatchedStream::Published unwatched and
-// watched (a full-body request on the 31-joint humanoid with its hands,
-// feet and a look-at), and the viewer's pump work per frame it sends
-// (Latest and StreamFrameJson), which runs 60 times a second at most.
+// watched (BM_Published/watched:0 and :1; a full-body request on the
+// 31-joint humanoid with its hands, feet and a look-at), and the viewer's
+// pump work per frame it sends (Latest and StreamFrameJson), which runs 60
+// times a second at most.
 //
 //   taskset -c 1 build/bench/stream_watch_bench
 #include <benchmark/benchmark.h>
@@ -46,26 +47,18 @@ struct Fixture {
   v1::SolveResponse response;
 };
 
-void BM_PublishedUnwatched(benchmark::State& state) {
+// One frame published; range(0): 1 while watched (the frame is copied),
+// 0 unwatched (a counter).
+void BM_Published(benchmark::State& state) {
   Fixture f;
   WatchedStream stream(1, "owner", /*retarget=*/false);
+  if (state.range(0) == 1) stream.AddWatcher();
   for (auto _ : state) {
     f.request.set_sequence(f.request.sequence() + 1);
     stream.Published(f.skeleton, "id", f.request, f.pose, f.response);
   }
 }
-BENCHMARK(BM_PublishedUnwatched);
-
-void BM_PublishedWatched(benchmark::State& state) {
-  Fixture f;
-  WatchedStream stream(1, "owner", /*retarget=*/false);
-  stream.AddWatcher();
-  for (auto _ : state) {
-    f.request.set_sequence(f.request.sequence() + 1);
-    stream.Published(f.skeleton, "id", f.request, f.pose, f.response);
-  }
-}
-BENCHMARK(BM_PublishedWatched);
+BENCHMARK(BM_Published)->ArgName("watched")->Arg(0)->Arg(1);
 
 // The pump's work for one frame sent: the copy out and its JSON.
 void BM_SampleAndJson(benchmark::State& state) {

@@ -21,12 +21,10 @@ absl::Status UnknownSkeleton(absl::string_view id) {
       absl::StrCat("skeleton_id: no skeleton '", ClientString(id), "'"));
 }
 
-namespace {
-
 // Rewrites every -0.0 as +0.0: they are equal, but serialise differently,
 // and the JSON form does not keep the sign of zero, so a skeleton read back
 // from `reach get` would otherwise hash to another id.
-void CanonicalizeZerosIn(google::protobuf::Message* message) {
+void CanonicalizeZeros(google::protobuf::Message* message) {
   using google::protobuf::FieldDescriptor;
   const google::protobuf::Reflection* reflection = message->GetReflection();
   std::vector<const FieldDescriptor*> fields;
@@ -45,19 +43,13 @@ void CanonicalizeZerosIn(google::protobuf::Message* message) {
     } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       if (field->is_repeated()) {
         for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
-          CanonicalizeZerosIn(reflection->MutableRepeatedMessage(message, field, i));
+          CanonicalizeZeros(reflection->MutableRepeatedMessage(message, field, i));
         }
       } else {
-        CanonicalizeZerosIn(reflection->MutableMessage(message, field));
+        CanonicalizeZeros(reflection->MutableMessage(message, field));
       }
     }
   }
-}
-
-}  // namespace
-
-void CanonicalizeZeros(google::protobuf::Message* message) {
-  CanonicalizeZerosIn(message);
 }
 
 std::string MessageId(const google::protobuf::MessageLite& message) {

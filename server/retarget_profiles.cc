@@ -263,12 +263,7 @@ absl::StatusOr<RetargetProfiles::AddResult> RetargetProfiles::Add(
   absl::MutexLock write_lock(&write_mu_);
   if (std::shared_ptr<const BuiltRetargetProfile> known = Find(id)) {
     // Made before (or meanwhile): `owner` becomes one of its owners.
-    std::vector<std::string> owners;
-    {
-      absl::ReaderMutexLock lock(&mu_);
-      auto it = owners_.find(id);
-      if (it != owners_.end()) owners = it->second;
-    }
+    std::vector<std::string> owners = OwnersOf(id);
     if (!owner.empty() &&
         std::find(owners.begin(), owners.end(), owner) == owners.end()) {
       owners.emplace_back(owner);
@@ -327,12 +322,7 @@ absl::Status RetargetProfiles::Delete(absl::string_view id,
   absl::MutexLock write_lock(&write_mu_);
   std::shared_ptr<const BuiltRetargetProfile> known = Find(id);
   if (known == nullptr) return UnknownProfile(id);
-  std::vector<std::string> owners;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    auto it = owners_.find(known->id);
-    if (it != owners_.end()) owners = it->second;
-  }
+  std::vector<std::string> owners = OwnersOf(known->id);
   if (!owner.empty()) {
     auto mine = std::find(owners.begin(), owners.end(), owner);
     if (mine == owners.end()) {
@@ -380,6 +370,13 @@ absl::StatusOr<RetargetProfilePage> RetargetProfiles::List(
     page.profiles.push_back(it->second);
   }
   return page;
+}
+
+std::vector<std::string> RetargetProfiles::OwnersOf(
+    const std::string& id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = owners_.find(id);
+  return it == owners_.end() ? std::vector<std::string>{} : it->second;
 }
 
 int64_t RetargetProfiles::total_bytes() const {

@@ -122,6 +122,8 @@ class RetargetProfiles {
   void Publish(std::shared_ptr<const BuiltRetargetProfile> profile,
                std::vector<std::string> owners)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A copy of the owners of profile `id` (none when unknown).
+  std::vector<std::string> OwnersOf(const std::string& id) const;
 
   // Serialises writers and the store; mu_ is held only to swap pointers.
   absl::Mutex write_mu_;

@@ -15,9 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,13 +46,6 @@ using ::testing::HasSubstr;
 
 constexpr char kSource[] = "mocap/cmu_02_01_walk.bvh";
 constexpr char kTarget[] = "rigs/BCN_Epileptic.glb";
-
-std::string Data(const std::string& name) {
-  std::ifstream in(std::string(REACH_TEST_DATA) + "/" + name, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
 
 Vector3d ToVector(const v1::Vec3& v) { return Vector3d(v.x(), v.y(), v.z()); }
 
@@ -690,15 +681,10 @@ TEST(RetargetPersistenceTest, ProfilesSurviveARestartAndTheirSkeletons) {
     std::string ids[2];
     v1::ImportSkeletonResponse source;
     for (int side = 0; side < 2; ++side) {
-      v1::ImportSkeletonRequest request;
-      const std::string name = side == 0 ? kSource : kTarget;
-      request.set_data(Data(name));
-      request.set_file_name(name.substr(name.rfind('/') + 1));
-      request.set_return_motion(side == 0);
-      v1::ImportSkeletonResponse response;
-      ASSERT_TRUE(
-          server.stub->ImportSkeleton(Context().get(), request, &response)
-              .ok());
+      const v1::ImportSkeletonResponse response = testing::MustImport(
+          *server.stub,
+          absl::StrCat(REACH_TEST_DATA, "/", side == 0 ? kSource : kTarget),
+          /*motion=*/side == 0);
       ids[side] = response.skeleton_id();
       if (side == 0) source = response;
     }

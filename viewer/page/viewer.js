@@ -24,7 +24,6 @@ const state = {
   pose: [],        // Per joint: local {t, q, s}, the pose drawn.
   solves: 0,       // Playground solves answered.
   lastResult: null,
-  profiles: [],    // ListRetargetProfiles' summaries.
   profile: null,   // The opened GetRetargetProfileResponse.profile.
   view: 0,         // Counts changes of what is watched or opened.
 };
@@ -48,6 +47,43 @@ async function api(path, init = {}) {
 }
 
 function showStatus(text) { $('status').textContent = text; }
+
+// Every item of a paged list (`field` of each page), following
+// nextPageToken.
+async function fetchAll(path, field) {
+  const all = [];
+  let token = '';
+  do {
+    const page = await api(`${path}${token ? `?page_token=${encodeURIComponent(token)}` : ''}`);
+    all.push(...(page[field] || []));
+    token = page.nextPageToken || '';
+  } while (token);
+  return all;
+}
+
+// Fills the list `ul` with one clickable item per entry ({id, title, info,
+// selected, open}); with `empty` (if given) as a hint when there are none.
+function fillList(ul, entries, empty = null) {
+  if (entries.length === 0 && empty !== null) {
+    const li = document.createElement('li');
+    li.className = 'hint';
+    li.textContent = empty;
+    ul.replaceChildren(li);
+    return;
+  }
+  ul.replaceChildren(...entries.map(({ id, title, info, selected, open }) => {
+    const li = document.createElement('li');
+    li.dataset.id = id;
+    li.classList.toggle('selected', selected);
+    const name = document.createElement('div');
+    name.textContent = title;
+    const small = document.createElement('small');
+    small.textContent = info;
+    li.append(name, small);
+    li.addEventListener('click', open);
+    return li;
+  }));
+}
 
 // ------------------------------------------------------- skeleton math
 
@@ -262,15 +298,15 @@ function placeFigure(fig, skeleton, rest, pose) {
 // beside it).
 function drawPose() {
   if (!figure || !state.skeleton) return;
-  placeFigure(figure, state.skeleton, state.rest, state.pose);
-  placeSource();
+  const g = placeFigure(figure, state.skeleton, state.rest, state.pose);
+  placeSource(positionOf(g[0]));
 }
 
 // ------------------------------------------------ a retarget's source beside
 
 // The source skeleton of a retarget, drawn beside the target at the
 // target's size (rigs differ in units and proportions), in blue-grey, feet
-// on the same floor, moving with it: {id, name, skeleton, rest, pose, fig,
+// on the same floor, moving with it: {id, skeleton, rest, pose, fig,
 // scale, side, floor (the source's, set on the grid)}.
 state.source = null;
 
@@ -310,10 +346,10 @@ async function showSource(id, view = state.view) {
     camera.position.add(between);
     orbit.update();
   }
-  state.source = { id, name: skeleton.name || '(unnamed)', skeleton, rest,
+  state.source = { id, skeleton, rest,
                    pose: rest.map(({ t, q, s }) => ({ t: t.clone(), q: q.clone(), s })),
                    fig, scale, side: left, floor: fig.box.min.y };
-  placeSource();
+  drawPose();
 }
 
 function hideSource() {
@@ -321,12 +357,12 @@ function hideSource() {
   state.source = null;
 }
 
-function placeSource() {
+// `targetRoot`: where the target's root is drawn (model space).
+function placeSource(targetRoot) {
   const s = state.source;
   if (!s || !figure || !state.skeleton) return;
   const g = placeFigure(s.fig, s.skeleton, s.rest, s.pose);
   const root = positionOf(g[0]);
-  const targetRoot = positionOf(globals(state.skeleton, state.pose)[0]);
   s.fig.group.position.set(targetRoot.x + s.side.x - s.scale * root.x,
                            grid.position.y - s.scale * s.floor,
                            targetRoot.z + s.side.z - s.scale * root.z);
@@ -497,28 +533,18 @@ state.watch = null;  // {id, socket, messages, sequence, started}
 
 async function loadStreams() {
   const { streams } = await api('/api/streams');
-  const list = $('streams');
-  list.replaceChildren(...streams.map((s) => {
-    const li = document.createElement('li');
-    li.dataset.id = s.id;
-    li.classList.toggle('selected', state.watch?.id === s.id);
-    const title = document.createElement('div');
+  fillList($('streams'), streams.map((s) => {
     const retarget = s.kind === 'retarget';
-    title.textContent = `${retarget ? 'retarget' : 'stream'} ${s.id} · ${s.owner || 'anonymous'}`;
-    const info = document.createElement('small');
     const skeleton = retarget ? `${nameOf(s.sourceSkeletonId)} → ${nameOf(s.skeletonId)}`
                               : (s.skeletonId || '?').slice(0, 12);
-    info.textContent = `${skeleton} · ${s.frames} frames · ${s.ageS.toFixed(0)} s`;
-    li.append(title, info);
-    li.addEventListener('click', () => watch(s));
-    return li;
-  }));
-  if (streams.length === 0) {
-    const li = document.createElement('li');
-    li.className = 'hint';
-    li.textContent = 'No open streams.';
-    list.replaceChildren(li);
-  }
+    return {
+      id: s.id,
+      title: `${retarget ? 'retarget' : 'stream'} ${s.id} · ${s.owner || 'anonymous'}`,
+      info: `${skeleton} · ${s.frames} frames · ${s.ageS.toFixed(0)} s`,
+      selected: state.watch?.id === s.id,
+      open: () => watch(s),
+    };
+  }), 'No open streams.');
   return streams;
 }
 
@@ -664,7 +690,8 @@ async function watch(stream) {
     const seconds = (performance.now() - w.started) / 1000;
     const reached = frame.goals.filter((g) => g.reached).length;
     $('watch-info').textContent = `${retarget ? 'retarget' : 'stream'} ${w.id}: ` +
-        (retarget ? `${state.source?.name} → ${state.skeleton.name || '(unnamed)'}, ` : '') +
+        (retarget ? `${state.source?.skeleton.name || '(unnamed)'} → ` +
+                    `${state.skeleton.name || '(unnamed)'}, ` : '') +
         `frame ${frame.sequence}, ` +
         `${(w.messages / Math.max(seconds, 1e-3)).toFixed(0)} frames/s shown, ` +
         `${reached}/${frame.goals.length} goals reached`;
@@ -678,60 +705,29 @@ setInterval(() => { loadSkeletons().then(loadProfiles).catch(() => {}); }, 5000)
 // -------------------------------------------------------------- registry
 
 async function loadSkeletons() {
-  const all = [];
-  let token = '';
-  do {
-    const page = await api(`/api/skeletons${token ? `?page_token=${encodeURIComponent(token)}` : ''}`);
-    all.push(...(page.skeletons || []));
-    token = page.nextPageToken || '';
-  } while (token);
+  const all = await fetchAll('/api/skeletons', 'skeletons');
   state.skeletons = all;
-  const list = $('skeletons');
-  list.replaceChildren(...all.map((s) => {
-    const li = document.createElement('li');
-    li.dataset.id = s.skeletonId;
-    li.classList.toggle('selected', s.skeletonId === state.id);
-    const name = document.createElement('div');
-    name.textContent = s.name || '(unnamed)';
-    const info = document.createElement('small');
-    info.textContent = `${s.skeletonId.slice(0, 12)} · ${s.jointCount} joints · ` +
-                       `${(s.chains || []).length} chains`;
-    li.append(name, info);
-    li.addEventListener('click', () => openSkeleton(s.skeletonId));
-    return li;
-  }));
+  fillList($('skeletons'), all.map((s) => ({
+    id: s.skeletonId,
+    title: s.name || '(unnamed)',
+    info: `${s.skeletonId.slice(0, 12)} · ${s.jointCount} joints · ` +
+          `${(s.chains || []).length} chains`,
+    selected: s.skeletonId === state.id,
+    open: () => openSkeleton(s.skeletonId),
+  })));
   if (all.length === 0) showStatus('No skeletons registered yet.');
   return all;
 }
 
 async function loadProfiles() {
-  const all = [];
-  let token = '';
-  do {
-    const page = await api(`/api/retarget-profiles${token ? `?page_token=${encodeURIComponent(token)}` : ''}`);
-    all.push(...(page.profiles || []));
-    token = page.nextPageToken || '';
-  } while (token);
-  state.profiles = all;
-  const list = $('profiles');
-  list.replaceChildren(...all.map((p) => {
-    const li = document.createElement('li');
-    li.dataset.id = p.profileId;
-    li.classList.toggle('selected', p.profileId === state.profile?.profileId);
-    const name = document.createElement('div');
-    name.textContent = `${p.sourceName || '(unnamed)'} → ${p.targetName || '(unnamed)'}`;
-    const info = document.createElement('small');
-    info.textContent = `${p.profileId.slice(0, 12)} · version ${p.version}`;
-    li.append(name, info);
-    li.addEventListener('click', () => openProfile(p.profileId).catch((e) => showStatus(e.message)));
-    return li;
-  }));
-  if (all.length === 0) {
-    const li = document.createElement('li');
-    li.className = 'hint';
-    li.textContent = 'No retarget profiles.';
-    list.replaceChildren(li);
-  }
+  const all = await fetchAll('/api/retarget-profiles', 'profiles');
+  fillList($('profiles'), all.map((p) => ({
+    id: p.profileId,
+    title: `${p.sourceName || '(unnamed)'} → ${p.targetName || '(unnamed)'}`,
+    info: `${p.profileId.slice(0, 12)} · version ${p.version}`,
+    selected: p.profileId === state.profile?.profileId,
+    open: () => openProfile(p.profileId).catch((e) => showStatus(e.message)),
+  })), 'No retarget profiles.');
   return all;
 }
 
