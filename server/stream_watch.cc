@@ -101,9 +101,9 @@ std::string StreamFrameJson(int64_t stream, const StreamFrame& frame) {
   return out;
 }
 
-std::string WatchedStream::skeleton_id() const {
+WatchedStream::Ids WatchedStream::ids() const {
   absl::MutexLock lock(&mu_);
-  return skeleton_id_;
+  return {skeleton_id_, profile_id_, source_skeleton_id_};
 }
 
 void WatchedStream::Published(const Skeleton& skeleton,
@@ -184,16 +184,6 @@ void WatchedStream::SetRetarget(const std::string& profile_id,
   profile_id_ = profile_id;
   source_skeleton_id_ = source_skeleton_id;
   skeleton_id_ = target_skeleton_id;
-}
-
-std::string WatchedStream::profile_id() const {
-  absl::MutexLock lock(&mu_);
-  return profile_id_;
-}
-
-std::string WatchedStream::source_skeleton_id() const {
-  absl::MutexLock lock(&mu_);
-  return source_skeleton_id_;
 }
 
 bool WatchedStream::Latest(uint64_t after, StreamFrame* out) const {

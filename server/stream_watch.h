@@ -75,10 +75,15 @@ class WatchedStream {
   int64_t frames() const { return frames_.load(std::memory_order_relaxed); }
   int watchers() const { return watchers_.load(std::memory_order_relaxed); }
   bool ended() const { return ended_.load(std::memory_order_acquire); }
-  std::string skeleton_id() const;
-  // A RetargetStream's profile and source skeleton ("" otherwise).
-  std::string profile_id() const;
-  std::string source_skeleton_id() const;
+  // What the stream solves on, read together (a RetargetStream switching
+  // profile never shows one profile with another's source).
+  struct Ids {
+    std::string skeleton_id;  // A RetargetStream's target.
+    // A RetargetStream's profile and source skeleton ("" otherwise).
+    std::string profile_id;
+    std::string source_skeleton_id;
+  };
+  Ids ids() const;
 
   // The stream's skeleton, when it changes (before its first frame).
   void SetSkeleton(const std::string& skeleton_id);

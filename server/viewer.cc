@@ -203,11 +203,12 @@ void Viewer::ListStreams(mg_connection* conn) {
     auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
     f["id"].set_number_value(static_cast<double>(stream->id()));
     f["owner"].set_string_value(stream->owner());
-    f["skeletonId"].set_string_value(stream->skeleton_id());
+    WatchedStream::Ids ids = stream->ids();
+    f["skeletonId"].set_string_value(std::move(ids.skeleton_id));
     f["kind"].set_string_value(stream->kind());
-    if (const std::string profile = stream->profile_id(); !profile.empty()) {
-      f["profileId"].set_string_value(profile);
-      f["sourceSkeletonId"].set_string_value(stream->source_skeleton_id());
+    if (!ids.profile_id.empty()) {
+      f["profileId"].set_string_value(std::move(ids.profile_id));
+      f["sourceSkeletonId"].set_string_value(std::move(ids.source_skeleton_id));
     }
     f["frames"].set_number_value(static_cast<double>(stream->frames()));
     f["watchers"].set_number_value(stream->watchers());
