@@ -78,7 +78,7 @@ class WatchedStream {
   // What the stream solves on, read together (a RetargetStream switching
   // profile never shows one profile with another's source).
   struct Ids {
-    std::string skeleton_id;  // A RetargetStream's target.
+    std::string skeleton_id;  // The solved skeleton (a RetargetStream's target).
     // A RetargetStream's profile and source skeleton ("" otherwise).
     std::string profile_id;
     std::string source_skeleton_id;
