@@ -136,6 +136,19 @@ grpc::ServerUnaryReactor* RetargetService::GetRetargetProfile(
         call, ToGrpcStatus(UnknownProfile(request->profile_id())));
   }
   *response->mutable_profile() = profile->description;
+  if (request->include_skeletons()) {
+    v1::StoredRetargetProfile stored;
+    if (!stored.ParseFromString(profile->stored_bytes)) {
+      return service_->Finish(
+          call, grpc::Status(grpc::StatusCode::INTERNAL,
+                             absl::StrCat("profile ", profile->id,
+                                          ": its stored skeletons do not parse")));
+    }
+    *response->mutable_source_skeleton() =
+        std::move(*stored.mutable_source_skeleton());
+    *response->mutable_target_skeleton() =
+        std::move(*stored.mutable_target_skeleton());
+  }
   return service_->Finish(call, grpc::Status::OK);
 }
 

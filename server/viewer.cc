@@ -432,6 +432,8 @@ void Viewer::Api(mg_connection* conn) {
           [&](const std::string& id) {
             v1::GetRetargetProfileRequest request;
             request.set_profile_id(id);
+            // The page draws the pair the profile retargets between.
+            request.set_include_skeletons(true);
             v1::GetRetargetProfileResponse response;
             answer(retarget_stub_->GetRetargetProfile(&context, request,
                                                       &response),

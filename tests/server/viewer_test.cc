@@ -443,17 +443,39 @@ TEST_F(ViewerTest, WatchesARetargetStreamWithItsSourceBesideIt) {
   ASSERT_TRUE(pbutil::JsonStringToMessage(got.body, &from_http).ok());
   v1::GetRetargetProfileRequest get;
   get.set_profile_id(profile_id);
+  v1::GetRetargetProfileResponse alone;
+  ASSERT_TRUE(retarget->GetRetargetProfile(Context().get(), get, &alone).ok());
+  EXPECT_FALSE(alone.has_source_skeleton());
+  EXPECT_FALSE(alone.has_target_skeleton());
+  // The gateway asks for the profile's skeletons: the page draws them.
+  get.set_include_skeletons(true);
   v1::GetRetargetProfileResponse from_grpc;
   ASSERT_TRUE(
       retarget->GetRetargetProfile(Context().get(), get, &from_grpc).ok());
-  {
-    // EQUIVALENT: a -0.0 sent in binary reads as an unset 0 from JSON.
+  // EQUIVALENT: a -0.0 sent in binary reads as an unset 0 from JSON.
+  const auto equivalent = [](const google::protobuf::Message& a,
+                             const google::protobuf::Message& b) {
     pbutil::MessageDifferencer differ;
     differ.set_message_field_comparison(
         pbutil::MessageDifferencer::EQUIVALENT);
     std::string differences;
     differ.ReportDifferencesToString(&differences);
-    EXPECT_TRUE(differ.Compare(from_http, from_grpc)) << differences;
+    const bool same = differ.Compare(a, b);
+    EXPECT_TRUE(same) << differences;
+    return same;
+  };
+  equivalent(from_http, from_grpc);
+  EXPECT_TRUE(pbutil::MessageDifferencer::Equals(from_grpc.profile(), alone.profile()));
+  // Its skeletons are the ones registered when it was made.
+  for (const auto& [id, kept] :
+       {std::pair(source.skeleton_id(), &from_grpc.source_skeleton()),
+        std::pair(target.skeleton_id(), &from_grpc.target_skeleton())}) {
+    v1::GetSkeletonRequest request;
+    request.set_skeleton_id(id);
+    v1::GetSkeletonResponse registered;
+    ASSERT_TRUE(server_.stub->GetSkeleton(Context().get(), request, &registered).ok());
+    EXPECT_GT(kept->joints_size(), 20);
+    EXPECT_TRUE(pbutil::MessageDifferencer::Equals(*kept, registered.skeleton())) << id;
   }
   const HttpResponse unknown =
       HttpRequest(port_, "GET", "/api/retarget-profiles/abc");
@@ -619,6 +641,22 @@ TEST_F(ViewerTest, WatchesARetargetStreamWithItsSourceBesideIt) {
     return m.back().find("\"ended\":true") != std::string::npos;
   });
   EXPECT_THAT(watcher.WaitFor().back(), HasSubstr("\"ended\":true"));
+
+  // With both skeletons deleted from the registry, the profile still
+  // retargets between its copies, and the gateway still serves them.
+  for (const std::string& id : {source.skeleton_id(), target.skeleton_id()}) {
+    v1::DeleteSkeletonRequest request;
+    request.set_skeleton_id(id);
+    v1::DeleteSkeletonResponse deleted;
+    ASSERT_TRUE(server_.stub->DeleteSkeleton(Context().get(), request, &deleted).ok());
+    EXPECT_EQ(HttpRequest(port_, "GET", "/api/skeletons/" + id).status, 404);
+  }
+  const HttpResponse kept =
+      HttpRequest(port_, "GET", "/api/retarget-profiles/" + profile_id);
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  v1::GetRetargetProfileResponse kept_http;
+  ASSERT_TRUE(pbutil::JsonStringToMessage(kept.body, &kept_http).ok());
+  equivalent(kept_http, from_grpc);
 }
 
 TEST_F(ViewerTest, AWatchOfNoStreamIsRefusedInTheSocket) {

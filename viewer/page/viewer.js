@@ -19,6 +19,7 @@ const state = {
   token: sessionStorage.getItem('reach.token') || '',
   skeletons: [],
   id: null,
+  from: null,      // The profile whose copy of the skeleton is drawn, or null.
   skeleton: null,  // GetSkeletonResponse.skeleton
   rest: [],        // Per joint: {t, q, s} (THREE types).
   pose: [],        // Per joint: local {t, q, s}, the pose drawn.
@@ -306,15 +307,18 @@ function drawPose() {
 
 // The source skeleton of a retarget, drawn beside the target at the
 // target's size (rigs differ in units and proportions), in blue-grey, feet
-// on the same floor, moving with it: {id, skeleton, rest, pose, fig,
-// scale, side, floor (the source's, set on the grid)}.
+// on the same floor, moving with it: {id, from (the profile whose copy it
+// is, or null: the registry's), skeleton, rest, pose, fig, scale, side,
+// floor (the source's, set on the grid)}.
 state.source = null;
 
 // `view`: the view this is for (state.view when asked); nothing is drawn
-// when the view changed while the skeleton loaded.
-async function showSource(id, view = state.view) {
-  if (state.source?.id === id) return;
-  const response = await api(`/api/skeletons/${encodeURIComponent(id)}`);
+// when the view changed while the skeleton loaded. `given`: {skeleton,
+// from}, a profile's copy, instead of the registry's.
+async function showSource(id, view = state.view, given = null) {
+  const from = given?.from ?? null;
+  if (state.source?.id === id && state.source.from === from) return;
+  const response = given ?? await api(`/api/skeletons/${encodeURIComponent(id)}`);
   if (view !== state.view) return;
   hideSource();
   const skeleton = response.skeleton;
@@ -346,7 +350,7 @@ async function showSource(id, view = state.view) {
     camera.position.add(between);
     orbit.update();
   }
-  state.source = { id, skeleton, rest,
+  state.source = { id, from, skeleton, rest,
                    pose: rest.map(({ t, q, s }) => ({ t: t.clone(), q: q.clone(), s })),
                    fig, scale, side: left, floor: fig.box.min.y };
   drawPose();
@@ -626,10 +630,11 @@ async function watch(stream) {
   // The stream's skeleton may be newer than the list.
   await loadSkeletons().catch(() => {});
   if (view !== state.view) return;  // Another stream or view was chosen.
-  if (stream.skeletonId && stream.skeletonId !== state.id) await openSkeleton(stream.skeletonId);
-  if (view !== state.view) return;
-  if (stream.kind === 'retarget' && stream.sourceSkeletonId) {
-    await showSource(stream.sourceSkeletonId, view);
+  if (stream.kind === 'retarget' && stream.profileId) {
+    await showPair(stream.profileId, view);
+  } else if (stream.skeletonId && (stream.skeletonId !== state.id || state.from)) {
+    // A retarget's skeletons come with its first frame's profile.
+    await openSkeleton(stream.skeletonId);
   }
   if (view !== state.view) return;
   // The playground's gizmos would fight the stream for the pose.
@@ -652,15 +657,15 @@ async function watch(stream) {
     // Frames that arrive while a skeleton loads are dropped (latest wins).
     if (w.loading || state.watch !== w) return;
     const retarget = frame.kind === 'retarget';
-    if (frame.skeletonId !== state.id ||
-        (retarget && state.source?.id !== frame.sourceSkeletonId)) {
+    if (retarget ? state.from !== frame.profileId || state.source?.from !== frame.profileId
+                 : frame.skeletonId !== state.id || state.from) {
       if (w.error) return;  // A skeleton that cannot be loaded: said once.
       w.loading = true;
       try {
-        if (frame.skeletonId !== state.id) await openSkeleton(frame.skeletonId);
-        if (retarget && w.view === state.view) await showSource(frame.sourceSkeletonId, w.view);
+        if (retarget) await showPair(frame.profileId, w.view);
+        else await openSkeleton(frame.skeletonId);
       } catch (error) {
-        // E.g. a skeleton deleted since (a profile keeps its own copies).
+        // E.g. a skeleton deleted since.
         w.error = error.message;
         showStatus(`watch: ${error.message}`);
         return;
@@ -731,17 +736,39 @@ async function loadProfiles() {
   return all;
 }
 
+// A profile never changes (its id is its content's hash): it and its
+// skeletons are fetched once.
+const profiles = new Map();
+function profileWithSkeletons(id) {
+  if (!profiles.has(id)) {
+    profiles.set(id, api(`/api/retarget-profiles/${encodeURIComponent(id)}`)
+      .catch((error) => { profiles.delete(id); throw error; }));
+  }
+  return profiles.get(id);
+}
+
+// A retarget's target with its source beside, as its profile keeps them:
+// the pair it retargets between (the registry's skeletons of the same ids
+// may have been replaced or deleted since). Returns the profile, or null
+// when the view changed meanwhile.
+async function showPair(id, view) {
+  const { profile, sourceSkeleton, targetSkeleton } = await profileWithSkeletons(id);
+  if (view !== state.view) return null;
+  if (state.id !== profile.target.skeletonId || state.from !== id) {
+    await openSkeleton(profile.target.skeletonId, { skeleton: targetSkeleton, from: id });
+  }
+  if (view !== state.view) return null;
+  await showSource(profile.source.skeletonId, view, { skeleton: sourceSkeleton, from: id });
+  return view === state.view ? profile : null;
+}
+
 // A profile: its target with its source beside, both at rest, and which
 // joint plays each role on either side.
 async function openProfile(id) {
   stopWatching();
   const view = state.view;
-  const { profile } = await api(`/api/retarget-profiles/${encodeURIComponent(id)}`);
-  if (view !== state.view) return;
-  await openSkeleton(profile.target.skeletonId);
-  if (view !== state.view) return;
-  await showSource(profile.source.skeletonId, view);
-  if (view !== state.view) return;
+  const profile = await showPair(id, view);
+  if (!profile) return;
   state.profile = profile;
   $('pg-chain').value = '';  // No playground gizmos over the pair.
   placeGizmos();
@@ -779,10 +806,12 @@ function closeProfile() {
   for (const li of $('profiles').children) li.classList.remove('selected');
 }
 
-async function openSkeleton(id) {
-  const response = await api(`/api/skeletons/${encodeURIComponent(id)}`);
+// `given`: {skeleton, from}, a profile's copy, instead of the registry's.
+async function openSkeleton(id, given = null) {
+  const response = given ?? await api(`/api/skeletons/${encodeURIComponent(id)}`);
   closeProfile();  // openProfile opens it again, after this.
   state.id = id;
+  state.from = given?.from ?? null;
   state.skeleton = response.skeleton;
   state.rest = state.skeleton.joints.map(restOf);
   for (const li of $('skeletons').children) li.classList.toggle('selected', li.dataset.id === id);
@@ -791,7 +820,8 @@ async function openSkeleton(id) {
   const limited = state.skeleton.joints.filter((j) => j.maxSwingRad !== undefined ||
       j.minAngleRad !== undefined || j.maxAngleRad !== undefined).length;
   $('skeleton-info').textContent = `${state.skeleton.joints.length} joints, ` +
-      `${limited} limited · version ${response.version}`;
+      `${limited} limited · ` +
+      (given ? 'as its retarget profile keeps it' : `version ${response.version}`);
   const chains = state.skeleton.chains || [];
   $('chains').replaceChildren(...chains.map((c, k) => {
     const li = document.createElement('li');

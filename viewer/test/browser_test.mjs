@@ -14,7 +14,8 @@
 // to this repository) is listed, and watching it shows frames advancing
 // until it ends; a running `reach retarget --live` (the walk onto the BCN
 // rig) is listed, and watching it shows the target with its source beside
-// it, both moving; the profile it made is listed with its roles.
+// it, both moving; the profile it made is listed with its roles, and is
+// drawn from its own copies of the skeletons after one is deleted.
 // Screenshots: OUT/viewer-rest.png, OUT/viewer-playground.png,
 // OUT/viewer-stream.png, OUT/viewer-retarget.png, OUT/viewer-profile.png.
 import { spawn, execFileSync } from 'node:child_process';
@@ -312,9 +313,16 @@ try {
   }
 
   // The registry lists the profile `reach retarget` made; opening it shows
-  // both skeletons and which joint plays each role on either side.
+  // both skeletons and which joint plays each role on either side. The
+  // source skeleton is deleted from the registry first: the profile keeps
+  // its own copies, and those are what the page draws.
   const profileId = await waitFor('the profile in the registry', () =>
     page.evaluate(() => document.querySelector('#profiles li[data-id]')?.dataset.id));
+  const sourceId = await page.evaluate(async (id) => {
+    const response = await fetch(`/api/retarget-profiles/${id}`);
+    return (await response.json()).profile.source.skeletonId;
+  }, profileId);
+  execFileSync(args.cli, [`--addr=127.0.0.1:${grpcPort}`, 'delete', sourceId]);
   await page.click(`#profiles li[data-id="${profileId}"]`);
   const roles = await waitFor('the profile\'s roles', () => page.evaluate(() =>
     !document.querySelector('#profile-details').hidden &&
@@ -322,6 +330,14 @@ try {
     [...document.querySelectorAll('#profile-roles tr')].map((tr) => tr.textContent)));
   check(roles.length > 10 && roles.some((r) => r.startsWith('left.hand') && r.includes('B_Hand_Left')),
         `the profile shows its roles (${roles.length - 1}, e.g. ${roles.find((r) => r.startsWith('left.hand'))})`);
+  const drawn = await page.evaluate(() => ({
+    sourceJoints: window.reachViewer.sourceJointPositions().length,
+    from: window.reachViewer.state.source.from,
+    info: document.querySelector('#skeleton-info').textContent,
+  }));
+  check(drawn.sourceJoints > 20 && drawn.from === profileId && drawn.info.includes('retarget profile keeps'),
+        `with its source deleted from the registry, the profile draws its own copies ` +
+        `(${drawn.sourceJoints} source joints; "${drawn.info}")`);
   await sleep(300);
   await page.screenshot({ path: join(args.out, 'viewer-profile.png') });
 
