@@ -85,6 +85,19 @@ function pixelCounts(page, path, box = null) {
 // The server, on ports the kernel picks, read from its start line.
 const work = mkdtempSync(join(tmpdir(), 'reach-viewer-'));
 const logPath = join(work, 'server.log');
+// Clicks a registry or stream list entry. The page rebuilds those lists
+// every second or five, so an element handle can be detached between
+// finding it and clicking it (puppeteer's page.click did, on a loaded
+// machine): the click is dispatched in the page, on the entry there now.
+async function clickListed(page, selector) {
+  await waitFor(`the entry ${selector}`, () => page.evaluate((s) => {
+    const item = document.querySelector(s);
+    if (!item) return false;
+    item.click();
+    return true;
+  }, selector));
+}
+
 const server = spawn(args.server, ['--listen=127.0.0.1:0', '--metrics_listen=',
                                    '--http_listen=127.0.0.1:0', '--in_memory'],
                      { stdio: ['ignore', 'ignore', openSync(logPath, 'w')] });
@@ -204,7 +217,7 @@ try {
       if (streamerExit !== null) throw new Error(`reach stream ${clip} exited ${streamerExit}`);
       return page.evaluate(() => document.querySelector('#streams li[data-id]')?.dataset.id);
     });
-    await page.click(`#streams li[data-id="${streamId}"]`);
+    await clickListed(page, `#streams li[data-id="${streamId}"]`);
     const first = await waitFor('frames of the stream', () => page.evaluate(() =>
       window.reachViewer.state.watch?.messages >= 3 && window.reachViewer.state.watch.sequence));
     const hipsBefore = await page.evaluate(() => window.reachViewer.jointPositions()[0]);
@@ -251,7 +264,7 @@ try {
     });
     const entry = await page.$eval(`#streams li[data-id="${streamId}"]`, (e) => e.textContent);
     check(entry.includes('→'), `the retarget stream is listed with its skeletons (${entry})`);
-    await page.click(`#streams li[data-id="${streamId}"]`);
+    await clickListed(page, `#streams li[data-id="${streamId}"]`);
     const first = await waitFor('frames of the retarget', () => page.evaluate(() =>
       window.reachViewer.state.watch?.messages >= 3 && window.reachViewer.state.source &&
       window.reachViewer.state.watch.sequence));
@@ -323,7 +336,7 @@ try {
     return (await response.json()).profile.source.skeletonId;
   }, profileId);
   execFileSync(args.cli, [`--addr=127.0.0.1:${grpcPort}`, 'delete', sourceId]);
-  await page.click(`#profiles li[data-id="${profileId}"]`);
+  await clickListed(page, `#profiles li[data-id="${profileId}"]`);
   const roles = await waitFor('the profile\'s roles', () => page.evaluate(() =>
     !document.querySelector('#profile-details').hidden &&
     window.reachViewer.state.source &&
