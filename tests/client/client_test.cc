@@ -11,6 +11,7 @@
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "wire/convert.h"
 #include "tests/testing/models.h"
@@ -117,8 +118,9 @@ TEST_F(ClientTest, SolveAndBatchLandOnTheTarget) {
 // server is no test: an in-process answer can beat the deadline's timer,
 // and did, about 1 run in 100 on a loaded machine.)
 TEST(ClientDeadlineTest, EveryCallCarriesTheDeadline) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(listener, 0);
+  const absl::Cleanup closed = [listener] { close(listener); };
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -133,7 +135,6 @@ TEST(ClientDeadlineTest, EveryCallCarriesTheDeadline) {
   EXPECT_EQ(hurried.ListSkeletons().status().code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(hurried.Health().status().code(), absl::StatusCode::kDeadlineExceeded);
-  close(listener);
 }
 
 TEST_F(ClientTest, HealthFollowsTheServer) {

@@ -312,16 +312,15 @@ function drawPose() {
 // floor (the source's, set on the grid)}.
 state.source = null;
 
-// `view`: the view this is for (state.view when asked); nothing is drawn
-// when the view changed while the skeleton loaded. `given`: {skeleton,
-// from}, a profile's copy, instead of the registry's.
-async function showSource(id, view = state.view, given = null) {
-  const from = given?.from ?? null;
-  if (state.source?.id === id && state.source.from === from) return;
-  const response = given ?? await api(`/api/skeletons/${encodeURIComponent(id)}`);
+// `view`: the view this is for; nothing is drawn when the view changed
+// meanwhile. `given`: {skeleton, from}, the copy
+// the profile `from` keeps. `atRest`: drawn anew (else the same source
+// already drawn keeps its pose).
+function showSource(id, view, given, atRest = false) {
+  const { skeleton, from } = given;
+  if (!atRest && state.source?.id === id && state.source.from === from) return;
   if (view !== state.view) return;
   hideSource();
-  const skeleton = response.skeleton;
   const rest = skeleton.joints.map(restOf);
   const fig = makeFigure(skeleton, rest, { limits: false, jointColor: 0xb8c4d0,
                                            boneColor: 0x5a7fa8 });
@@ -546,7 +545,7 @@ async function loadStreams() {
       title: `${retarget ? 'retarget' : 'stream'} ${s.id} · ${s.owner || 'anonymous'}`,
       info: `${skeleton} · ${s.frames} frames · ${s.ageS.toFixed(0)} s`,
       selected: state.watch?.id === s.id,
-      open: () => watch(s),
+      open: () => watch(s).catch((error) => showStatus(`watch: ${error.message}`)),
     };
   }), 'No open streams.');
   return streams;
@@ -632,8 +631,9 @@ async function watch(stream) {
   if (view !== state.view) return;  // Another stream or view was chosen.
   if (stream.kind === 'retarget' && stream.profileId) {
     await showPair(stream.profileId, view);
-  } else if (stream.skeletonId && (stream.skeletonId !== state.id || state.from)) {
-    // A retarget's skeletons come with its first frame's profile.
+  } else if (stream.skeletonId && stream.skeletonId !== state.id) {
+    // (A retarget listed before its first frame found its profile has no
+    // skeleton yet: its first frame brings the profile.)
     await openSkeleton(stream.skeletonId);
   }
   if (view !== state.view) return;
@@ -658,7 +658,7 @@ async function watch(stream) {
     if (w.loading || state.watch !== w) return;
     const retarget = frame.kind === 'retarget';
     if (retarget ? state.from !== frame.profileId || state.source?.from !== frame.profileId
-                 : frame.skeletonId !== state.id || state.from) {
+                 : frame.skeletonId !== state.id) {
       if (w.error) return;  // A skeleton that cannot be loaded: said once.
       w.loading = true;
       try {
@@ -748,17 +748,18 @@ function profileWithSkeletons(id) {
 }
 
 // A retarget's target with its source beside, as its profile keeps them:
-// the pair it retargets between (the registry's skeletons of the same ids
-// may have been replaced or deleted since). Returns the profile, or null
-// when the view changed meanwhile.
-async function showPair(id, view) {
+// the pair it retargets between (the registry's may have been deleted
+// since). `atRest`: the target is drawn anew, at rest (else a target
+// already drawn from this profile keeps its pose). Returns the profile, or
+// null when the view changed meanwhile.
+async function showPair(id, view, atRest = false) {
   const { profile, sourceSkeleton, targetSkeleton } = await profileWithSkeletons(id);
   if (view !== state.view) return null;
-  if (state.id !== profile.target.skeletonId || state.from !== id) {
+  if (atRest || state.id !== profile.target.skeletonId || state.from !== id) {
     await openSkeleton(profile.target.skeletonId, { skeleton: targetSkeleton, from: id });
   }
   if (view !== state.view) return null;
-  await showSource(profile.source.skeletonId, view, { skeleton: sourceSkeleton, from: id });
+  showSource(profile.source.skeletonId, view, { skeleton: sourceSkeleton, from: id }, atRest);
   return view === state.view ? profile : null;
 }
 
@@ -767,7 +768,7 @@ async function showPair(id, view) {
 async function openProfile(id) {
   stopWatching();
   const view = state.view;
-  const profile = await showPair(id, view);
+  const profile = await showPair(id, view, /*atRest=*/true);
   if (!profile) return;
   state.profile = profile;
   $('pg-chain').value = '';  // No playground gizmos over the pair.

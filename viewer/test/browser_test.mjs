@@ -325,32 +325,48 @@ try {
     retargeter.kill();
   }
 
-  // The registry lists the profile `reach retarget` made; opening it shows
-  // both skeletons and which joint plays each role on either side. The
-  // source skeleton is deleted from the registry first: the profile keeps
-  // its own copies, and those are what the page draws.
+  // The registry lists the profile `reach retarget` made; opening it (right
+  // after watching its retarget) shows both skeletons at rest and which
+  // joint plays each role on either side.
   const profileId = await waitFor('the profile in the registry', () =>
     page.evaluate(() => document.querySelector('#profiles li[data-id]')?.dataset.id));
+  const openProfile = async () => {
+    await clickListed(page, `#profiles li[data-id="${profileId}"]`);
+    const roles = await waitFor('the profile\'s roles', () => page.evaluate(() =>
+      !document.querySelector('#profile-details').hidden &&
+      window.reachViewer.state.source &&
+      [...document.querySelectorAll('#profile-roles tr')].map((tr) => tr.textContent)));
+    return page.evaluate((rows) => {
+      const { state } = window.reachViewer;
+      const atRest = (pose, rest) => pose.every((p, j) => p.q.angleTo(rest[j].q) < 1e-9);
+      return {
+        rows,
+        sourceJoints: window.reachViewer.sourceJointPositions().length,
+        from: state.source.from,
+        info: document.querySelector('#skeleton-info').textContent,
+        atRest: atRest(state.pose, state.rest) && atRest(state.source.pose, state.source.rest),
+      };
+    }, roles);
+  };
+  const opened = await openProfile();
+  check(opened.rows.length > 10 && opened.rows.some((r) => r.startsWith('left.hand') && r.includes('B_Hand_Left')),
+        `the profile shows its roles (${opened.rows.length - 1}, e.g. ${opened.rows.find((r) => r.startsWith('left.hand'))})`);
+  check(opened.atRest, 'the profile shows both skeletons at rest');
+  // Its source skeleton deleted from the registry, a fresh page (nothing
+  // cached from the watch) still draws the profile: from the copies the
+  // profile keeps.
   const sourceId = await page.evaluate(async (id) => {
     const response = await fetch(`/api/retarget-profiles/${id}`);
     return (await response.json()).profile.source.skeletonId;
   }, profileId);
   execFileSync(args.cli, [`--addr=127.0.0.1:${grpcPort}`, 'delete', sourceId]);
-  await clickListed(page, `#profiles li[data-id="${profileId}"]`);
-  const roles = await waitFor('the profile\'s roles', () => page.evaluate(() =>
-    !document.querySelector('#profile-details').hidden &&
-    window.reachViewer.state.source &&
-    [...document.querySelectorAll('#profile-roles tr')].map((tr) => tr.textContent)));
-  check(roles.length > 10 && roles.some((r) => r.startsWith('left.hand') && r.includes('B_Hand_Left')),
-        `the profile shows its roles (${roles.length - 1}, e.g. ${roles.find((r) => r.startsWith('left.hand'))})`);
-  const drawn = await page.evaluate(() => ({
-    sourceJoints: window.reachViewer.sourceJointPositions().length,
-    from: window.reachViewer.state.source.from,
-    info: document.querySelector('#skeleton-info').textContent,
-  }));
-  check(drawn.sourceJoints > 20 && drawn.from === profileId && drawn.info.includes('retarget profile keeps'),
+  await page.reload();
+  await page.evaluate(() => window.reachViewer.ready);
+  const kept = await openProfile();
+  check(kept.rows.length === opened.rows.length && kept.sourceJoints > 20 && kept.from === profileId &&
+        kept.info.includes('retarget profile keeps') && kept.atRest,
         `with its source deleted from the registry, the profile draws its own copies ` +
-        `(${drawn.sourceJoints} source joints; "${drawn.info}")`);
+        `(${kept.sourceJoints} source joints; "${kept.info}")`);
   await sleep(300);
   await page.screenshot({ path: join(args.out, 'viewer-profile.png') });
 
