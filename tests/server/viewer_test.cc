@@ -460,9 +460,7 @@ TEST_F(ViewerTest, WatchesARetargetStreamWithItsSourceBesideIt) {
         pbutil::MessageDifferencer::EQUIVALENT);
     std::string differences;
     differ.ReportDifferencesToString(&differences);
-    const bool same = differ.Compare(a, b);
-    EXPECT_TRUE(same) << differences;
-    return same;
+    EXPECT_TRUE(differ.Compare(a, b)) << differences;
   };
   equivalent(from_http, from_grpc);
   EXPECT_TRUE(pbutil::MessageDifferencer::Equals(from_grpc.profile(), alone.profile()));

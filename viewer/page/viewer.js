@@ -312,14 +312,11 @@ function drawPose() {
 // floor (the source's, set on the grid)}.
 state.source = null;
 
-// `view`: the view this is for; nothing is drawn when the view changed
-// meanwhile. `given`: {skeleton, from}, the copy
-// the profile `from` keeps. `atRest`: drawn anew (else the same source
-// already drawn keeps its pose).
-function showSource(id, view, given, atRest = false) {
+// `given`: {skeleton, from}, the copy the profile `from` keeps. `atRest`:
+// drawn anew (else the same source already drawn keeps its pose).
+function showSource(id, given, atRest = false) {
   const { skeleton, from } = given;
   if (!atRest && state.source?.id === id && state.source.from === from) return;
-  if (view !== state.view) return;
   hideSource();
   const rest = skeleton.joints.map(restOf);
   const fig = makeFigure(skeleton, rest, { limits: false, jointColor: 0xb8c4d0,
@@ -755,11 +752,11 @@ function profileWithSkeletons(id) {
 async function showPair(id, view, atRest = false) {
   const { profile, sourceSkeleton, targetSkeleton } = await profileWithSkeletons(id);
   if (view !== state.view) return null;
-  if (atRest || state.id !== profile.target.skeletonId || state.from !== id) {
+  if (atRest || state.from !== id) {
     await openSkeleton(profile.target.skeletonId, { skeleton: targetSkeleton, from: id });
   }
   if (view !== state.view) return null;
-  showSource(profile.source.skeletonId, view, { skeleton: sourceSkeleton, from: id }, atRest);
+  showSource(profile.source.skeletonId, { skeleton: sourceSkeleton, from: id }, atRest);
   return view === state.view ? profile : null;
 }
 

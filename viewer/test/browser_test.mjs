@@ -51,6 +51,19 @@ async function waitFor(what, fn, timeoutMs = 20000) {
   }
 }
 
+// Clicks a registry or stream list entry. The page rebuilds those lists
+// every second or five, so an element handle can be detached between
+// finding it and clicking it (puppeteer's page.click did, on a loaded
+// machine): the click is dispatched in the page, on the entry there now.
+async function clickListed(page, selector) {
+  await waitFor(`the entry ${selector}`, () => page.evaluate((s) => {
+    const item = document.querySelector(s);
+    if (!item) return false;
+    item.click();
+    return true;
+  }, selector));
+}
+
 // A screenshot's pixels within `box` ({x0, y0, x1, y1} in CSS pixels; the
 // 3D view by default) that are not the background or the grid's greys
 // (`figure`), yellowish as the limits are (`limits`), or blue as a
@@ -85,19 +98,6 @@ function pixelCounts(page, path, box = null) {
 // The server, on ports the kernel picks, read from its start line.
 const work = mkdtempSync(join(tmpdir(), 'reach-viewer-'));
 const logPath = join(work, 'server.log');
-// Clicks a registry or stream list entry. The page rebuilds those lists
-// every second or five, so an element handle can be detached between
-// finding it and clicking it (puppeteer's page.click did, on a loaded
-// machine): the click is dispatched in the page, on the entry there now.
-async function clickListed(page, selector) {
-  await waitFor(`the entry ${selector}`, () => page.evaluate((s) => {
-    const item = document.querySelector(s);
-    if (!item) return false;
-    item.click();
-    return true;
-  }, selector));
-}
-
 const server = spawn(args.server, ['--listen=127.0.0.1:0', '--metrics_listen=',
                                    '--http_listen=127.0.0.1:0', '--in_memory'],
                      { stdio: ['ignore', 'ignore', openSync(logPath, 'w')] });
