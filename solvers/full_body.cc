@@ -1070,41 +1070,21 @@ bool FullBodySolve::ApplyStep() {
       local = (local * AxisAngle(joint.axis, step(col))).normalized();
     }
     if (joint.IsConstrained()) {
-      const Quaterniond inside = ConstrainRotation(joint, local).normalized();
-      if (AngleBetween(inside, local) > kClampedBy) {
-        // Hold the column(s) that crossed a limit: a hinge's; a ball's
-        // twist column past its twist range, its swing column past its
-        // cone.
-        auto lock = [&](int c) {
-          if (!s_.locked[c]) clamped = true;
-          s_.locked[c] = 1;
-        };
-        if (joint.type == JointType::kHinge) {
-          lock(col);
-        } else {
-          Quaterniond swing_q;
-          const double twist = std::remainder(
-              SwingTwist((joint.rest.rotation.conjugate() * local).normalized(),
-                         joint.axis, &swing_q),
-              2 * M_PI);
-          const double swing =
-              2.0 * std::atan2(swing_q.vec().norm(), std::abs(swing_q.w()));
-          bool any = false;
-          if (!AngleWithin(twist, joint.min_angle_rad, joint.max_angle_rad,
-                           kClampedBy)) {
-            lock(col);
-            any = true;
-          }
-          if (swing > joint.max_swing_rad + kClampedBy) {
-            lock(col + 1);
-            any = true;
-          }
-          if (!any) {
-            for (int a = 0; a < 3; ++a) lock(col + a);
-          }
-        }
+      // Hold the column(s) that crossed a limit by more than kClampedBy: a
+      // hinge's; a ball's twist column past its twist range, its swing
+      // column past its cone.
+      LimitExcess excess;
+      local = ConstrainRotation(joint, local, &excess).normalized();
+      auto lock = [&](int c) {
+        if (!s_.locked[c]) clamped = true;
+        s_.locked[c] = 1;
+      };
+      if (joint.type == JointType::kHinge) {
+        if (std::max(excess.twist, excess.swing) > kClampedBy) lock(col);
+      } else {
+        if (excess.twist > kClampedBy) lock(col);
+        if (excess.swing > kClampedBy) lock(col + 1);
       }
-      local = inside;
     }
     col += count;
   }

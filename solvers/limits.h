@@ -16,6 +16,21 @@ namespace reach {
 Eigen::Quaterniond ConstrainRotation(const Joint& joint,
                                      const Eigen::Quaterniond& local);
 
+// How far ConstrainRotation moved a rotation, by part (radians, 0 when it
+// was inside): `twist`, a hinge's angle or a ball's twist, brought into
+// its range (a fixed joint's whole rotation); `swing`, a ball's swing
+// brought into its cone (a hinge's swing off its axis).
+struct LimitExcess {
+  double twist = 0.0;
+  double swing = 0.0;
+};
+
+// ConstrainRotation, also writing how far outside the limits `local` was:
+// one decomposition serves both (a solver that locks what hit a limit).
+Eigen::Quaterniond ConstrainRotation(const Joint& joint,
+                                     const Eigen::Quaterniond& local,
+                                     LimitExcess* excess);
+
 // Hinge angle of `local` about the joint's axis, from rest, in (-2pi, 2pi].
 // The quaternion's sign carries angles beyond +-pi. Any swing off the axis
 // is ignored.

@@ -293,6 +293,43 @@ TEST(ConstrainRotationTest, BallClampsSwingAndTwistTogether) {
       1e-12);
 }
 
+// The excess a solver locks columns by: how far each part was moved, read
+// from rotations built with known swing and twist.
+TEST(ConstrainRotationTest, ReportsHowFarEachPartWasOutside) {
+  const Joint ball = MakeBall(kRest, kAxis, -0.2, 0.4, 0.5);
+  const Vector3d perp = Perpendicular(kAxis);
+  struct Case {
+    double swing, twist, want_swing, want_twist;
+  };
+  for (const Case& c : {Case{-2.0, 1.5, 1.5, 1.1}, Case{0.3, 0.1, 0.0, 0.0},
+                        Case{0.7, 0.1, 0.2, 0.0}, Case{0.3, -0.5, 0.0, 0.3},
+                        // 4.0 is the twist 4.0 - 2pi, 2pi - 4.2 below -0.2.
+                        Case{0.0, 4.0, 0.0, 2 * kPi - 4.2}}) {
+    const Quaterniond local =
+        kRest * AxisAngle(perp, c.swing) * AxisAngle(kAxis, c.twist);
+    LimitExcess excess;
+    excess.twist = excess.swing = -1.0;  // Overwritten.
+    const Quaterniond q = ConstrainRotation(ball, local, &excess);
+    EXPECT_EQ(q.coeffs(), ConstrainRotation(ball, local).coeffs()) << c.swing;
+    EXPECT_NEAR(excess.swing, c.want_swing, 1e-12) << c.swing << " " << c.twist;
+    EXPECT_NEAR(excess.twist, c.want_twist, 1e-12) << c.swing << " " << c.twist;
+  }
+  // A hinge: its angle past a bound, and swing off its axis.
+  const Joint hinge = MakeHinge(kRest, kAxis, -0.5, 1.0);
+  LimitExcess excess;
+  ConstrainRotation(hinge, kRest * AxisAngle(perp, 0.25) * AxisAngle(kAxis, 1.3),
+                    &excess);
+  EXPECT_NEAR(excess.twist, 0.3, 1e-12);
+  EXPECT_NEAR(excess.swing, 0.25, 1e-12);
+  ConstrainRotation(hinge, HingeRotation(hinge, 0.2), &excess);
+  EXPECT_EQ(excess.twist, 0.0);
+  EXPECT_NEAR(excess.swing, 0.0, 1e-15);
+  // A fixed joint: the whole rotation from rest.
+  ConstrainRotation(MakeFixed(kRest), kRest * AxisAngle(perp, 0.6), &excess);
+  EXPECT_NEAR(excess.twist, 0.6, 1e-12);
+  EXPECT_EQ(excess.swing, 0.0);
+}
+
 TEST(ConstrainRotationTest, UnconstrainedBallIsReturnedUnchanged) {
   const Joint joint = MakeBall(kRest, kAxis, -kInf, kInf, kInf);
   ASSERT_FALSE(joint.IsConstrained());
