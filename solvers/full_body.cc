@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "solvers/bend_plane.h"
@@ -367,6 +368,22 @@ void GramBlockB(const Eigen::MatrixXd& J, int ra, int rb, int nb,
   }
 }
 
+// A look-at goal's frame at the effector `ge`: its aim in model space,
+// two directions across it, and the unit direction to the target (the aim
+// when the target is at the effector).
+struct LookAt {
+  LookAt(const Transform& ge, const Vector3d& aim_axis, const Vector3d& target)
+      : aim(RotateVector(ge.rotation, aim_axis.stableNormalized())),
+        b1(aim.unitOrthogonal()),
+        b2(aim.cross(b1)) {
+    const Vector3d to = target - ge.translation;
+    distance = to.norm();
+    d = distance > 0.0 ? Vector3d(to / distance) : aim;
+  }
+  Vector3d aim, b1, b2, d;
+  double distance;
+};
+
 // The solve of one request's full-body goals.
 class FullBodySolve {
  public:
@@ -393,9 +410,12 @@ class FullBodySolve {
   // must be evaluated again).
   bool OnStall(const Levels& excess);
   void ForwardKinematics();
-  // Fills the Jacobian and error rows; returns whether every goal is
-  // reached, and writes each level's excess into level_excess_.
+  // The error rows, each goal's and level's excess (level_excess_), and,
+  // unless every goal is reached, the Jacobian; returns whether every goal
+  // is reached.
   bool Evaluate();
+  bool EvaluateErrors();
+  void FillJacobian();
   void ComputeAxes();
   // Rotational columns of joint j (0 when it has none).
   int DofCount(int j) const {
@@ -424,10 +444,10 @@ class FullBodySolve {
   void Unstraighten();
   void SaveLocals(std::vector<Transform>& to) const;
   // The Jacobian, errors and axes of the pose before a trial step, kept
-  // so an undone step needs no second evaluation.
+  // so an undone step needs no second evaluation (the Jacobian's buffers
+  // trade places: the trial's evaluation writes the other one).
   void SaveEvaluation() {
-    s_.saved_jacobian.topLeftCorner(rows_, cols_) =
-        s_.jacobian.topLeftCorner(rows_, cols_);
+    std::swap(s_.jacobian, s_.saved_jacobian);
     s_.saved_error.head(rows_) = s_.error.head(rows_);
     std::copy(s_.axis.begin(), s_.axis.end(), s_.saved_axis.begin());
     std::copy(s_.goal_excess.begin(), s_.goal_excess.end(),
@@ -435,8 +455,7 @@ class FullBodySolve {
     saved_excess_ = level_excess_;
   }
   void RestoreEvaluation() {
-    s_.jacobian.topLeftCorner(rows_, cols_) =
-        s_.saved_jacobian.topLeftCorner(rows_, cols_);
+    std::swap(s_.jacobian, s_.saved_jacobian);
     s_.error.head(rows_) = s_.saved_error.head(rows_);
     std::copy(s_.saved_axis.begin(), s_.saved_axis.end(), s_.axis.begin());
     std::copy(s_.saved_goal_excess.begin(), s_.saved_goal_excess.end(),
@@ -575,6 +594,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
 
   Reserve(s_.jacobian, rows_, cols_);
   Reserve(s_.saved_jacobian, rows_, cols_);
+  Reserve(s_.weighted, rows_, cols_);
   Reserve(s_.saved_error, rows_);
   Reserve(s_.gram, rows_, rows_);
   Reserve(s_.cross, rows_, rows_);
@@ -704,65 +724,37 @@ void FullBodySolve::ComputeAxes() {
 }
 
 bool FullBodySolve::Evaluate() {
-  ComputeAxes();
-  Eigen::MatrixXd& J = s_.jacobian;
-  J.topLeftCorner(rows_, cols_).setZero();
+  const bool reached = EvaluateErrors();
+  if (!reached) FillJacobian();
+  return reached;
+}
+
+bool FullBodySolve::EvaluateErrors() {
   level_excess_.fill(0.0);
   bool all_reached = true;
-  int row = 0;
   int level = 0;
   const int m = static_cast<int>(s_.goal_order.size());
   for (int k = 0; k < m; ++k) {
+    const int row = s_.goal_row[k];
     while (row >= level_start_[level + 1]) ++level;
     const int i = s_.goal_order[k];
     const Goal& goal = goals_[i];
-    const int e = s_.effector[k];
-    const Transform& ge = s_.globals[e];
+    const Transform& ge = s_.globals[s_.effector[k]];
     const double sw = std::sqrt(goal.weight);
     double excess = 0.0;
     if (goal.aim_axis) {
       // Look-at: two rows, the aim's turn across itself.
-      const Vector3d aim =
-          RotateVector(ge.rotation, goal.aim_axis->stableNormalized());
-      const Vector3d b1 = aim.unitOrthogonal();
-      const Vector3d b2 = aim.cross(b1);
-      const Vector3d to = goal.target - ge.translation;
+      const LookAt look(ge, *goal.aim_axis, goal.target);
       Vector3d turn = Vector3d::Zero();
       double angle = 0.0;
-      Vector3d d = aim;
-      const double distance = to.norm();
-      if (distance > 0.0) {
-        d = to.normalized();
-        const Vector3d c = aim.cross(d);
-        angle = std::atan2(c.norm(), aim.dot(d));
-        turn = c.norm() > 1e-300 ? (angle / c.norm()) * c : angle * b1;
+      if (look.distance > 0.0) {
+        const Vector3d c = look.aim.cross(look.d);
+        angle = std::atan2(c.norm(), look.aim.dot(look.d));
+        turn = c.norm() > 1e-300 ? (angle / c.norm()) * c : angle * look.b1;
       }
-      s_.error(row) = sw * b1.dot(turn);
-      s_.error(row + 1) = sw * b2.dot(turn);
+      s_.error(row) = sw * look.b1.dot(turn);
+      s_.error(row + 1) = sw * look.b2.dot(turn);
       excess = std::max(0.0, angle - s_.orientation_tolerance[i]);
-      // A column turns the aim about its axis u, and moves the effector by
-      // u x (effector - joint) (or by the root's translation), which turns
-      // the direction to the target the other way: the turn left shrinks
-      // by u + d x motion / distance, across the aim.
-      const double reach = distance > 1e-9 * body_ ? 1.0 / distance : 0.0;
-      if (translates_ && reach > 0.0) {
-        for (int a = 0; a < 3; ++a) {
-          const Vector3d moved = reach * d.cross(Vector3d::Unit(a));
-          J(row, a) = sw * b1.dot(moved) * body_;
-          J(row + 1, a) = sw * b2.dot(moved) * body_;
-        }
-      }
-      for (int j = e;; j = skeleton_.joint(j).parent) {
-        const Vector3d lever = ge.translation - s_.globals[j].translation;
-        for (int c = s_.dof_start[j], end = c + DofCount(j); c < end; ++c) {
-          const Vector3d& u = s_.axis[c];
-          const Vector3d reduces = u + reach * d.cross(u.cross(lever));
-          J(row, c) = sw * b1.dot(reduces);
-          J(row + 1, c) = sw * b2.dot(reduces);
-        }
-        if (j == root_) break;
-      }
-      row += 2;
     } else {
       const Vector3d miss = goal.target - ge.translation;
       const double miss_norm = miss.norm() / body_;
@@ -770,16 +762,60 @@ bool FullBodySolve::Evaluate() {
           (sw / body_) *
           (miss_norm > kMaxStepError ? (kMaxStepError / miss_norm) * miss : miss);
       excess = std::max(0.0, miss.norm() - s_.tolerance[i]) / body_;
-      const bool orient = goal.target_orientation.has_value();
-      Vector3d turn = Vector3d::Zero();
-      if (orient) {
-        turn = RotationVector(goal.target_orientation->normalized() *
-                              ge.rotation.conjugate());
+      if (goal.target_orientation) {
+        const Vector3d turn = RotationVector(
+            goal.target_orientation->normalized() * ge.rotation.conjugate());
         const double angle = turn.norm();
         s_.error.segment<3>(row + 3) =
             sw * (angle > kMaxStepError ? (kMaxStepError / angle) * turn : turn);
-        excess += std::max(0.0, turn.norm() - s_.orientation_tolerance[i]);
+        excess += std::max(0.0, angle - s_.orientation_tolerance[i]);
       }
+    }
+    if (excess > 0.0) all_reached = false;
+    s_.goal_excess[k] = goal.weight * excess * excess;
+    level_excess_[level] += s_.goal_excess[k];
+  }
+  return all_reached;
+}
+
+void FullBodySolve::FillJacobian() {
+  ComputeAxes();
+  Eigen::MatrixXd& J = s_.jacobian;
+  J.topLeftCorner(rows_, cols_).setZero();
+  const int m = static_cast<int>(s_.goal_order.size());
+  for (int k = 0; k < m; ++k) {
+    const int row = s_.goal_row[k];
+    const Goal& goal = goals_[s_.goal_order[k]];
+    const int e = s_.effector[k];
+    const Transform& ge = s_.globals[e];
+    const double sw = std::sqrt(goal.weight);
+    if (goal.aim_axis) {
+      // A column turns the aim about its axis u, and moves the effector by
+      // u x (effector - joint) (or by the root's translation), which turns
+      // the direction to the target the other way: the turn left shrinks
+      // by u + d x motion / distance, across the aim.
+      const LookAt look(ge, *goal.aim_axis, goal.target);
+      const double reach =
+          look.distance > 1e-9 * body_ ? 1.0 / look.distance : 0.0;
+      if (translates_ && reach > 0.0) {
+        for (int a = 0; a < 3; ++a) {
+          const Vector3d moved = reach * look.d.cross(Vector3d::Unit(a));
+          J(row, a) = sw * look.b1.dot(moved) * body_;
+          J(row + 1, a) = sw * look.b2.dot(moved) * body_;
+        }
+      }
+      for (int j = e;; j = skeleton_.joint(j).parent) {
+        const Vector3d lever = ge.translation - s_.globals[j].translation;
+        for (int c = s_.dof_start[j], end = c + DofCount(j); c < end; ++c) {
+          const Vector3d& u = s_.axis[c];
+          const Vector3d reduces = u + reach * look.d.cross(u.cross(lever));
+          J(row, c) = sw * look.b1.dot(reduces);
+          J(row + 1, c) = sw * look.b2.dot(reduces);
+        }
+        if (j == root_) break;
+      }
+    } else {
+      const bool orient = goal.target_orientation.has_value();
       if (translates_) {
         for (int a = 0; a < 3; ++a) J(row + a, a) = sw;
       }
@@ -792,13 +828,8 @@ bool FullBodySolve::Evaluate() {
         }
         if (j == root_) break;
       }
-      row += orient ? 6 : 3;
     }
-    if (excess > 0.0) all_reached = false;
-    s_.goal_excess[k] = goal.weight * excess * excess;
-    level_excess_[level] += s_.goal_excess[k];
   }
-  return all_reached;
 }
 
 void FullBodySolve::ApplyPoles() {
@@ -932,9 +963,10 @@ double FullBodySolve::MaxFraction() const {
 void FullBodySolve::ComputeStep(double damping) {
   // Columns weighted by sqrt(1 - stiffness) (0 when locked): the step
   // minimises sum(dq^2 / (1 - stiffness)).
-  Eigen::MatrixXd& J = s_.jacobian;
+  Eigen::MatrixXd& J = s_.weighted;
   for (int c = 0; c < cols_; ++c) {
-    J.col(c).head(rows_) *= s_.locked[c] ? 0.0 : s_.dof_weight[c];
+    J.col(c).head(rows_) =
+        (s_.locked[c] ? 0.0 : s_.dof_weight[c]) * s_.jacobian.col(c).head(rows_);
   }
   auto G = s_.gram.topLeftCorner(rows_, rows_);
   // G = J J^T, block by block over the columns two goals share: each
@@ -1298,18 +1330,17 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
     ++iterations;
     std::fill(s_.locked.begin(), s_.locked.end(), 0);
     SaveLocals(s_.saved_locals);
-    SaveEvaluation();
     ComputeStep(damping);
     if (ApplyStep()) {
       // Joints hit their limits: the step again without them, so the
       // others take up the motion (the transforms are still the start's).
       RestoreLocals(s_.saved_locals);
-      RestoreEvaluation();
       ComputeStep(damping);
       ApplyStep();
     }
     const double moved = s_.step.head(cols_).lpNorm<Eigen::Infinity>();
     ForwardKinematics();
+    SaveEvaluation();
     bool now_reached = Evaluate();
     if (!now_reached && protected_levels_ > 0 && restoring_ < 0 &&
         !Better(level_excess_, current) &&

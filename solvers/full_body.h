@@ -78,6 +78,7 @@ struct FullBodyScratch {
   // Capacity only grows; blocks of it are used.
   Eigen::MatrixXd jacobian;  // Rows of every level, stacked.
   Eigen::MatrixXd saved_jacobian;
+  Eigen::MatrixXd weighted;  // The Jacobian's columns weighted, for a step.
   Eigen::VectorXd saved_error;
   Eigen::MatrixXd gram;      // jacobian * jacobian^T.
   Eigen::MatrixXd cross;
