@@ -17,7 +17,9 @@
 // freedom are the rotations of the joints on the paths from the solver's
 // root to the effectors (three per ball joint, one per hinge) and the
 // root's translation, each weighted by 1 - stiffness; steps are accepted
-// Levenberg-Marquardt style. After every step the joints are projected
+// Levenberg-Marquardt style. After a short step that converged fast, the
+// next step reuses its factorisation with the new errors (a chord step);
+// the Jacobian is filled only for the steps that need it. After every step the joints are projected
 // onto their limits; when one was held at a limit the step is solved again
 // without the column(s) that crossed it, so the others take up the motion.
 // Once the goals are reached, poles turn a limb about its root-effector
