@@ -396,6 +396,21 @@ struct LookAt {
   double distance;
 };
 
+// delta(col) += J(row.., col) . dc(row..) over one goal's N rows, for each
+// of its columns (the sum in row order, unrolled by the fixed size).
+template <int N, typename Coeffs, typename Delta>
+void AddTransposed(const Eigen::MatrixXd& J, int row, const int* cols,
+                   int count, const Coeffs& dc, Delta& delta) {
+  double d[N];
+  for (int r = 0; r < N; ++r) d[r] = dc(row + r);
+  for (int p = 0; p < count; ++p) {
+    const double* j = &J(row, cols[p]);
+    double sum = 0.0;
+    for (int r = 0; r < N; ++r) sum += j[r] * d[r];
+    delta(cols[p]) += sum;
+  }
+}
+
 // The solve of one request's full-body goals.
 class FullBodySolve {
  public:
@@ -462,6 +477,25 @@ class FullBodySolve {
   // Applies s_.step to the pose, projecting onto limits; returns whether a
   // joint that has columns was clamped (and flags it in s_.locked).
   bool ApplyStep();
+  // Whether `local` lies strictly inside limited ball joint j's cone and
+  // twist range, read without trigonometry from the half-angle bounds
+  // Setup cached (false for other joints, and when in doubt).
+  bool InsideBallLimits(int j, const Quaterniond& local) const {
+    const Joint& joint = skeleton_.joint(j);
+    if (joint.type != JointType::kBall) return false;
+    // The twist's half-angle is atan2(p, w), in [-pi/2, pi/2] once w >= 0;
+    // the swing's half-angle has cosine sqrt(w^2 + p^2).
+    const Quaterniond delta = joint.rest.rotation.conjugate() * local;
+    double p = delta.vec().dot(joint.axis);
+    double w = delta.w();
+    if (w < 0.0) {
+      p = -p;
+      w = -w;
+    }
+    const BallBounds& b = s_.ball_bounds[j];
+    return std::sqrt(w * w + p * p) > b.cos_half_swing &&
+           p > w * b.tan_half_min && p < w * b.tan_half_max;
+  }
   void Unstraighten();
   void SaveLocals(std::vector<Transform>& to) const;
   // The Jacobian, errors and axes of the pose before a trial step, kept
@@ -603,6 +637,23 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   }
   cols_ = static_cast<int>(s_.dof_joint.size());
   PairColumns();
+  s_.ball_bounds.resize(n);
+  for (int j : s_.active_joints) {
+    const Joint& joint = skeleton_.joint(j);
+    if (s_.dof_start[j] < 0 || joint.type != JointType::kBall) continue;
+    // Infinite bounds give -inf / +inf; a twist bound of +-pi a huge
+    // tangent; a NaN product (w = 0) fails the check.
+    BallBounds& b = s_.ball_bounds[j];
+    b.cos_half_swing = joint.max_swing_rad < M_PI
+                           ? std::cos(0.5 * joint.max_swing_rad)
+                           : -kInf;
+    b.tan_half_min = std::isfinite(joint.min_angle_rad)
+                         ? std::tan(0.5 * joint.min_angle_rad)
+                         : -kInf;
+    b.tan_half_max = std::isfinite(joint.max_angle_rad)
+                         ? std::tan(0.5 * joint.max_angle_rad)
+                         : kInf;
+  }
   s_.locked.assign(cols_, 0);
   s_.axis.resize(cols_);
   s_.saved_axis.resize(cols_);
@@ -1103,13 +1154,13 @@ void FullBodySolve::SolveLevels() {
     // delta = W J^T dc, over each goal's own columns.
     delta.setZero();
     for (int k = 0; k < goals && s_.goal_row[k] < s + m; ++k) {
-      for (int p = s_.goal_col_start[k]; p < s_.goal_col_start[k + 1]; ++p) {
-        const int col = s_.goal_cols[p];
-        double sum = 0.0;
-        for (int r = s_.goal_row[k]; r < s_.goal_row[k + 1]; ++r) {
-          sum += J(r, col) * dc(r);
-        }
-        delta(col) += sum;
+      const int row = s_.goal_row[k];
+      const int* cols = s_.goal_cols.data() + s_.goal_col_start[k];
+      const int count = s_.goal_col_start[k + 1] - s_.goal_col_start[k];
+      switch (s_.goal_row[k + 1] - row) {
+        case 2: AddTransposed<2>(J, row, cols, count, dc, delta); break;
+        case 3: AddTransposed<3>(J, row, cols, count, dc, delta); break;
+        default: AddTransposed<6>(J, row, cols, count, dc, delta); break;
       }
     }
     for (int col = 0; col < cols_; ++col) {
@@ -1145,7 +1196,7 @@ bool FullBodySolve::ApplyStep() {
     } else {
       local = (local * AxisAngle(joint.axis, step(col))).normalized();
     }
-    if (joint.IsConstrained()) {
+    if (joint.IsConstrained() && !InsideBallLimits(j, local)) {
       // Hold the column(s) that crossed a limit by more than kClampedBy: a
       // hinge's; a ball's twist column past its twist range, its swing
       // column past its cone.

@@ -45,6 +45,14 @@
 
 namespace reach {
 
+// A limited ball joint's bounds as the half-angle functions a step's
+// limit check compares with.
+struct BallBounds {
+  double cos_half_swing = 0.0;
+  double tan_half_min = 0.0;
+  double tan_half_max = 0.0;
+};
+
 // Scratch of the full-body solver, owned by the caller (inside Workspace)
 // and reused: sized by the first solve on a skeleton and problem size,
 // after which solving allocates nothing.
@@ -73,6 +81,7 @@ struct FullBodyScratch {
                                    // translation).
   std::vector<double> dof_weight;  // Per column: sqrt(1 - stiffness).
   std::vector<char> locked;        // Per column: held at a limit.
+  std::vector<BallBounds> ball_bounds;  // Per ball joint with columns.
   std::vector<Eigen::Vector3d> axis;  // Per column: model-space axis.
   std::vector<Eigen::Vector3d> saved_axis;
   std::vector<Transform> globals;  // Per joint (active ones current).
