@@ -317,20 +317,21 @@ Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
 // In-place Cholesky of the n x n block at `a` (column-major, columns
 // `stride` apart; lower triangle read and written): a = L L^T. A pivot
 // below `floor` (rounding on a singular Gram matrix) is raised to it.
-// Right-looking: each column, once final, updates the columns after it
-// down their contiguous entries.
+// Left-looking: each column takes the updates of the final columns before
+// it, in their order, down its contiguous entries (the order a
+// right-looking factorisation would apply them in, so the same numbers).
 void CholeskyInPlace(double* a, Eigen::Index stride, int n, double floor) {
   for (int j = 0; j < n; ++j) {
-    double* cj = a + j * stride;
+    double* __restrict cj = a + j * stride;
+    for (int k = 0; k < j; ++k) {
+      const double* __restrict ck = a + k * stride;
+      const double f = ck[j];
+      for (int i = j; i < n; ++i) cj[i] -= ck[i] * f;
+    }
     const double d = std::sqrt(std::max(cj[j], floor));
     cj[j] = d;
     const double inverse = 1.0 / d;
     for (int i = j + 1; i < n; ++i) cj[i] *= inverse;
-    for (int k = j + 1; k < n; ++k) {
-      const double f = cj[k];
-      double* ck = a + k * stride;
-      for (int i = k; i < n; ++i) ck[i] -= cj[i] * f;
-    }
   }
 }
 
