@@ -38,7 +38,8 @@ constexpr double kProjectionRegulariser = 1e-9;
 constexpr double kMaxJointStep = 0.35;
 constexpr double kMaxRootStep = 0.2;
 // A joint projected back onto its limits by more than this (radians) is
-// held at the limit for the rest of the iteration's step.
+// held at the limit for the rest of the iteration's step (and for a chord
+// step after it, which reuses that step's factorisation).
 constexpr double kClampedBy = 1e-7;
 // Levels of the problem: each priority, then its demoted goals.
 constexpr int kMaxLevels = 2 * (kMaxPriority + 1);
@@ -478,30 +479,19 @@ class FullBodySolve {
   // Applies s_.step to the pose, projecting onto limits; returns whether a
   // joint that has columns was clamped (and flags it in s_.locked).
   bool ApplyStep();
-  // Whether `local` lies strictly inside limited ball joint j's cone and
-  // twist range, read without trigonometry from the half-angle bounds
-  // Setup cached (false for other joints, and when in doubt).
+  // Whether limited ball joint j's `local` is strictly inside its limits
+  // (false for other joints).
   bool InsideBallLimits(int j, const Quaterniond& local) const {
     const Joint& joint = skeleton_.joint(j);
-    if (joint.type != JointType::kBall) return false;
-    // The twist's half-angle is atan2(p, w), in [-pi/2, pi/2] once w >= 0;
-    // the swing's half-angle has cosine sqrt(w^2 + p^2).
-    const Quaterniond delta = joint.rest.rotation.conjugate() * local;
-    double p = delta.vec().dot(joint.axis);
-    double w = delta.w();
-    if (w < 0.0) {
-      p = -p;
-      w = -w;
-    }
-    const BallBounds& b = s_.ball_bounds[j];
-    return std::sqrt(w * w + p * p) > b.cos_half_swing &&
-           p > w * b.tan_half_min && p < w * b.tan_half_max;
+    return joint.type == JointType::kBall &&
+           StrictlyInside(joint, s_.ball_bounds[j], local);
   }
   void Unstraighten();
   void SaveLocals(std::vector<Transform>& to) const;
   // The Jacobian, errors and axes of the pose before a trial step, kept
   // so an undone step needs no second evaluation (the Jacobian's buffers
-  // trade places: the trial's evaluation writes the other one).
+  // trade places: the next Factor at the trial's pose fills the other
+  // one).
   void SaveEvaluation() {
     std::swap(s_.jacobian, s_.saved_jacobian);
     std::swap(jacobian_current_, saved_jacobian_current_);
@@ -642,18 +632,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   for (int j : s_.active_joints) {
     const Joint& joint = skeleton_.joint(j);
     if (s_.dof_start[j] < 0 || joint.type != JointType::kBall) continue;
-    // Infinite bounds give -inf / +inf; a twist bound of +-pi a huge
-    // tangent; a NaN product (w = 0) fails the check.
-    BallBounds& b = s_.ball_bounds[j];
-    b.cos_half_swing = joint.max_swing_rad < M_PI
-                           ? std::cos(0.5 * joint.max_swing_rad)
-                           : -kInf;
-    b.tan_half_min = std::isfinite(joint.min_angle_rad)
-                         ? std::tan(0.5 * joint.min_angle_rad)
-                         : -kInf;
-    b.tan_half_max = std::isfinite(joint.max_angle_rad)
-                         ? std::tan(0.5 * joint.max_angle_rad)
-                         : kInf;
+    s_.ball_bounds[j] = HalfAngleBounds(joint);
   }
   s_.locked.assign(cols_, 0);
   s_.axis.resize(cols_);
@@ -1450,15 +1429,16 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
       chord_steps = 0;
       std::fill(s_.locked.begin(), s_.locked.end(), 0);
       ComputeStep(damping);
+      factored = true;
       if (ApplyStep()) {
         // Joints hit their limits: the step again without them, so the
         // others take up the motion (the transforms are still the
-        // start's).
+        // start's). Should that step lock more, the factorisation no
+        // longer matches the locks: no chord step from it.
         RestoreLocals(s_.saved_locals);
         ComputeStep(damping);
-        ApplyStep();
+        factored = !ApplyStep();
       }
-      factored = true;
     }
     const double moved = s_.step.head(cols_).lpNorm<Eigen::Infinity>();
     ForwardKinematics();

@@ -19,9 +19,11 @@
 // root's translation, each weighted by 1 - stiffness; steps are accepted
 // Levenberg-Marquardt style. After a short step that converged fast, the
 // next step reuses its factorisation with the new errors (a chord step);
-// the Jacobian is filled only for the steps that need it. After every step the joints are projected
-// onto their limits; when one was held at a limit the step is solved again
-// without the column(s) that crossed it, so the others take up the motion.
+// the Jacobian is filled only for the steps that need it. After every
+// step the joints are projected onto their limits (a ball found strictly
+// inside them is left as it is); when one was held at a limit the step is
+// solved again without the column(s) that crossed it, so the others take
+// up the motion.
 // Once the goals are reached, poles turn a limb about its root-effector
 // line (which never moves the effector). Bone lengths never change: only
 // rotations (and the root's translation) move.
@@ -40,18 +42,11 @@
 #include "absl/types/span.h"
 #include "solvers/deadline.h"
 #include "solvers/goal.h"
+#include "solvers/limits.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
 
 namespace reach {
-
-// A limited ball joint's bounds as the half-angle functions a step's
-// limit check compares with.
-struct BallBounds {
-  double cos_half_swing = 0.0;
-  double tan_half_min = 0.0;
-  double tan_half_max = 0.0;
-};
 
 // Scratch of the full-body solver, owned by the caller (inside Workspace)
 // and reused: sized by the first solve on a skeleton and problem size,
@@ -81,7 +76,8 @@ struct FullBodyScratch {
                                    // translation).
   std::vector<double> dof_weight;  // Per column: sqrt(1 - stiffness).
   std::vector<char> locked;        // Per column: held at a limit.
-  std::vector<BallBounds> ball_bounds;  // Per ball joint with columns.
+  // Per joint; set for the limited ball joints that have columns.
+  std::vector<BallBounds> ball_bounds;
   std::vector<Eigen::Vector3d> axis;  // Per column: model-space axis.
   std::vector<Eigen::Vector3d> saved_axis;
   std::vector<Transform> globals;  // Per joint (active ones current).

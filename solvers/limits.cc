@@ -156,6 +156,40 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
   return local;
 }
 
+BallBounds HalfAngleBounds(const Joint& ball) {
+  constexpr double kNarrowCone = 0.01;
+  BallBounds b;
+  // Infinite bounds give -inf / +inf; a twist bound of +-pi a huge
+  // tangent.
+  b.cos_half_swing = ball.max_swing_rad < kNarrowCone ? kInf
+                     : ball.max_swing_rad < M_PI
+                         ? std::cos(0.5 * ball.max_swing_rad)
+                         : -kInf;
+  b.tan_half_min = std::isfinite(ball.min_angle_rad)
+                       ? std::tan(0.5 * ball.min_angle_rad)
+                       : -kInf;
+  b.tan_half_max = std::isfinite(ball.max_angle_rad)
+                       ? std::tan(0.5 * ball.max_angle_rad)
+                       : kInf;
+  return b;
+}
+
+bool StrictlyInside(const Joint& ball, const BallBounds& bounds,
+                    const Eigen::Quaterniond& local) {
+  // The twist's half-angle is atan2(p, w), in [-pi/2, pi/2] once w >= 0;
+  // the swing's half-angle has cosine sqrt(w^2 + p^2) (SwingTwist). A NaN
+  // product (w = 0, a half turn of twist) fails the comparisons.
+  const Eigen::Quaterniond delta = ball.rest.rotation.conjugate() * local;
+  double p = delta.vec().dot(ball.axis);
+  double w = delta.w();
+  if (w < 0.0) {
+    p = -p;
+    w = -w;
+  }
+  return std::sqrt(w * w + p * p) > bounds.cos_half_swing &&
+         p > w * bounds.tan_half_min && p < w * bounds.tan_half_max;
+}
+
 bool WithinLimits(const Joint& joint, const Eigen::Quaterniond& local,
                   double tolerance_rad) {
   switch (joint.type) {

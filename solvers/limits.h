@@ -66,6 +66,24 @@ double ConstrainHingeAngle(const Joint& joint, double angle_rad);
 double HingeAngleWithinLimits(const Joint& joint,
                               const Eigen::Quaterniond& local);
 
+// A ball joint's limits as the half-angle functions StrictlyInside compares
+// with, for checks without trigonometry (a solver's per-step test).
+struct BallBounds {
+  double cos_half_swing = 0.0;  // +inf: never inside (a cone under 0.01).
+  double tan_half_min = 0.0;
+  double tan_half_max = 0.0;
+};
+BallBounds HalfAngleBounds(const Joint& ball);
+
+// Whether `local` lies strictly inside ball joint `ball`'s cone and twist
+// range (`bounds` = HalfAngleBounds(ball)). False when in doubt: at a
+// bound, a twist of a half turn, or a cone narrower than 0.01 rad (whose
+// cosine is too flat near 0 for rounding in the quaternion's norm to be
+// told from a swing beyond it). When true, ConstrainRotation returns
+// `local` unchanged.
+bool StrictlyInside(const Joint& ball, const BallBounds& bounds,
+                    const Eigen::Quaterniond& local);
+
 // Whether `local` satisfies the joint's type and limits within
 // `tolerance_rad`. Hinge angles count modulo 2pi (the same rotation).
 bool WithinLimits(const Joint& joint, const Eigen::Quaterniond& local,

@@ -397,6 +397,42 @@ TEST(FullBodyTest, SameInputGivesBitIdenticalOutputOnAnyThread) {
   }
 }
 
+// Narrow cones hold exactly in a solve whose step leaves balls found
+// strictly inside their limits unprojected (StrictlyInside; its own test
+// covers the rounding at a zero cone): spine cones of 0, neck cones of
+// 1e-6, gameplay targets from rest and warm-started, every joint within
+// its limits to 1e-12.
+TEST(FullBodyTest, NarrowConesHoldExactly) {
+  absl::StatusOr<SkeletonDef> def =
+      LoadSkeletonJson(ExamplePath("humanoid_limited.skeleton.json"));
+  ASSERT_TRUE(def.ok()) << def.status();
+  for (JointDef& joint : def->joints) {
+    if (joint.name.rfind("spine", 0) == 0) joint.max_swing_rad = 0.0;
+    if (joint.name.rfind("neck", 0) == 0) joint.max_swing_rad = 1e-6;
+  }
+  absl::StatusOr<Skeleton> narrow = Skeleton::Create(*def);
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  const Skeleton reference = LimitedHumanoid();
+  const testing::BodyEffectors effectors{
+      {"l_ankle", "r_ankle"}, {"l_wrist", "r_wrist"}, "head"};
+  Pose warm = RestPose(*narrow);
+  for (int t = 0; t < 24; ++t) {
+    const std::vector<Goal> goals = testing::GoalsFromPose(
+        reference, testing::GameplayPose(reference, 500 + t, 0.4, 0.05),
+        effectors, kTolerance);
+    for (const Pose& start : {RestPose(*narrow), warm}) {
+      const Outcome o = SolveBody(*narrow, goals, start);
+      ASSERT_TRUE(o.status.ok()) << o.status;
+      for (int j = 0; j < narrow->num_joints(); ++j) {
+        EXPECT_TRUE(WithinLimits(narrow->joint(j), o.pose.local[j].rotation,
+                                 1e-12))
+            << "target set " << t << ", joint " << narrow->joint(j).name;
+      }
+      warm = o.pose;
+    }
+  }
+}
+
 TEST(FullBodyTest, UnreachableEverythingStaysValidAndHonoursPriorities) {
   const Skeleton skeleton = LimitedHumanoid();
   const int la = skeleton.FindJoint("l_ankle");

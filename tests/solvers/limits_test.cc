@@ -310,13 +310,25 @@ TEST(ConstrainRotationTest, ReportsHowFarEachPartWasOutside) {
     LimitExcess excess;
     excess.twist = excess.swing = -1.0;  // Overwritten.
     const Quaterniond q = ConstrainRotation(ball, local, &excess);
-    EXPECT_EQ(q.coeffs(), ConstrainRotation(ball, local).coeffs()) << c.swing;
+    EXPECT_TRUE(WithinLimits(ball, q, 1e-12)) << c.swing << " " << c.twist;
+    if (c.want_swing == 0.0 && c.want_twist == 0.0) {
+      EXPECT_EQ(q.coeffs(), local.coeffs()) << c.swing << " " << c.twist;
+    }
     EXPECT_NEAR(excess.swing, c.want_swing, 1e-12) << c.swing << " " << c.twist;
     EXPECT_NEAR(excess.twist, c.want_twist, 1e-12) << c.swing << " " << c.twist;
   }
+  // A twist range near a half turn: -3.0 is 3.28, 0.28 past 3.0 (the raw
+  // difference to the bound, 6.0, is the same rotation).
+  LimitExcess excess;
+  ConstrainRotation(MakeBall(kRest, kAxis, 0.5, 3.0, kInf),
+                    kRest * AxisAngle(kAxis, -3.0), &excess);
+  EXPECT_NEAR(excess.twist, 2 * kPi - 6.0, 1e-12);
+  // A hinge range beyond pi holds -2.5 as 3.78: nothing outside.
+  ConstrainRotation(MakeHinge(kRest, kAxis, 3.0, 4.5),
+                    kRest * AxisAngle(kAxis, -2.5), &excess);
+  EXPECT_NEAR(excess.twist, 0.0, 1e-12);
   // A hinge: its angle past a bound, and swing off its axis.
   const Joint hinge = MakeHinge(kRest, kAxis, -0.5, 1.0);
-  LimitExcess excess;
   ConstrainRotation(hinge, kRest * AxisAngle(perp, 0.25) * AxisAngle(kAxis, 1.3),
                     &excess);
   EXPECT_NEAR(excess.twist, 0.3, 1e-12);
@@ -328,6 +340,43 @@ TEST(ConstrainRotationTest, ReportsHowFarEachPartWasOutside) {
   ConstrainRotation(MakeFixed(kRest), kRest * AxisAngle(perp, 0.6), &excess);
   EXPECT_NEAR(excess.twist, 0.6, 1e-12);
   EXPECT_EQ(excess.swing, 0.0);
+}
+
+// The trig-free test a solver's step uses: never "inside" where
+// ConstrainRotation would move the rotation, including swings a rounding
+// error from a zero or tiny cone, and inside for rotations well within.
+TEST(StrictlyInsideTest, AgreesWithConstrainRotation) {
+  const Vector3d perp = Perpendicular(kAxis);
+  Rng rng(7);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  for (const Joint& ball :
+       {MakeBall(kRest, kAxis, -0.2, 0.4, 0.5), MakeBall(kRest, kAxis, -kPi, kPi, 0.0),
+        MakeBall(kRest, kAxis, -0.3, 0.3, 1e-6), MakeBall(kRest, kAxis, 0.5, 3.0, kInf),
+        MakeBall(kRest, kAxis, -kInf, kInf, 2.0), MakeBall(kRest, kAxis, 0.1, 0.1, kPi)}) {
+    const BallBounds bounds = HalfAngleBounds(ball);
+    int inside = 0;
+    for (int trial = 0; trial < 4000; ++trial) {
+      // Swings from 1e-12 to 3 rad about random directions across the
+      // axis, twists across the whole circle, either quaternion sign.
+      const double swing = std::pow(10.0, -12.0 + 12.5 * (0.5 + 0.5 * unit(rng)));
+      const Vector3d across =
+          (AxisAngle(kAxis, kPi * unit(rng)) * perp).normalized();
+      Quaterniond local = (kRest * AxisAngle(across, swing) *
+                           AxisAngle(kAxis, kPi * unit(rng)))
+                              .normalized();
+      if (trial % 2) local.coeffs() = -local.coeffs();
+      if (!StrictlyInside(ball, bounds, local)) continue;
+      ++inside;
+      EXPECT_EQ(ConstrainRotation(ball, local).coeffs(), local.coeffs())
+          << "swing " << swing << " trial " << trial;
+      EXPECT_TRUE(WithinLimits(ball, local, 0.0)) << "swing " << swing;
+    }
+    if (ball.max_swing_rad < 0.01 || ball.min_angle_rad == ball.max_angle_rad) {
+      EXPECT_EQ(inside, 0) << ball.max_swing_rad;
+    } else {
+      EXPECT_GT(inside, 100) << ball.max_swing_rad;
+    }
+  }
 }
 
 TEST(ConstrainRotationTest, UnconstrainedBallIsReturnedUnchanged) {
