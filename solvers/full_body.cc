@@ -50,13 +50,12 @@ constexpr int kStallWindow = 8;
 // Chord steps: after a full step whose largest joint rotation (radians) or
 // root move (body sizes) was below kChordStep and which cut the merit to
 // below kChordProgress of what it was (Gauss-Newton's fast regime, where
-// the Jacobian barely changes), the next step reuses its factorisation.
-// (Measured on solver_bench's warm-started humanoid: p50 23.1 -> 18.9 us;
-// a second chord step in a row, or a longer or slower step before one,
-// cost more iterations than they saved.)
+// the Jacobian barely changes), the next step, one only, reuses its
+// factorisation. (Measured on solver_bench's warm-started humanoid: p50
+// 23.1 -> 18.9 us; a second chord step in a row, or a longer or slower
+// step before one, cost more iterations than they saved.)
 constexpr double kChordStep = 0.05;
 constexpr double kChordProgress = 0.01;
-constexpr int kMaxChordSteps = 1;
 constexpr double kStallProgress = 0.5;
 
 bool IsFullBody(const Goal& goal) {
@@ -443,7 +442,6 @@ class FullBodySolve {
   // the current pose; returns whether every goal is reached. The
   // Jacobian is filled when a step needs it (Factor).
   bool Evaluate();
-  bool EvaluateErrors();
   void FillJacobian();
   void ComputeAxes();
   // Rotational columns of joint j (0 when it has none).
@@ -783,10 +781,6 @@ void FullBodySolve::ComputeAxes() {
 
 bool FullBodySolve::Evaluate() {
   jacobian_current_ = false;
-  return EvaluateErrors();
-}
-
-bool FullBodySolve::EvaluateErrors() {
   level_excess_.fill(0.0);
   bool all_reached = true;
   int level = 0;
@@ -1382,11 +1376,11 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
   // The merit and iteration at the last stall check (or restart).
   double check_merit = Merit(current);
   int check_iteration = 0;
-  // Whether the last factorisation (Factor) can serve a chord step (the
-  // problem and locks it was made with still hold), the chord steps taken
-  // since, and whether the last step was short and converging fast.
+  // Whether the last full step's factorisation (Factor) can serve a chord
+  // step (the problem and locks it was made with still hold, and it has
+  // not served one yet), and whether the last step was short and
+  // converging fast.
   bool factored = false;
-  int chord_steps = 0;
   bool chord_ok = false;
   // After a stall changed the problem: the goals' rows again.
   auto restart = [&] {
@@ -1415,10 +1409,9 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
     // After a short step, the factorisation it was solved with serves this
     // pose's errors too (a chord step: the Jacobian barely changed), unless
     // a joint reaches a new limit.
-    bool full = !(factored && chord_steps < kMaxChordSteps &&
-                  chord_ok);
+    bool full = !(factored && chord_ok);
     if (!full) {
-      ++chord_steps;
+      factored = false;
       SolveLevels();
       if (ApplyStep()) {
         RestoreLocals(s_.saved_locals);
@@ -1426,7 +1419,6 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
       }
     }
     if (full) {
-      chord_steps = 0;
       std::fill(s_.locked.begin(), s_.locked.end(), 0);
       ComputeStep(damping);
       factored = true;

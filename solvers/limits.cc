@@ -107,17 +107,18 @@ Eigen::Quaterniond HingeRotation(const Joint& joint, double angle_rad) {
 
 Eigen::Quaterniond ConstrainRotation(const Joint& joint,
                                      const Eigen::Quaterniond& local) {
-  LimitExcess unused;
-  return ConstrainRotation(joint, local, &unused);
+  return ConstrainRotation(joint, local, nullptr);
 }
 
 Eigen::Quaterniond ConstrainRotation(const Joint& joint,
                                      const Eigen::Quaterniond& local,
                                      LimitExcess* excess) {
-  *excess = LimitExcess();
+  if (excess != nullptr) *excess = LimitExcess();
   switch (joint.type) {
     case JointType::kFixed:
-      excess->twist = AngleBetween(local, joint.rest.rotation);
+      if (excess != nullptr) {
+        excess->twist = AngleBetween(local, joint.rest.rotation);
+      }
       return joint.rest.rotation;
     case JointType::kHinge: {
       const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * local;
@@ -125,9 +126,11 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
       const double angle = SwingTwist(delta, joint.axis, &swing);
       const double clamped =
           ConstrainHingeAngle(angle, joint.min_angle_rad, joint.max_angle_rad);
-      excess->twist = std::abs(WrapPi(clamped - angle));
-      Eigen::Vector3d unused;
-      excess->swing = SwingAngle(swing, &unused);
+      if (excess != nullptr) {
+        excess->twist = std::abs(WrapPi(clamped - angle));
+        Eigen::Vector3d unused;
+        excess->swing = SwingAngle(swing, &unused);
+      }
       return HingeRotation(joint, clamped);
     }
     case JointType::kBall: {
@@ -144,8 +147,10 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
       const double clamped_swing =
           swing_angle > joint.max_swing_rad ? joint.max_swing_rad : swing_angle;
       if (clamped_twist == twist && clamped_swing == swing_angle) return local;
-      excess->twist = std::abs(WrapPi(clamped_twist - twist));
-      excess->swing = swing_angle - clamped_swing;
+      if (excess != nullptr) {
+        excess->twist = std::abs(WrapPi(clamped_twist - twist));
+        excess->swing = swing_angle - clamped_swing;
+      }
       const Eigen::Quaterniond new_swing(
           Eigen::AngleAxisd(clamped_swing, swing_axis));
       const Eigen::Quaterniond new_twist(
