@@ -105,6 +105,8 @@ Eigen::Quaterniond HingeRotation(const Joint& joint, double angle_rad) {
                             s * joint.axis.y(), s * joint.axis.z());
 }
 
+// The two-argument form measures nothing it is not asked for (a null
+// `excess`): chain solvers call it every iteration.
 Eigen::Quaterniond ConstrainRotation(const Joint& joint,
                                      const Eigen::Quaterniond& local) {
   return ConstrainRotation(joint, local, nullptr);

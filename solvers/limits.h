@@ -25,10 +25,8 @@ struct LimitExcess {
   double swing = 0.0;
 };
 
-// ConstrainRotation, also writing how far outside the limits `local` was
-// (nothing when `excess` is null: the two-argument form, which measures
-// nothing it is not asked for): one decomposition serves both (a solver
-// that locks what hit a limit).
+// ConstrainRotation, also writing how far outside the limits `local` was:
+// one decomposition serves both (a solver that locks what hit a limit).
 Eigen::Quaterniond ConstrainRotation(const Joint& joint,
                                      const Eigen::Quaterniond& local,
                                      LimitExcess* excess);
