@@ -1,6 +1,8 @@
 #include "tests/testing/full_body.h"
 
+#include <cmath>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -134,14 +136,45 @@ std::vector<Goal> GoalsFromPose(const Skeleton& skeleton, const Pose& pose,
 
 Pose GameplayPose(const Skeleton& skeleton, uint64_t seed, double amount,
                   double root_shift) {
+  constexpr double kFreeSwing = 0.7;  // Radians: unlimited parts.
+  constexpr double kFreeTwist = 0.5;
+  constexpr double kRootTurn = 0.3;
   Rng rng(seed);
-  const Pose random = RandomLimitedPose(skeleton, rng);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  auto range = [&](double lo, double hi) {
+    lo = std::isfinite(lo) ? lo : -kFreeTwist;
+    hi = std::isfinite(hi) ? hi : kFreeTwist;
+    return lo + (hi - lo) * u(rng);
+  };
   Pose pose = RestPose(skeleton);
   for (int j = 0; j < skeleton.num_joints(); ++j) {
+    const Joint& joint = skeleton.joint(j);
+    Eigen::Quaterniond delta = Eigen::Quaterniond::Identity();
+    if (joint.parent < 0) {
+      const Eigen::Vector3d axis =
+          Eigen::Vector3d(u(rng) - 0.5, u(rng) - 0.5, u(rng) - 0.5)
+              .normalized();
+      delta = Eigen::AngleAxisd(kRootTurn * u(rng), axis);
+    } else if (joint.type == JointType::kHinge) {
+      delta = Eigen::AngleAxisd(range(joint.min_angle_rad, joint.max_angle_rad),
+                                joint.axis);
+    } else if (joint.type == JointType::kBall) {
+      const double cone = std::isfinite(joint.max_swing_rad)
+                              ? joint.max_swing_rad
+                              : kFreeSwing;
+      const Eigen::Vector3d a = joint.axis.unitOrthogonal();
+      const double azimuth = 2 * M_PI * u(rng);
+      const Eigen::Vector3d swing_axis =
+          std::cos(azimuth) * a + std::sin(azimuth) * joint.axis.cross(a);
+      const double swing = cone * u(rng);
+      delta = Eigen::AngleAxisd(swing, swing_axis) *
+              Eigen::AngleAxisd(range(joint.min_angle_rad, joint.max_angle_rad),
+                                joint.axis);
+    }
+    const Eigen::Quaterniond random = joint.rest.rotation * delta;
     pose.local[j].rotation =
-        ConstrainRotation(skeleton.joint(j),
-                          pose.local[j].rotation.slerp(
-                              amount, random.local[j].rotation))
+        ConstrainRotation(joint,
+                          pose.local[j].rotation.slerp(amount, random))
             .normalized();
   }
   std::uniform_real_distribution<double> shift(-root_shift, root_shift);

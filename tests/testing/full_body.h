@@ -56,8 +56,12 @@ std::vector<Goal> GoalsFromPose(const Skeleton& skeleton, const Pose& pose,
                                 double tolerance);
 
 // A pose a game might ask for: every joint `amount` of the way from rest
-// to a random pose within its limits (RandomLimitedPose), the root moved by
-// up to `root_shift` along each axis.
+// to a random rotation within its limits (a ball: a swing about a random
+// axis square to its twist axis, uniform in [0, cone], and a twist uniform
+// in its range; a hinge: an angle uniform in its range; unlimited parts as
+// a human's: a 0.7 rad cone and a +-0.5 rad twist or hinge range), the root
+// turned by up to 0.3 rad about a random axis (before the blend) and moved
+// by up to `root_shift` along each axis.
 Pose GameplayPose(const Skeleton& skeleton, uint64_t seed, double amount,
                   double root_shift);
 
