@@ -357,17 +357,20 @@ void CholeskySolveInPlace(const double* l, Eigen::Index stride, int n,
 
 // The Gram block of two goals' rows (Nb x Na, into `block`) over the
 // columns they share: each column adds the outer product of the two
-// goals' entries in it (contiguous in the column-major Jacobian). Fixed
-// sizes let the compiler unroll the product.
+// goals' entries in it (contiguous in the column-major Jacobian), scaled by
+// the column's `scale`. Fixed sizes let the compiler unroll the product.
 template <int Na, int Nb>
-void GramBlock(const Eigen::MatrixXd& J, int ra, int rb, const int* cols,
-               int count, double block[kMaxGoalRows][kMaxGoalRows]) {
+void GramBlock(const Eigen::MatrixXd& J, const double* scale, int ra, int rb,
+               const int* cols, int count,
+               double block[kMaxGoalRows][kMaxGoalRows]) {
   double sum[Nb][Na] = {};
   for (int p = 0; p < count; ++p) {
     const double* ja = &J(ra, cols[p]);
     const double* jb = &J(rb, cols[p]);
+    double sb[Nb];
+    for (int i = 0; i < Nb; ++i) sb[i] = scale[cols[p]] * jb[i];
     for (int i = 0; i < Nb; ++i) {
-      for (int k = 0; k < Na; ++k) sum[i][k] += jb[i] * ja[k];
+      for (int k = 0; k < Na; ++k) sum[i][k] += sb[i] * ja[k];
     }
   }
   for (int i = 0; i < Nb; ++i) {
@@ -376,13 +379,13 @@ void GramBlock(const Eigen::MatrixXd& J, int ra, int rb, const int* cols,
 }
 
 template <int Na>
-void GramBlockB(const Eigen::MatrixXd& J, int ra, int rb, int nb,
-                const int* cols, int count,
+void GramBlockB(const Eigen::MatrixXd& J, const double* scale, int ra, int rb,
+                int nb, const int* cols, int count,
                 double block[kMaxGoalRows][kMaxGoalRows]) {
   switch (nb) {
-    case 2: return GramBlock<Na, 2>(J, ra, rb, cols, count, block);
-    case 3: return GramBlock<Na, 3>(J, ra, rb, cols, count, block);
-    default: return GramBlock<Na, 6>(J, ra, rb, cols, count, block);
+    case 2: return GramBlock<Na, 2>(J, scale, ra, rb, cols, count, block);
+    case 3: return GramBlock<Na, 3>(J, scale, ra, rb, cols, count, block);
+    default: return GramBlock<Na, 6>(J, scale, ra, rb, cols, count, block);
   }
 }
 
@@ -403,14 +406,16 @@ struct LookAt {
 };
 
 // delta(col) += J(row.., col) . dc(row..) over one goal's N rows, for each
-// of its columns (the sum in row order, unrolled by the fixed size).
+// of its columns (the sum in row order, unrolled by the fixed size); J is
+// column-major, its columns `stride` apart.
 template <int N, typename Coeffs, typename Delta>
-void AddTransposed(const Eigen::MatrixXd& J, int row, const int* cols,
-                   int count, const Coeffs& dc, Delta& delta) {
+void AddTransposed(const double* J, Eigen::Index stride, int row,
+                   const int* cols, int count, const Coeffs& dc,
+                   Delta& delta) {
   double d[N];
   for (int r = 0; r < N; ++r) d[r] = dc(row + r);
   for (int p = 0; p < count; ++p) {
-    const double* j = &J(row, cols[p]);
+    const double* j = J + row + cols[p] * stride;
     double sum = 0.0;
     for (int r = 0; r < N; ++r) sum += j[r] * d[r];
     delta(cols[p]) += sum;
@@ -548,6 +553,10 @@ class FullBodySolve {
   // pose's Jacobian and axes.
   bool jacobian_current_ = false;
   bool saved_jacobian_current_ = false;
+  // The storage of the Jacobian the last Factor used (the buffers trade
+  // places, their storage does not move) and its column stride.
+  const double* factored_jacobian_ = nullptr;
+  Eigen::Index factored_stride_ = 0;
 };
 
 bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
@@ -638,6 +647,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     s_.ball_bounds[j] = HalfAngleBounds(joint);
   }
   s_.locked.assign(cols_, 0);
+  s_.scale.resize(cols_);
   s_.axis.resize(cols_);
   s_.saved_axis.resize(cols_);
   s_.globals.resize(n);
@@ -655,7 +665,6 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
 
   Reserve(s_.jacobian, rows_, cols_);
   Reserve(s_.saved_jacobian, rows_, cols_);
-  Reserve(s_.weighted, rows_, cols_);
   Reserve(s_.saved_error, rows_);
   Reserve(s_.gram, rows_, rows_);
   Reserve(s_.cross, rows_, rows_);
@@ -835,9 +844,10 @@ bool FullBodySolve::Evaluate() {
 }
 
 void FullBodySolve::FillJacobian() {
+  // Only a goal's own rows in its own columns (s_.goal_cols) are written,
+  // every one of them, and nothing else reads the Jacobian: no clearing.
   ComputeAxes();
   Eigen::MatrixXd& J = s_.jacobian;
-  J.topLeftCorner(rows_, cols_).setZero();
   const int m = static_cast<int>(s_.goal_order.size());
   for (int k = 0; k < m; ++k) {
     const int row = s_.goal_row[k];
@@ -853,7 +863,7 @@ void FullBodySolve::FillJacobian() {
       const LookAt look(ge, *goal.aim_axis, goal.target);
       const double reach =
           look.distance > 1e-9 * body_ ? 1.0 / look.distance : 0.0;
-      if (translates_ && reach > 0.0) {
+      if (translates_) {
         for (int a = 0; a < 3; ++a) {
           const Vector3d moved = reach * look.d.cross(Vector3d::Unit(a));
           J(row, a) = sw * look.b1.dot(moved) * body_;
@@ -873,7 +883,8 @@ void FullBodySolve::FillJacobian() {
     } else {
       const bool orient = goal.target_orientation.has_value();
       if (translates_) {
-        for (int a = 0; a < 3; ++a) J(row + a, a) = sw;
+        J.block<3, 3>(row, 0) = sw * Eigen::Matrix3d::Identity();
+        if (orient) J.block<3, 3>(row + 3, 0).setZero();
       }
       for (int j = e;; j = skeleton_.joint(j).parent) {
         const Vector3d v = (ge.translation - s_.globals[j].translation) / body_;
@@ -1022,14 +1033,18 @@ void FullBodySolve::Factor(double damping) {
     jacobian_current_ = true;
   }
   // Columns weighted by sqrt(1 - stiffness) (0 when locked): the step
-  // minimises sum(dq^2 / (1 - stiffness)).
-  Eigen::MatrixXd& J = s_.weighted;
+  // minimises sum(dq^2 / (1 - stiffness)). The weights enter as their
+  // squares, per column, in J W^2 J^T and W^2 J^T c (no weighted copy of
+  // the Jacobian).
   for (int c = 0; c < cols_; ++c) {
-    J.col(c).head(rows_) =
-        (s_.locked[c] ? 0.0 : s_.dof_weight[c]) * s_.jacobian.col(c).head(rows_);
+    s_.scale[c] = s_.locked[c] ? 0.0 : s_.dof_weight[c] * s_.dof_weight[c];
   }
+  const Eigen::MatrixXd& J = s_.jacobian;
+  factored_jacobian_ = J.data();
+  factored_stride_ = J.rows();
+  const double* scale = s_.scale.data();
   auto G = s_.gram.topLeftCorner(rows_, rows_);
-  // G = J J^T, block by block over the columns two goals share: each
+  // G = J W^2 J^T, block by block over the columns two goals share: each
   // shared column adds the outer product of the two goals' rows in it
   // (contiguous in the column-major J), so the block's sums run side by
   // side instead of one after another.
@@ -1043,9 +1058,11 @@ void FullBodySolve::Factor(double damping) {
       const int* cols = s_.pair_cols.data() + s_.pair_col_start[pair];
       const int count = s_.pair_col_start[pair + 1] - s_.pair_col_start[pair];
       switch (na) {
-        case 2: GramBlockB<2>(J, ra, rb, nb, cols, count, block); break;
-        case 3: GramBlockB<3>(J, ra, rb, nb, cols, count, block); break;
-        default: GramBlockB<6>(J, ra, rb, nb, cols, count, block); break;
+        case 2: GramBlockB<2>(J, scale, ra, rb, nb, cols, count, block); break;
+        case 3: GramBlockB<3>(J, scale, ra, rb, nb, cols, count, block); break;
+        default:
+          GramBlockB<6>(J, scale, ra, rb, nb, cols, count, block);
+          break;
       }
       for (int i = 0; i < nb; ++i) {
         for (int k = 0; k < na; ++k) {
@@ -1097,7 +1114,10 @@ void FullBodySolve::SolveLevels() {
   // so only Gram-sized matrices are formed. Each level's share is scaled
   // to the per-iteration caps on its own, so a far goal of a later level
   // never slows an earlier one.
-  const Eigen::MatrixXd& J = s_.weighted;
+  // The Jacobian the factorisation was made with (a chord step's pose
+  // has the other buffer).
+  const double* J = factored_jacobian_;
+  const Eigen::Index stride = factored_stride_;
   const auto G = s_.gram.topLeftCorner(rows_, rows_);
   const Eigen::MatrixXd& L = s_.cross;
   const Eigen::MatrixXd& H = s_.small;
@@ -1137,14 +1157,14 @@ void FullBodySolve::SolveLevels() {
       const int* cols = s_.goal_cols.data() + s_.goal_col_start[k];
       const int count = s_.goal_col_start[k + 1] - s_.goal_col_start[k];
       switch (s_.goal_row[k + 1] - row) {
-        case 2: AddTransposed<2>(J, row, cols, count, dc, delta); break;
-        case 3: AddTransposed<3>(J, row, cols, count, dc, delta); break;
-        default: AddTransposed<6>(J, row, cols, count, dc, delta); break;
+        case 2: AddTransposed<2>(J, stride, row, cols, count, dc, delta); break;
+        case 3: AddTransposed<3>(J, stride, row, cols, count, dc, delta); break;
+        default:
+          AddTransposed<6>(J, stride, row, cols, count, dc, delta);
+          break;
       }
     }
-    for (int col = 0; col < cols_; ++col) {
-      delta(col) *= s_.locked[col] ? 0.0 : s_.dof_weight[col];
-    }
+    for (int col = 0; col < cols_; ++col) delta(col) *= s_.scale[col];
     const double fraction = MaxFraction();
     c += fraction * dc;
     step += fraction * delta;

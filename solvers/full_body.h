@@ -76,6 +76,7 @@ struct FullBodyScratch {
                                    // translation).
   std::vector<double> dof_weight;  // Per column: sqrt(1 - stiffness).
   std::vector<char> locked;        // Per column: held at a limit.
+  std::vector<double> scale;       // Per column: dof_weight^2, 0 if locked.
   // Per joint; set for the limited ball joints that have columns.
   std::vector<BallBounds> ball_bounds;
   std::vector<Eigen::Vector3d> axis;  // Per column: model-space axis.
@@ -85,7 +86,6 @@ struct FullBodyScratch {
   // Capacity only grows; blocks of it are used.
   Eigen::MatrixXd jacobian;  // Rows of every level, stacked.
   Eigen::MatrixXd saved_jacobian;
-  Eigen::MatrixXd weighted;  // The Jacobian's columns weighted, for a step.
   Eigen::VectorXd saved_error;
   Eigen::MatrixXd gram;      // jacobian * jacobian^T.
   Eigen::MatrixXd cross;
