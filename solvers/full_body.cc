@@ -1002,6 +1002,12 @@ double FullBodySolve::MaxFraction() const {
   // per-iteration cap: the root of |a + x b|^2 = cap^2 per joint.
   const auto a = s_.step.head(cols_);
   const auto b = s_.delta.head(cols_);
+  // No joint near its cap (|a + b| <= sqrt(3) max|a + b| for a ball's three
+  // columns): all of delta, as the per-joint fit below would find.
+  if (std::sqrt(3.0) * (a + b).lpNorm<Eigen::Infinity>() <=
+      std::min(kMaxJointStep, kMaxRootStep)) {
+    return 1.0;
+  }
   double fraction = 1.0;
   auto fit = [&](int col, int count, double cap) {
     const double bb = b.segment(col, count).squaredNorm();
@@ -1133,7 +1139,9 @@ void FullBodySolve::SolveLevels() {
     const int m = level_start_[level + 1] - s;
     auto r = s_.rhs.head(m);
     r = s_.error.segment(s, m);
-    r.noalias() -= G.middleRows(s, m) * c;
+    // What the levels before took of this one's rows (c is zero from row s
+    // on: each level's coefficients lie in its rows and those above).
+    if (s > 0) r.noalias() -= G.block(s, 0, m, s) * c.head(s);
     CholeskySolveInPlace(&H(s, s), H.rows(), m, r.data());
     dc.setZero();
     dc.segment(s, m) = r;
