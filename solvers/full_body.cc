@@ -323,12 +323,23 @@ Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
 // `stride` apart; lower triangle read and written): a = L L^T. A pivot
 // below `floor` (rounding on a singular Gram matrix) is raised to it.
 // Left-looking: each column takes the updates of the final columns before
-// it, in their order, down its contiguous entries (the order a
-// right-looking factorisation would apply them in, so the same numbers).
+// it down its contiguous entries, four columns at a time (one pass over
+// the column per four: the passes are short, n ~ 20).
 void CholeskyInPlace(double* a, Eigen::Index stride, int n, double floor) {
   for (int j = 0; j < n; ++j) {
     double* __restrict cj = a + j * stride;
-    for (int k = 0; k < j; ++k) {
+    int k = 0;
+    for (; k + 4 <= j; k += 4) {
+      const double* __restrict c0 = a + k * stride;
+      const double* __restrict c1 = c0 + stride;
+      const double* __restrict c2 = c1 + stride;
+      const double* __restrict c3 = c2 + stride;
+      const double f0 = c0[j], f1 = c1[j], f2 = c2[j], f3 = c3[j];
+      for (int i = j; i < n; ++i) {
+        cj[i] -= (c0[i] * f0 + c1[i] * f1) + (c2[i] * f2 + c3[i] * f3);
+      }
+    }
+    for (; k < j; ++k) {
       const double* __restrict ck = a + k * stride;
       const double f = ck[j];
       for (int i = j; i < n; ++i) cj[i] -= ck[i] * f;
