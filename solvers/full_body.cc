@@ -319,35 +319,73 @@ Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
       .normalized();
 }
 
+// Subtracts from column j of the factor at `a` (entries j..n-1) the
+// updates of its final columns k_begin..k_end-1, four columns per pass
+// (the passes are short, n ~ 20).
+void CholeskyUpdate(double* a, Eigen::Index stride, int n, int j,
+                    int k_begin, int k_end) {
+  double* __restrict cj = a + j * stride;
+  int k = k_begin;
+  for (; k + 4 <= k_end; k += 4) {
+    const double* __restrict c0 = a + k * stride;
+    const double* __restrict c1 = c0 + stride;
+    const double* __restrict c2 = c1 + stride;
+    const double* __restrict c3 = c2 + stride;
+    const double f0 = c0[j], f1 = c1[j], f2 = c2[j], f3 = c3[j];
+    for (int i = j; i < n; ++i) {
+      cj[i] -= (c0[i] * f0 + c1[i] * f1) + (c2[i] * f2 + c3[i] * f3);
+    }
+  }
+  for (; k < k_end; ++k) {
+    const double* __restrict ck = a + k * stride;
+    const double f = ck[j];
+    for (int i = j; i < n; ++i) cj[i] -= ck[i] * f;
+  }
+}
+
+// Finishes column j of the factor once its updates are in: the pivot (a
+// pivot below `floor`, rounding on a singular Gram matrix, is raised to
+// it) and the entries below it divided by it.
+void CholeskyPivot(double* a, Eigen::Index stride, int n, int j,
+                   double floor) {
+  double* __restrict cj = a + j * stride;
+  const double d = std::sqrt(std::max(cj[j], floor));
+  cj[j] = d;
+  const double inverse = 1.0 / d;
+  for (int i = j + 1; i < n; ++i) cj[i] *= inverse;
+}
+
 // In-place Cholesky of the n x n block at `a` (column-major, columns
-// `stride` apart; lower triangle read and written): a = L L^T. A pivot
-// below `floor` (rounding on a singular Gram matrix) is raised to it.
+// `stride` apart; lower triangle read and written): a = L L^T.
 // Left-looking: each column takes the updates of the final columns before
-// it down its contiguous entries, four columns at a time (one pass over
-// the column per four: the passes are short, n ~ 20).
+// it down its contiguous entries.
 void CholeskyInPlace(double* a, Eigen::Index stride, int n, double floor) {
   for (int j = 0; j < n; ++j) {
-    double* __restrict cj = a + j * stride;
-    int k = 0;
-    for (; k + 4 <= j; k += 4) {
-      const double* __restrict c0 = a + k * stride;
-      const double* __restrict c1 = c0 + stride;
-      const double* __restrict c2 = c1 + stride;
-      const double* __restrict c3 = c2 + stride;
-      const double f0 = c0[j], f1 = c1[j], f2 = c2[j], f3 = c3[j];
-      for (int i = j; i < n; ++i) {
-        cj[i] -= (c0[i] * f0 + c1[i] * f1) + (c2[i] * f2 + c3[i] * f3);
-      }
+    CholeskyUpdate(a, stride, n, j, 0, j);
+    CholeskyPivot(a, stride, n, j, floor);
+  }
+}
+
+// CholeskyInPlace of the block at `a`, whose rows and columns form
+// consecutive blocks (block b: from start[b] to start[b + 1]); for the
+// first `blocks` of them, also the Schur complement of each block after
+// the blocks before it, written to the lower triangle of the same block
+// of `schur`: S_b = A_bb - L_b,<b L_b,<b^T = L_bb L_bb^T (a column of the
+// factor holds it once the earlier blocks' updates are in).
+void CholeskyWithSchur(double* a, Eigen::Index stride, int n, double floor,
+                       const int* start, int blocks, double* schur,
+                       Eigen::Index schur_stride) {
+  int b = 0;
+  for (int j = 0; j < n; ++j) {
+    while (j >= start[b + 1]) ++b;
+    CholeskyUpdate(a, stride, n, j, 0, start[b]);
+    if (b < blocks) {
+      const double* cj = a + j * stride;
+      double* sj = schur + j * schur_stride;
+      for (int i = j; i < start[b + 1]; ++i) sj[i] = cj[i];
     }
-    for (; k < j; ++k) {
-      const double* __restrict ck = a + k * stride;
-      const double f = ck[j];
-      for (int i = j; i < n; ++i) cj[i] -= ck[i] * f;
-    }
-    const double d = std::sqrt(std::max(cj[j], floor));
-    cj[j] = d;
-    const double inverse = 1.0 / d;
-    for (int i = j + 1; i < n; ++i) cj[i] *= inverse;
+    CholeskyUpdate(a, stride, n, j, start[b], j);
+    CholeskyPivot(a, stride, n, j, floor);
   }
 }
 
@@ -1099,25 +1137,17 @@ void FullBodySolve::Factor(double damping) {
     for (int row = col; row < rows_; ++row) L(row, col) = G(row, col);
     L(col, col) += kProjectionRegulariser;
   }
-  CholeskyInPlace(L.data(), L.rows(), rows_, kProjectionRegulariser);
-  // Each level's projected Gram matrix H = L_kk L_kk^T + (lambda^2 - mu) I,
-  // factored in the diagonal block of s_.small at its rows.
-  const double lambda2 = damping * damping;
+  // Each level's projected Gram matrix H = L_kk L_kk^T + (lambda^2 - mu) I
+  // (L_kk L_kk^T is the level's Schur complement, which the factorisation
+  // passes through), factored in the diagonal block of s_.small at its
+  // rows.
   Eigen::MatrixXd& H = s_.small;
+  CholeskyWithSchur(L.data(), L.rows(), rows_, kProjectionRegulariser,
+                    level_start_.data(), active_levels_, H.data(), H.rows());
+  const double lambda2 = damping * damping;
   for (int level = 0; level < active_levels_; ++level) {
     const int s = level_start_[level];
     const int m = level_start_[level + 1] - s;
-    for (int b = 0; b < m; ++b) {
-      for (int a = b; a < m; ++a) H(s + a, s + b) = 0.0;
-    }
-    for (int t = 0; t < m; ++t) {
-      const double* lt = &L(s, s + t);
-      for (int b = t; b < m; ++b) {
-        const double f = lt[b];
-        double* hb = &H(s, s + b);
-        for (int a = b; a < m; ++a) hb[a] += lt[a] * f;
-      }
-    }
     for (int a = 0; a < m; ++a) {
       H(s + a, s + a) += lambda2 - kProjectionRegulariser;
     }
