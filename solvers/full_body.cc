@@ -322,8 +322,8 @@ Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
 // Subtracts from column j of the factor at `a` (entries j..n-1) the
 // updates of its final columns k_begin..k_end-1, four columns per pass
 // (the passes are short, n ~ 20).
-void CholeskyUpdate(double* a, Eigen::Index stride, int n, int j,
-                    int k_begin, int k_end) {
+inline __attribute__((always_inline)) void CholeskyUpdate(
+    double* a, Eigen::Index stride, int n, int j, int k_begin, int k_end) {
   double* __restrict cj = a + j * stride;
   int k = k_begin;
   for (; k + 4 <= k_end; k += 4) {
