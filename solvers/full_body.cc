@@ -319,8 +319,31 @@ void Reserve(Eigen::VectorXd& v, int size) {
 // joint: parent^-1 exp(turn) parent local.
 Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
                         const Quaterniond& local) {
-  return (FromRotationVector(RotateVector(parent.conjugate(), turn)) * local)
-      .normalized();
+  const Vector3d v = RotateVector(parent.conjugate(), turn);
+  // The unit quaternion of rotation vector v (cos |v|/2, sin(|v|/2) v/|v|)
+  // by its series up to a step's largest turn (kMaxJointStep; the terms
+  // left out are below 1e-14 up to 0.7 rad): sincos cost a tenth of a
+  // step's time.
+  const double t = v.squaredNorm();
+  Quaterniond exp;
+  if (t < 0.49) {
+    const double w =
+        1.0 +
+        t * (-1.0 / 8 +
+             t * (1.0 / 384 +
+                  t * (-1.0 / 46080 +
+                       t * (1.0 / 10321920 + t * (-1.0 / 3715891200)))));
+    const double s =
+        0.5 +
+        t * (-1.0 / 48 +
+             t * (1.0 / 3840 +
+                  t * (-1.0 / 645120 +
+                       t * (1.0 / 185794560 + t * (-1.0 / 81749606400)))));
+    exp = Quaterniond(w, s * v.x(), s * v.y(), s * v.z());
+  } else {
+    exp = FromRotationVector(v);
+  }
+  return (exp * local).normalized();
 }
 
 // Subtracts from column j of the factor at `a` (entries j..n-1) the
