@@ -1460,9 +1460,9 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
     }
     if (weights > 0.0) pose_.local[root_].translation += sum / weights;
   }
+  // Both leave the model-space transforms current.
   Unstraighten();
   if (num_poles_ > 0) ApplyPoles();
-  ForwardKinematics();
   // Levenberg-Marquardt on the prioritised step: a step that leaves the
   // goals worse (levels compared in priority order) is undone and the
   // damping raised; one that helps is kept and the damping lowered.
