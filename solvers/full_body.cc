@@ -796,6 +796,32 @@ void FullBodySolve::PairColumns() {
   // those two goals share: the Gram matrix is summed over them only (a
   // foot and a hand share the pelvis and little else).
   const int m = static_cast<int>(s_.goal_order.size());
+  const int n = skeleton_.num_joints();
+  // They depend on these only: unchanged, the lists stand.
+  std::vector<int>& key = s_.columns_key;
+  const size_t key_size = 4 + m + 3 * n;
+  bool same = key.size() == key_size && key[0] == m && key[1] == n &&
+              key[2] == root_ && key[3] == static_cast<int>(translates_);
+  for (int k = 0; same && k < m; ++k) same = key[4 + k] == s_.effector[k];
+  for (int j = 0; same && j < n; ++j) {
+    const Joint& joint = skeleton_.joint(j);
+    same = key[4 + m + 3 * j] == joint.parent &&
+           key[5 + m + 3 * j] == static_cast<int>(joint.type) &&
+           key[6 + m + 3 * j] == s_.dof_start[j];
+  }
+  if (same) return;
+  key.resize(key_size);
+  key[0] = m;
+  key[1] = n;
+  key[2] = root_;
+  key[3] = static_cast<int>(translates_);
+  for (int k = 0; k < m; ++k) key[4 + k] = s_.effector[k];
+  for (int j = 0; j < n; ++j) {
+    const Joint& joint = skeleton_.joint(j);
+    key[4 + m + 3 * j] = joint.parent;
+    key[5 + m + 3 * j] = static_cast<int>(joint.type);
+    key[6 + m + 3 * j] = s_.dof_start[j];
+  }
   s_.goal_cols.clear();
   s_.goal_col_start.resize(m + 1);
   for (int k = 0; k < m; ++k) {

@@ -59,6 +59,10 @@ struct FullBodyScratch {
   std::vector<int> goal_col_start;
   std::vector<int> pair_cols;   // Per pair a <= b: the columns shared.
   std::vector<int> pair_col_start;
+  // What the column lists above were made from (the goals' effectors in
+  // order, each joint's parent, type and first column, the root): a solve
+  // of the same problem shape (a stream's next frame) reuses them.
+  std::vector<int> columns_key;
   std::vector<double> tolerance;              // Per goal of the request.
   std::vector<double> orientation_tolerance;  // Per goal of the request.
   // Per goal of the request: solved after the other goals of its priority
