@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -717,10 +718,17 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   cols_ = static_cast<int>(s_.dof_joint.size());
   PairColumns();
   s_.ball_bounds.resize(n);
+  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+  s_.bounds_of.resize(n, {kNone, kNone, kNone});
   for (int j : s_.active_joints) {
     const Joint& joint = skeleton_.joint(j);
     if (s_.dof_start[j] < 0 || joint.type != JointType::kBall) continue;
-    s_.ball_bounds[j] = HalfAngleBounds(joint);
+    const std::array<double, 3> limits = {
+        joint.max_swing_rad, joint.min_angle_rad, joint.max_angle_rad};
+    if (limits != s_.bounds_of[j]) {
+      s_.ball_bounds[j] = HalfAngleBounds(joint);
+      s_.bounds_of[j] = limits;
+    }
   }
   s_.locked.assign(cols_, 0);
   s_.scale.resize(cols_);

@@ -34,6 +34,7 @@
 #ifndef REACH_SOLVERS_FULL_BODY_H_
 #define REACH_SOLVERS_FULL_BODY_H_
 
+#include <array>
 #include <vector>
 
 #include <Eigen/Core>
@@ -83,6 +84,9 @@ struct FullBodyScratch {
   std::vector<double> scale;       // Per column: dof_weight^2, 0 if locked.
   // Per joint; set for the limited ball joints that have columns.
   std::vector<BallBounds> ball_bounds;
+  // Per joint: the cone and twist range its ball_bounds were made from
+  // (NaN: none yet), so a later solve recomputes only what changed.
+  std::vector<std::array<double, 3>> bounds_of;
   std::vector<Eigen::Vector3d> axis;  // Per column: model-space axis.
   std::vector<Eigen::Vector3d> saved_axis;
   std::vector<Transform> globals;  // Per joint (active ones current).

@@ -433,6 +433,61 @@ TEST(FullBodyTest, NarrowConesHoldExactly) {
   }
 }
 
+// A Workspace keeps what a solve worked out from the problem's shape (the
+// goals' column lists, each limited ball's bounds) for the next solve.
+// Skeletons alike in every count but a cone, or but a parent, must each
+// get the answer a fresh Workspace gives, bit for bit.
+TEST(FullBodyTest, AReusedWorkspaceAnswersAsAFreshOne) {
+  absl::StatusOr<SkeletonDef> def =
+      LoadSkeletonJson(ExamplePath("humanoid_limited.skeleton.json"));
+  ASSERT_TRUE(def.ok()) << def.status();
+  std::vector<Skeleton> skeletons;
+  skeletons.push_back(LimitedHumanoid());
+  SkeletonDef narrow = *def;  // The spine's cones closed.
+  for (JointDef& joint : narrow.joints) {
+    if (joint.name.rfind("spine", 0) == 0) joint.max_swing_rad = 0.05;
+  }
+  SkeletonDef moved = *def;  // The left clavicle hangs from spine1.
+  int spine1 = -1;
+  for (int j = 0; j < static_cast<int>(moved.joints.size()); ++j) {
+    if (moved.joints[j].name == "spine1") spine1 = j;
+  }
+  ASSERT_GE(spine1, 0);
+  for (JointDef& joint : moved.joints) {
+    if (joint.name == "l_clavicle") joint.parent = spine1;
+  }
+  for (const SkeletonDef* d : {&narrow, &moved, &*def}) {
+    absl::StatusOr<Skeleton> made = Skeleton::Create(*d);
+    ASSERT_TRUE(made.ok()) << made.status();
+    skeletons.push_back(*std::move(made));
+  }
+  const testing::BodyEffectors effectors{
+      {"l_ankle", "r_ankle"}, {"l_wrist", "r_wrist"}, "head"};
+  const std::vector<Goal> goals = testing::GoalsFromPose(
+      skeletons[0], testing::GameplayPose(skeletons[0], 77, 0.4, 0.05),
+      effectors, kTolerance);
+  Workspace shared;
+  for (size_t i = 0; i < skeletons.size(); ++i) {
+    const Skeleton& skeleton = skeletons[i];
+    Pose reused = RestPose(skeleton);
+    std::vector<GoalResult> results(goals.size());
+    ASSERT_TRUE(Solve(skeleton, goals, shared, &reused,
+                      absl::MakeSpan(results))
+                    .ok());
+    const Outcome fresh = SolveBody(skeleton, goals, RestPose(skeleton));
+    ASSERT_TRUE(fresh.status.ok()) << fresh.status;
+    for (int j = 0; j < skeleton.num_joints(); ++j) {
+      EXPECT_EQ(reused.local[j].rotation.coeffs(),
+                fresh.pose.local[j].rotation.coeffs())
+          << "skeleton " << i << ", joint " << skeleton.joint(j).name;
+      EXPECT_TRUE(WithinLimits(skeleton.joint(j), reused.local[j].rotation,
+                               1e-12))
+          << "skeleton " << i << ", joint " << skeleton.joint(j).name;
+    }
+    EXPECT_EQ(reused.local[0].translation, fresh.pose.local[0].translation);
+  }
+}
+
 TEST(FullBodyTest, UnreachableEverythingStaysValidAndHonoursPriorities) {
   const Skeleton skeleton = LimitedHumanoid();
   const int la = skeleton.FindJoint("l_ankle");
