@@ -552,12 +552,17 @@ namespace {
 // The bound on steps: the issue's 2x the clip's largest step, met on the
 // walk and the jump; on the hop, the wave and the Character Creator clip
 // the solver spreads motion over spine, clavicle and thigh roll that the
-// clip keeps nearly still (measured 4.5x, 7.4x and 2.9x; reported in
+// clip keeps nearly still (measured 4.7x, 6.8x and 2.3x; reported in
 // the closing note of the full-body issue), so those are held to 5x, 8x
 // and 5x: what is measured, not the bar.
+// Iterations per frame are held near what is measured (about 10% over):
+// a warm start and a chord step make most frames one or two iterations,
+// and work that quietly slows convergence (a chord step solved with the
+// wrong Jacobian cost 8-17% more) shows here.
 struct StreamCase {
   const char* clip;
   double step_bound;
+  double iterations_bound;
 };
 class FullBodyStreamTest : public ::testing::TestWithParam<StreamCase> {};
 
@@ -731,21 +736,24 @@ TEST_P(FullBodyStreamTest, FollowsTheClipWithoutFlipsOrPops) {
     }
   }
   EXPECT_EQ(popped, 0);
+  EXPECT_LE(static_cast<double>(iterations) / frames,
+            GetParam().iterations_bound);
   double worst_ratio = 0.0;
   for (int j = 0; j < n; ++j) {
     if (clip_step[j] > 0.0) worst_ratio = std::max(worst_ratio, solved_step[j] / clip_step[j]);
   }
-  std::printf("%s: %d frames, %.1f iterations per frame, largest step %.2fx the clip's\n", GetParam().clip, frames,
+  std::printf("%s: %d frames, %.2f iterations per frame, largest step %.2fx the clip's\n", GetParam().clip, frames,
               static_cast<double>(iterations) / frames, worst_ratio);
 }
 
 INSTANTIATE_TEST_SUITE_P(Clips, FullBodyStreamTest,
                          ::testing::Values(
-                             StreamCase{"cmu_02_01_walk.bvh", 2.0},
-                             StreamCase{"cmu_01_01_jump.bvh", 2.0},
-                             StreamCase{"cmu_131_03_hop.bvh", 5.0},
-                             StreamCase{"cmu_141_16_wave.bvh", 8.0},
-                             StreamCase{"cmu_06_15_shoot_ccrig.bvh", 5.0}),
+                             StreamCase{"cmu_02_01_walk.bvh", 2.0, 2.45},
+                             StreamCase{"cmu_01_01_jump.bvh", 2.0, 2.1},
+                             StreamCase{"cmu_131_03_hop.bvh", 5.0, 2.25},
+                             StreamCase{"cmu_141_16_wave.bvh", 8.0, 1.62},
+                             StreamCase{"cmu_06_15_shoot_ccrig.bvh", 5.0,
+                                        2.75}),
                          [](const ::testing::TestParamInfo<StreamCase>& info) {
                            std::string name = info.param.clip;
                            name = name.substr(0, name.find('.'));
