@@ -42,9 +42,7 @@ constexpr double kProjectionRegulariser = 1e-9;
 // sizes), in one iteration: the step is scaled down as a whole to fit.
 // (Measured from rest on solver_bench's gameplay poses, whose feet turn by
 // up to ~1.5 rad: 0.35 -> 0.6 takes 5.69 -> 5.19 iterations, 0.8 and 1.0
-// no fewer. The CMU streams' largest per-joint steps against the clips':
-// walk 1.20 -> 1.27x, jump 1.57 -> 1.66x, hop 4.56 -> 4.45x, wave 7.35 ->
-// 6.54x, Character Creator clip 2.86x either way.)
+// no fewer; the CMU streams' steps in the README.)
 constexpr double kMaxJointStep = 0.6;
 constexpr double kMaxRootStep = 0.2;
 // A joint projected back onto its limits by more than this (radians) is
@@ -321,6 +319,7 @@ void Reserve(Eigen::VectorXd& v, int size) {
 Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
                         const Quaterniond& local) {
   const Vector3d v = RotateVector(parent.conjugate(), turn);
+  static_assert(kMaxJointStep < 0.7, "the series below covers 0.7 rad");
   // The unit quaternion of rotation vector v (cos |v|/2, sin(|v|/2) v/|v|)
   // by its series up to a step's largest turn (kMaxJointStep; the terms
   // left out are below 1e-14 up to 0.7 rad): sincos cost a tenth of a
@@ -399,7 +398,8 @@ void CholeskyInPlace(double* a, Eigen::Index stride, int n, double floor) {
 // first `blocks` of them, also the Schur complement of each block after
 // the blocks before it, written to the lower triangle of the same block
 // of `schur`: S_b = A_bb - L_b,<b L_b,<b^T = L_bb L_bb^T (a column of the
-// factor holds it once the earlier blocks' updates are in).
+// factor holds it once the earlier blocks' updates are in; but for pivots
+// raised to `floor`, where L_bb L_bb^T would carry the raise).
 void CholeskyWithSchur(double* a, Eigen::Index stride, int n, double floor,
                        const int* start, int blocks, double* schur,
                        Eigen::Index schur_stride) {
@@ -542,9 +542,10 @@ class FullBodySolve {
     Factor(damping);
     SolveLevels();
   }
-  // Weights the Jacobian's columns (locked ones to 0) and factors the
-  // levels' Gram matrices; SolveLevels takes the step for the current
-  // errors. A factorisation serves later errors too (a chord step).
+  // Sets the columns' squared weights (locked ones to 0) and factors the
+  // levels' Gram matrices J W^2 J^T; SolveLevels takes the step for the
+  // current errors. A factorisation serves later errors too (a chord
+  // step).
   void Factor(double damping);
   void SolveLevels();
   double MaxFraction() const;
@@ -1260,7 +1261,7 @@ void FullBodySolve::SolveLevels() {
         dc(t) = value / L(t, t);
       }
     }
-    // delta = W J^T dc, over each goal's own columns.
+    // delta = W^2 J^T dc, over each goal's own columns.
     delta.setZero();
     for (int k = 0; k < goals && s_.goal_row[k] < s + m; ++k) {
       const int row = s_.goal_row[k];
