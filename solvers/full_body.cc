@@ -1011,12 +1011,14 @@ void FullBodySolve::FillJacobian() {
 }
 
 void FullBodySolve::ApplyPoles() {
-  // Each pole limb turns about the line from its root to its effector
-  // (the swivel) until its bend faces the pole: the effector stays where
+  // Each pole limb's bend turns about the line from its root to its
+  // effector (the swivel) until it faces the pole: the effector stays where
   // it is, and an effector with an orientation goal is turned back (within
-  // its limits). A limited limb root takes the part of the turn its limits
-  // allow. A nearly straight limb has no bend to turn (Unstraighten gives
-  // it one first).
+  // its limits). A limb whose middle joint is a ball swings at its root and
+  // middle joint; one whose middle joint is a hinge rolls as a whole about
+  // the line (a limited limb root takes the part of the turn its limits
+  // allow). A nearly straight limb is bent across at its middle joint
+  // instead (Unstraighten gives a straight one a bend first).
   ForwardKinematics();
   const int m = static_cast<int>(s_.goal_order.size());
   for (int k = 0; k < m; ++k) {
@@ -1079,22 +1081,60 @@ void FullBodySolve::ApplyPoles() {
     const Quaterniond parent = lr == root_
                                    ? root_parent_.rotation
                                    : s_.globals[joint.parent].rotation;
-    double turn = angle;
-    if (joint.IsConstrained()) {
-      turn = NearestFeasibleTurn(joint, parent, s_.globals[lr].rotation, line,
-                                 angle, std::min(angle, 0.0),
-                                 std::max(angle, 0.0));
-      if (!std::isfinite(turn)) continue;
-    }
     const Quaterniond effector_rotation = s_.globals[e].rotation;
-    pose_.local[lr].rotation =
-        (parent.conjugate() * (AxisAngle(line, turn) * s_.globals[lr].rotation))
-            .normalized();
-    if (joint.IsConstrained()) {
+    const int mid = MiddleJoint(e, lr);
+    const Joint& middle = skeleton_.joint(mid);
+    if (middle.type == JointType::kBall && s_.dof_start[mid] >= 0) {
+      // A ball middle joint takes the new bend itself: the limb's root
+      // swings the upper part to the swivelled middle by the least turn
+      // (no roll about the upper bone), and the middle joint swings the
+      // lower part back onto the effector. Rolling the whole limb instead
+      // would wind its root and effector up by the swivel's angle (half a
+      // turn for a knee bent backwards), and a stream carries that twist
+      // on.
+      const Vector3d effector = s_.globals[e].translation;
+      const Vector3d upper = s_.globals[mid].translation - origin;
       pose_.local[lr].rotation =
-          ConstrainRotation(joint, pose_.local[lr].rotation).normalized();
+          ConstrainRotation(
+              joint, (parent.conjugate() *
+                      (Quaterniond::FromTwoVectors(
+                           upper, AxisAngle(line, angle) * upper) *
+                       s_.globals[lr].rotation))
+                         .normalized())
+              .normalized();
+      ForwardKinematics();
+      const Vector3d lower =
+          s_.globals[e].translation - s_.globals[mid].translation;
+      pose_.local[mid].rotation =
+          ConstrainRotation(
+              middle,
+              (s_.globals[middle.parent].rotation.conjugate() *
+               (Quaterniond::FromTwoVectors(
+                    lower, effector - s_.globals[mid].translation) *
+                s_.globals[mid].rotation))
+                  .normalized())
+              .normalized();
+      ForwardKinematics();
+    } else {
+      // A hinge in the limb bends in its own plane: the limb rolls about
+      // the line.
+      double turn = angle;
+      if (joint.IsConstrained()) {
+        turn = NearestFeasibleTurn(joint, parent, s_.globals[lr].rotation,
+                                   line, angle, std::min(angle, 0.0),
+                                   std::max(angle, 0.0));
+        if (!std::isfinite(turn)) continue;
+      }
+      pose_.local[lr].rotation =
+          (parent.conjugate() *
+           (AxisAngle(line, turn) * s_.globals[lr].rotation))
+              .normalized();
+      if (joint.IsConstrained()) {
+        pose_.local[lr].rotation =
+            ConstrainRotation(joint, pose_.local[lr].rotation).normalized();
+      }
+      ForwardKinematics();
     }
-    ForwardKinematics();
     if (goal.target_orientation && s_.dof_start[e] >= 0) {
       const Joint& tip = skeleton_.joint(e);
       pose_.local[e].rotation =

@@ -24,8 +24,10 @@
 // inside them is left as it is); when one was held at a limit the step is
 // solved again without the column(s) that crossed it, so the others take
 // up the motion.
-// Once the goals are reached, poles turn a limb about its root-effector
-// line (which never moves the effector). Bone lengths never change: only
+// Once the goals are reached, poles turn a limb's bend about its
+// root-effector line (which never moves the effector): a limb with a ball
+// middle joint by the least swing of its root and middle joint, one with a
+// hinge by rolling it about the line. Bone lengths never change: only
 // rotations (and the root's translation) move.
 //
 // The result does not depend on the order of the goals (they are sorted by
@@ -95,7 +97,7 @@ struct FullBodyScratch {
   Eigen::MatrixXd jacobian;  // Rows of every level, stacked.
   Eigen::MatrixXd saved_jacobian;
   Eigen::VectorXd saved_error;
-  Eigen::MatrixXd gram;      // jacobian * jacobian^T.
+  Eigen::MatrixXd gram;      // J W^2 J^T (W: the column weights).
   Eigen::MatrixXd cross;
   Eigen::MatrixXd small;
   Eigen::VectorXd error;

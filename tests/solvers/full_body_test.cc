@@ -15,6 +15,7 @@
 #include "solvers/limits.h"
 #include "solvers/solve.h"
 #include "tests/testing/full_body.h"
+#include "tests/testing/models.h"
 #include "tests/testing/sweep.h"
 
 namespace reach {
@@ -196,6 +197,56 @@ TEST(FullBodyTest, CrouchLowersThePelvisWithKneesTowardTheirPoles) {
     EXPECT_GT(bend.normalized().dot(want.normalized()),
               std::cos(20 * M_PI / 180))
         << side;
+  }
+}
+
+// A ball knee bent backwards with its pole in front: the bend is turned
+// round at the knee, with the least swing of the hip and ankle, not by
+// rolling the whole leg half a turn about its hip-ankle line (which faces
+// the pole too, but winds hip and ankle up by pi; on a stream, the legs
+// carried that twist for the rest of the clip).
+TEST(FullBodyTest, APoleTurnsABallKneeRoundWithoutWindingTheLegUp) {
+  const absl::StatusOr<Skeleton> made = Skeleton::Create(testing::HumanoidDef());
+  ASSERT_TRUE(made.ok()) << made.status();
+  const Skeleton& skeleton = *made;
+  const double tolerance = 1e-4 * BodySize(skeleton);
+  Pose start = RestPose(skeleton);
+  for (const char* knee : {"l_knee", "r_knee"}) {
+    // The shin forwards (+z): the knee behind the hip-ankle line.
+    start.local[skeleton.FindJoint(knee)].rotation =
+        Quaterniond(Eigen::AngleAxisd(-0.8, Vector3d::UnitX()));
+  }
+  const IndependentGlobals at_start = IndependentFk(skeleton, start);
+  std::vector<Goal> goals;
+  for (const char* side : {"l", "r"}) {
+    const int ankle = skeleton.FindJoint(absl::StrCat(side, "_ankle"));
+    Goal g = FullBodyGoal(ankle, at_start.position[ankle], 0);
+    g.target_orientation = at_start.rotation[ankle];
+    g.options.tolerance = tolerance;
+    g.pole = at_start.position[skeleton.FindJoint(absl::StrCat(side, "_knee"))] +
+             Vector3d(0, 0, 0.5);
+    goals.push_back(g);
+  }
+  const Outcome o = SolveBody(skeleton, goals, start);
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  for (size_t k = 0; k < goals.size(); ++k) {
+    EXPECT_LE((o.fk.position[goals[k].tip_joint] - goals[k].target).norm(),
+              tolerance);
+    EXPECT_LE(o.fk.rotation[goals[k].tip_joint].angularDistance(
+                  *goals[k].target_orientation),
+              1e-4);
+  }
+  for (const char* side : {"l", "r"}) {
+    const Vector3d bend = KneeBend(skeleton, o, side);
+    EXPECT_GT(bend.normalized().z(), 0.9) << side << " knee faces " << bend.transpose();
+    for (const char* joint : {"_hip", "_ankle"}) {
+      const int j = skeleton.FindJoint(absl::StrCat(side, joint));
+      // The least swing that turns the bend round: about twice the
+      // thigh's 0.4 rad off the line, far from a half turn.
+      EXPECT_LT(o.pose.local[j].rotation.angularDistance(start.local[j].rotation),
+                1.0)
+          << side << joint;
+    }
   }
 }
 
