@@ -346,39 +346,15 @@ BENCHMARK(BM_Panda6D)
 // goal reached).
 struct FullBodyScenario {
   Skeleton skeleton;
-  testing::BodyEffectors effectors;
-  std::vector<std::vector<Goal>> from_rest;  // One target set per solve.
-  std::vector<std::vector<Goal>> warm;       // A stream.
+  testing::GameplayTargets targets;
 };
 
 FullBodyScenario* MakeFullBodyScenario(const std::string& file,
-                                       testing::BodyEffectors effectors) {
+                                       const testing::BodyEffectors& effectors) {
   absl::StatusOr<SkeletonDef> def = testing::LoadSkeletonJson(file);
   if (!def.ok()) return nullptr;
-  auto* s = new FullBodyScenario{MustCreate(*def), std::move(effectors), {}, {}};
-  const double tolerance = 1e-4 * BodySize(s->skeleton);
-  constexpr int kSets = 128;
-  std::vector<Pose> poses;
-  for (int t = 0; t < kSets; ++t) {
-    poses.push_back(testing::GameplayPose(s->skeleton, 1000 + t, 0.4, 0.05));
-    s->from_rest.push_back(testing::GoalsFromPose(s->skeleton, poses.back(),
-                                                  s->effectors, tolerance));
-  }
-  constexpr int kBlend = 30;
-  for (int t = 0; t + 1 < kSets; ++t) {
-    for (int f = 0; f < kBlend; ++f) {
-      const double a = static_cast<double>(f) / kBlend;
-      Pose pose = poses[t];
-      for (int j = 0; j < s->skeleton.num_joints(); ++j) {
-        pose.local[j].rotation =
-            poses[t].local[j].rotation.slerp(a, poses[t + 1].local[j].rotation);
-        pose.local[j].translation = (1 - a) * poses[t].local[j].translation +
-                                    a * poses[t + 1].local[j].translation;
-      }
-      s->warm.push_back(
-          testing::GoalsFromPose(s->skeleton, pose, s->effectors, tolerance));
-    }
-  }
+  auto* s = new FullBodyScenario{MustCreate(*def), {}};
+  s->targets = testing::MakeGameplayTargets(s->skeleton, effectors);
   return s;
 }
 
@@ -388,7 +364,8 @@ void RunFullBody(benchmark::State& state, const FullBodyScenario* scenario,
     state.SkipWithError("skeleton file not found");
     return;
   }
-  const auto& sets = warm ? scenario->warm : scenario->from_rest;
+  const auto& sets =
+      warm ? scenario->targets.stream : scenario->targets.from_rest;
   const Pose rest = RestPose(scenario->skeleton);
   Workspace ws;
   Pose pose = rest;
@@ -437,7 +414,7 @@ const FullBodyScenario* Humanoid31() {
 // a head look-at (6 effectors).
 const FullBodyScenario* Rig54() {
   static const FullBodyScenario* s = MakeFullBodyScenario(
-      absl::StrCat(REACH_SOURCE_DIR, "/bench/data/bcn_epileptic.skeleton.json"),
+      testing::SourcePath("bench/data/bcn_epileptic.skeleton.json"),
       {{"B_Ankle_Left", "B_Ankle_Right"},
        {"B_Hand_Left", "B_Hand_Right", "B_Root_Pelvis_T"},
        "B_Root_Neck_H"});

@@ -539,6 +539,82 @@ TEST(FullBodyTest, AReusedWorkspaceAnswersAsAFreshOne) {
   }
 }
 
+// The speed benchmark's targets (every set reachable: a pose has it), on
+// the limited humanoid and the 54-joint rig: each from rest, and the
+// stream warm-started, every goal reached by the independent FK. A rig
+// frame once ended with its pelvis point 1.006 times its tolerance out,
+// after 27 iterations: no step for every goal's whole error helped.
+TEST(FullBodyTest, GameplayTargetsAreAllReachedFromRestAndOnAStream) {
+  struct Case {
+    std::string file;
+    testing::BodyEffectors effectors;
+  };
+  const Case cases[] = {
+      {ExamplePath("humanoid_limited.skeleton.json"),
+       {{"l_ankle", "r_ankle"}, {"l_wrist", "r_wrist"}, "head"}},
+      {testing::SourcePath("bench/data/bcn_epileptic.skeleton.json"),
+       {{"B_Ankle_Left", "B_Ankle_Right"},
+        {"B_Hand_Left", "B_Hand_Right", "B_Root_Pelvis_T"},
+        "B_Root_Neck_H"}}};
+  for (const Case& c : cases) {
+    const absl::StatusOr<SkeletonDef> def = LoadSkeletonJson(c.file);
+    ASSERT_TRUE(def.ok()) << def.status();
+    const absl::StatusOr<Skeleton> made = Skeleton::Create(*def);
+    ASSERT_TRUE(made.ok()) << made.status();
+    const Skeleton& skeleton = *made;
+    const testing::GameplayTargets targets =
+        testing::MakeGameplayTargets(skeleton, c.effectors);
+    ASSERT_EQ(targets.from_rest.size(), 128u);
+    ASSERT_EQ(targets.stream.size(), 127u * 30u);
+    Workspace ws;
+    const Pose rest = RestPose(skeleton);
+    Pose pose = rest;
+    int missed = 0;
+    auto solve = [&](const std::vector<Goal>& goals, int set, bool warm) {
+      if (!warm) pose = rest;
+      std::vector<GoalResult> results(goals.size());
+      ASSERT_TRUE(
+          Solve(skeleton, goals, ws, &pose, absl::MakeSpan(results)).ok());
+      const IndependentGlobals fk = IndependentFk(skeleton, pose);
+      for (size_t k = 0; k < goals.size(); ++k) {
+        const Goal& g = goals[k];
+        const int j = g.tip_joint;
+        double position = 0.0, angle = 0.0;
+        if (g.aim_axis) {
+          const Vector3d aim = fk.rotation[j] * g.aim_axis->normalized();
+          const Vector3d to = g.target - fk.position[j];
+          angle = std::atan2(aim.cross(to).norm(), aim.dot(to));
+        } else {
+          position = (fk.position[j] - g.target).norm();
+          if (g.target_orientation) {
+            angle = fk.rotation[j].angularDistance(*g.target_orientation);
+          }
+        }
+        if (position > results[k].tolerance ||
+            angle > results[k].orientation_tolerance_rad ||
+            !results[k].reached) {
+          ++missed;
+          ADD_FAILURE() << c.file << (warm ? " stream frame " : " set ") << set
+                        << " goal " << k << " (" << skeleton.joint(j).name
+                        << ") misses by " << position << " / " << angle
+                        << " rad, tolerance " << results[k].tolerance
+                        << " / " << results[k].orientation_tolerance_rad
+                        << ", after " << results[k].iterations
+                        << " iterations";
+        }
+      }
+    };
+    for (size_t t = 0; t < targets.from_rest.size() && missed < 5; ++t) {
+      solve(targets.from_rest[t], static_cast<int>(t), false);
+    }
+    pose = rest;
+    for (size_t t = 0; t < targets.stream.size() && missed < 5; ++t) {
+      solve(targets.stream[t], static_cast<int>(t), true);
+    }
+    EXPECT_EQ(missed, 0) << c.file;
+  }
+}
+
 TEST(FullBodyTest, UnreachableEverythingStaysValidAndHonoursPriorities) {
   const Skeleton skeleton = LimitedHumanoid();
   const int la = skeleton.FindJoint("l_ankle");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "solvers/full_body.h"
 #include "solvers/limits.h"
 #include "tests/testing/models.h"
 
@@ -66,8 +67,12 @@ absl::StatusOr<SkeletonDef> LoadSkeletonJson(const std::string& path) {
   return def;
 }
 
+std::string SourcePath(const std::string& relative) {
+  return absl::StrCat(REACH_SOURCE_DIR, "/", relative);
+}
+
 std::string ExamplePath(const std::string& name) {
-  return absl::StrCat(REACH_SOURCE_DIR, "/examples/", name);
+  return SourcePath(absl::StrCat("examples/", name));
 }
 
 Goal FullBodyGoal(int effector, const Eigen::Vector3d& target, int priority) {
@@ -183,6 +188,35 @@ Pose GameplayPose(const Skeleton& skeleton, uint64_t seed, double amount,
   std::uniform_real_distribution<double> shift(-root_shift, root_shift);
   pose.local[0].translation += Eigen::Vector3d(shift(rng), shift(rng), shift(rng));
   return pose;
+}
+
+GameplayTargets MakeGameplayTargets(const Skeleton& skeleton,
+                                    const BodyEffectors& effectors) {
+  const double tolerance = 1e-4 * BodySize(skeleton);
+  constexpr int kSets = 128;
+  constexpr int kBlend = 30;
+  GameplayTargets targets;
+  std::vector<Pose> poses;
+  for (int t = 0; t < kSets; ++t) {
+    poses.push_back(GameplayPose(skeleton, 1000 + t, 0.4, 0.05));
+    targets.from_rest.push_back(
+        GoalsFromPose(skeleton, poses.back(), effectors, tolerance));
+  }
+  for (int t = 0; t + 1 < kSets; ++t) {
+    for (int f = 0; f < kBlend; ++f) {
+      const double a = static_cast<double>(f) / kBlend;
+      Pose pose = poses[t];
+      for (int j = 0; j < skeleton.num_joints(); ++j) {
+        pose.local[j].rotation =
+            poses[t].local[j].rotation.slerp(a, poses[t + 1].local[j].rotation);
+        pose.local[j].translation = (1 - a) * poses[t].local[j].translation +
+                                    a * poses[t + 1].local[j].translation;
+      }
+      targets.stream.push_back(
+          GoalsFromPose(skeleton, pose, effectors, tolerance));
+    }
+  }
+  return targets;
 }
 
 }  // namespace reach::testing

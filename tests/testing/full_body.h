@@ -65,6 +65,22 @@ std::vector<Goal> GoalsFromPose(const Skeleton& skeleton, const Pose& pose,
 Pose GameplayPose(const Skeleton& skeleton, uint64_t seed, double amount,
                   double root_shift);
 
+// The full-body speed benchmark's targets for `effectors` on `skeleton`,
+// every goal's tolerance 1e-4 of the body size: 128 gameplay poses
+// (GameplayPose, seeds 1000 on, 40% of the way, the root moved up to
+// 5 cm), one target set each for solves from rest, and a stream that
+// blends each pose into the next over 30 frames (3810 frames) for
+// warm-started solves. Every target set is reachable: a pose has it.
+struct GameplayTargets {
+  std::vector<std::vector<Goal>> from_rest;
+  std::vector<std::vector<Goal>> stream;
+};
+GameplayTargets MakeGameplayTargets(const Skeleton& skeleton,
+                                    const BodyEffectors& effectors);
+
+// A file of the source tree, by its path from the top.
+std::string SourcePath(const std::string& relative);
+
 }  // namespace reach::testing
 
 #endif  // REACH_TESTS_TESTING_FULL_BODY_H_
