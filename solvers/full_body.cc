@@ -1696,7 +1696,7 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
           // outside: a step for every goal's whole error, most of it the
           // goals already reached closing in on their targets, can cost a
           // goal outside its last hair (a 54-joint rig's pelvis point
-          // ended at 1.006 times its tolerance after 27 iterations). From
+          // ended at 1.004 times its tolerance after 27 iterations). From
           // here the reached goals hold still and the steps serve the
           // others.
           focus_ = true;

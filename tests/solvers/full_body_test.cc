@@ -542,7 +542,7 @@ TEST(FullBodyTest, AReusedWorkspaceAnswersAsAFreshOne) {
 // The speed benchmark's targets (every set reachable: a pose has it), on
 // the limited humanoid and the 54-joint rig: each from rest, and the
 // stream warm-started, every goal reached by the independent FK. A rig
-// frame once ended with its pelvis point 1.006 times its tolerance out,
+// frame once ended with its pelvis point 1.004 times its tolerance out,
 // after 27 iterations: no step for every goal's whole error helped.
 TEST(FullBodyTest, GameplayTargetsAreAllReachedFromRestAndOnAStream) {
   struct Case {
