@@ -49,6 +49,8 @@ constexpr double kMaxRootStep = 0.2;
 // held at the limit for the rest of the iteration's step (and for a chord
 // step after it, which reuses that step's factorisation).
 constexpr double kClampedBy = 1e-7;
+// How far (radians) a pole's swivel may leave a joint outside its limits.
+constexpr double kLimitSlack = 1e-9;
 // Levels of the problem: each priority, then its demoted goals.
 constexpr int kMaxLevels = 2 * (kMaxPriority + 1);
 using Levels = std::array<double, kMaxLevels>;
@@ -549,7 +551,8 @@ class FullBodySolve {
   void Factor(double damping);
   void SolveLevels();
   double MaxFraction() const;
-  // Turns each pole limb about its root-effector line to face its pole.
+  // Turns each pole limb's bend about its root-effector line to face its
+  // pole.
   void ApplyPoles();
   // The inner joint nearest the middle of the limb root..effector.
   int MiddleJoint(int effector, int root) const {
@@ -632,8 +635,8 @@ class FullBodySolve {
   // then ask for no motion (zero error rows), so the steps go to the
   // goals outside alone.
   bool focus_ = false;
-  // Whether some goal is outside its tolerance, and every such goal by at
-  // most its tolerance again (position, in body sizes; orientation).
+  // Whether some goal is outside its tolerance, and every such goal within
+  // twice its tolerances (position and orientation, each its own).
   bool NearlyReached() const;
   // Whether s_.jacobian (s_.saved_jacobian) holds the current (saved)
   // pose's Jacobian and axes.
@@ -975,9 +978,19 @@ bool FullBodySolve::NearlyReached() const {
     if (!(s_.goal_excess[k] > 0.0)) continue;
     outside = true;
     const int i = s_.goal_order[k];
-    const double excess = std::sqrt(s_.goal_excess[k] / goals_[i].weight);
-    if (!(excess <= std::max(s_.tolerance[i] / body_,
-                             s_.orientation_tolerance[i]))) {
+    const Goal& goal = goals_[i];
+    const Transform& ge = s_.globals[s_.effector[k]];
+    double miss = 0.0, angle = 0.0;
+    if (goal.aim_axis) {
+      angle = AimError(ge, *goal.aim_axis, goal.target);
+    } else {
+      miss = (goal.target - ge.translation).norm();
+      if (goal.target_orientation) {
+        angle = ge.rotation.angularDistance(goal.target_orientation->normalized());
+      }
+    }
+    if (!(miss <= 2.0 * s_.tolerance[i]) ||
+        !(angle <= 2.0 * s_.orientation_tolerance[i])) {
       return false;
     }
   }
@@ -1045,9 +1058,9 @@ void FullBodySolve::ApplyPoles() {
   // effector (the swivel) until it faces the pole: the effector stays where
   // it is, and an effector with an orientation goal is turned back (within
   // its limits). A limb whose middle joint is a ball swings at its root and
-  // middle joint; one whose middle joint is a hinge rolls as a whole about
-  // the line (a limited limb root takes the part of the turn its limits
-  // allow). A nearly straight limb is bent across at its middle joint
+  // middle joint (as far as their limits allow); one with a hinge at
+  // either rolls as a whole about the line (a limited limb root takes the
+  // part of the turn its limits allow). A nearly straight limb is bent across at its middle joint
   // instead (Unstraighten gives a straight one a bend first).
   ForwardKinematics();
   const int m = static_cast<int>(s_.goal_order.size());
@@ -1112,42 +1125,60 @@ void FullBodySolve::ApplyPoles() {
                                    ? root_parent_.rotation
                                    : s_.globals[joint.parent].rotation;
     const Quaterniond effector_rotation = s_.globals[e].rotation;
+    // A ball middle joint takes the new bend itself: the limb's root (a
+    // ball) swings the upper part to the swivelled middle by the least
+    // turn (no roll about the upper bone), and the middle joint swings the
+    // lower part back onto the effector. Rolling the whole limb instead
+    // would wind its root and effector up by the swivel's angle (half a
+    // turn for a knee bent backwards), and a stream carries that twist
+    // on. Where the limits stop the swings short, the limb swivels as far
+    // as they allow.
     const int mid = MiddleJoint(e, lr);
     const Joint& middle = skeleton_.joint(mid);
-    if (middle.type == JointType::kBall && s_.dof_start[mid] >= 0) {
-      // A ball middle joint takes the new bend itself: the limb's root
-      // swings the upper part to the swivelled middle by the least turn
-      // (no roll about the upper bone), and the middle joint swings the
-      // lower part back onto the effector. Rolling the whole limb instead
-      // would wind its root and effector up by the swivel's angle (half a
-      // turn for a knee bent backwards), and a stream carries that twist
-      // on.
-      const Vector3d effector = s_.globals[e].translation;
-      const Vector3d upper = s_.globals[mid].translation - origin;
-      pose_.local[lr].rotation =
-          ConstrainRotation(
-              joint, (parent.conjugate() *
-                      (Quaterniond::FromTwoVectors(
-                           upper, AxisAngle(line, angle) * upper) *
-                       s_.globals[lr].rotation))
-                         .normalized())
-              .normalized();
+    const Vector3d effector = s_.globals[e].translation;
+    const Vector3d upper = s_.globals[mid].translation - origin;
+    const Vector3d lower = effector - s_.globals[mid].translation;
+    bool swung = false;
+    if (joint.type == JointType::kBall && middle.type == JointType::kBall &&
+        s_.dof_start[mid] >= 0 && upper.norm() > 1e-6 * length &&
+        lower.norm() > 1e-6 * length) {
+      const Quaterniond root_global = s_.globals[lr].rotation;
+      const Quaterniond middle_global = s_.globals[mid].rotation;
+      const Quaterniond middle_parent = s_.globals[middle.parent].rotation;
+      Quaterniond root_local, middle_local;
+      // The two joints' local rotations for a swivel by `turn` (every joint
+      // from the root to the middle's parent turns with the root's swing);
+      // returns whether both are within their limits.
+      auto swivel = [&](double turn) {
+        const Quaterniond swing =
+            Quaterniond::FromTwoVectors(upper, AxisAngle(line, turn) * upper);
+        const Quaterniond bend = Quaterniond::FromTwoVectors(
+            swing * lower, effector - (origin + swing * upper));
+        root_local = (parent.conjugate() * (swing * root_global)).normalized();
+        middle_local = ((swing * middle_parent).conjugate() *
+                        (bend * (swing * middle_global)))
+                           .normalized();
+        return WithinLimits(joint, root_local, kLimitSlack) &&
+               WithinLimits(middle, middle_local, kLimitSlack);
+      };
+      if (!swivel(angle)) {
+        // The largest part of the swivel the limits allow.
+        double lo = 0.0, hi = 1.0;
+        for (int i = 0; i < 30; ++i) {
+          const double t = 0.5 * (lo + hi);
+          (swivel(t * angle) ? lo : hi) = t;
+        }
+        swivel(lo * angle);
+      }
+      pose_.local[lr].rotation = root_local;
+      pose_.local[mid].rotation = middle_local;
       ForwardKinematics();
-      const Vector3d lower =
-          s_.globals[e].translation - s_.globals[mid].translation;
-      pose_.local[mid].rotation =
-          ConstrainRotation(
-              middle,
-              (s_.globals[middle.parent].rotation.conjugate() *
-               (Quaterniond::FromTwoVectors(
-                    lower, effector - s_.globals[mid].translation) *
-                s_.globals[mid].rotation))
-                  .normalized())
-              .normalized();
-      ForwardKinematics();
-    } else {
-      // A hinge in the limb bends in its own plane: the limb rolls about
-      // the line.
+      swung = true;
+    }
+    if (!swung) {
+      // The limb rolls about the line (a hinge in it bends in its own
+      // plane; so does a hinge root); a limited root takes the part of
+      // the turn its limits allow.
       double turn = angle;
       if (joint.IsConstrained()) {
         turn = NearestFeasibleTurn(joint, parent, s_.globals[lr].rotation,
