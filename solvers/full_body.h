@@ -30,6 +30,12 @@
 // hinge by rolling it about the line. Bone lengths never change: only
 // rotations (and the root's translation) move.
 //
+// A solve that leaves a goal within reach unreached, from a start pose with
+// hinges at rest (a new character's straight knees and elbows, which can
+// settle into bends no step leaves), tries once more with those hinges
+// bent to the middle of their ranges, and keeps the better answer
+// (priorities compared in order); max_iterations bounds each attempt.
+//
 // The result does not depend on the order of the goals (they are sorted by
 // content first) and is deterministic: the same input gives bit-identical
 // output on any thread.
@@ -106,6 +112,13 @@ struct FullBodyScratch {
   Eigen::VectorXd delta;
   Eigen::VectorXd rhs;
   Eigen::VectorXd step;
+  // A solve's start pose, and when it makes a second attempt (bent
+  // hinges), the first attempt's answer and each goal's excess after
+  // either attempt (per goal of the request).
+  std::vector<Transform> start_locals;
+  std::vector<Transform> first_locals;
+  std::vector<double> first_excess;
+  std::vector<double> second_excess;
 };
 
 // Checks the full-body goals of `goals` (solver kFullBody) and `options`

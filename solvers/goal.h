@@ -150,7 +150,10 @@ struct FullBodyOptions {
   // In [0, 1]: how much the root resists translating (its rotation uses
   // its joint's stiffness). Weighted like a joint's stiffness.
   double root_translation_stiffness = 0.0;
-  // Iteration cap, in [0, SolveLimits::max_iterations]; 0: 64.
+  // Iteration cap, in [0, SolveLimits::max_iterations]; 0: 64. It bounds
+  // each attempt: a solve from straight knees and elbows that leaves a
+  // goal unreached makes a second (solvers/full_body.h), so at most twice
+  // this in all.
   int max_iterations = 0;
   // Wall-clock budget in milliseconds, [0, 60000]; 0: none (the deadline
   // passed to Solve still bounds it).
