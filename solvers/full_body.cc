@@ -517,6 +517,8 @@ class FullBodySolve {
   bool Setup(absl::Span<GoalResult> results);
   // Runs the solve from the pose; returns the iterations.
   int Run(const Deadline& deadline, int max_iterations);
+  // After Run: whether every goal was reached.
+  bool Reached() const { return reached_; }
   // After Run: each goal's excess of the pose as it is, by goal of the
   // request (0 for the others), in `to`; returns whether every goal is
   // reached.
@@ -646,6 +648,7 @@ class FullBodySolve {
   // then ask for no motion (zero error rows), so the steps go to the
   // goals outside alone.
   bool focus_ = false;
+  bool reached_ = false;  // Run's outcome.
   // Whether some goal is outside its tolerance, and every such goal within
   // twice its tolerances (position and orientation, each its own).
   bool NearlyReached() const;
@@ -1773,6 +1776,7 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
       }
     }
   }
+  reached_ = reached;
   return std::max(iterations, 1);
 }
 
@@ -1791,8 +1795,9 @@ bool FullBodySolve::BendRestingHinges(const std::vector<Transform>& start) {
   ForwardKinematics();
   // Only for an unreached goal (s_.goal_excess is the answer's, from
   // ExcessByGoal), not a look-at, within 1.25 times its path's length of
-  // the root where the start pose has it: a target further out no bend
-  // reaches.
+  // the root where the start pose has it: a target further out is out of
+  // reach of the limbs alone (the root may still move toward it, but the
+  // first attempt has already moved it as far as the goals let it).
   const Vector3d root = s_.globals[root_].translation;
   bool within_reach = false;
   for (size_t k = 0; k < s_.goal_order.size() && !within_reach; ++k) {
@@ -1826,8 +1831,24 @@ bool FullBodySolve::BendRestingHinges(const std::vector<Transform>& start) {
   return any;
 }
 
+// Whether every joint below a root is at its rest rotation in `locals`
+// (a new character, wherever its roots are).
+bool AtRest(const Skeleton& skeleton, const std::vector<Transform>& locals) {
+  for (int j = 0; j < skeleton.num_joints(); ++j) {
+    if (skeleton.joint(j).parent >= 0 &&
+        !(locals[j].rotation.angularDistance(skeleton.joint(j).rest.rotation) <=
+          1e-12)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Whether `b` (each goal's excess, by goal of the request) is better than
-// `a`: the lowest priority whose summed excess differs decides.
+// `a`: the lowest priority whose goals differ decides, by how many of them
+// are unreached, then by their summed excess (by more than 1e-6 of it, so
+// that rounding, or the order the sums run in, never decides); NaN is
+// worse than anything.
 bool BetterByPriority(absl::Span<const Goal> goals,
                       const std::vector<double>& a,
                       const std::vector<double>& b) {
@@ -1843,15 +1864,19 @@ bool BetterByPriority(absl::Span<const Goal> goals,
       }
     }
     if (!found) return false;
+    int ua = 0, ub = 0;
     double sa = 0.0, sb = 0.0;
     for (size_t i = 0; i < goals.size(); ++i) {
-      if (IsFullBody(goals[i]) && goals[i].priority == next) {
-        sa += a[i];
-        sb += b[i];
-      }
+      if (!IsFullBody(goals[i]) || goals[i].priority != next) continue;
+      ua += !(a[i] == 0.0);
+      ub += !(b[i] == 0.0);
+      sa += a[i];
+      sb += b[i];
     }
-    if (sb < sa * (1.0 - 1e-12)) return true;
-    if (sb > sa * (1.0 + 1e-12)) return false;
+    if (ub != ua) return ub < ua;
+    if (std::isnan(sa) || std::isnan(sb)) return std::isnan(sa) && !std::isnan(sb);
+    if (sb < sa * (1.0 - 1e-6)) return true;
+    if (sb > sa * (1.0 + 1e-6)) return false;
     last = next;
   }
 }
@@ -1871,28 +1896,31 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> goals,
     FullBodySolve solve(skeleton, goals, options, scratch, pose);
     if (solve.Setup(results)) {
       iterations = solve.Run(budget, max_iterations);
-      // A new character's straight limb can settle into a bend no step
+      // A new character's straight limbs can settle into bends no step
       // leaves (a knee at its range's end with the foot far off): when a
-      // goal is left unreached and a hinge on its path started at rest, a
-      // second attempt starts with those hinges bent to the middle of
-      // their ranges, and the better answer stays (priorities compared in
-      // order). On the DART peer benchmark's full-range poses of the
-      // limited humanoid this took the solves from rest that reach every
-      // goal from 86.5% to 98.0%. Warm-started frames (hinges off rest)
-      // never pay for it.
-      if (!solve.ExcessByGoal(scratch.first_excess) && !budget.Expired()) {
+      // solve from the rest pose leaves a goal within reach unreached, a
+      // second attempt starts from it with every resting hinge (knees,
+      // elbows) bent to the middle of its range, and the better answer
+      // stays (priorities compared in order). On the DART peer benchmark's
+      // full-range poses of the limited humanoid this took the solves from
+      // rest that reach every goal from 86.5% to 98.0%. Any other start
+      // (a stream's frames) never makes one.
+      if (!solve.Reached() && !budget.Expired() &&
+          AtRest(skeleton, scratch.start_locals)) {
+        solve.ExcessByGoal(scratch.first_excess);
         scratch.first_locals = pose->local;
         if (!solve.BendRestingHinges(scratch.start_locals)) {
           pose->local = scratch.first_locals;
         } else {
           FullBodySolve again(skeleton, goals, options, scratch, pose);
-          again.Setup(results);
-          iterations += again.Run(budget, max_iterations);
-          again.ExcessByGoal(scratch.second_excess);
-          if (!BetterByPriority(goals, scratch.first_excess,
-                                scratch.second_excess)) {
-            pose->local = scratch.first_locals;
+          bool better = false;
+          if (again.Setup(results)) {
+            iterations += again.Run(budget, max_iterations);
+            again.ExcessByGoal(scratch.second_excess);
+            better = BetterByPriority(goals, scratch.first_excess,
+                                      scratch.second_excess);
           }
+          if (!better) pose->local = scratch.first_locals;
         }
       }
     }

@@ -30,11 +30,11 @@
 // hinge by rolling it about the line. Bone lengths never change: only
 // rotations (and the root's translation) move.
 //
-// A solve that leaves a goal within reach unreached, from a start pose with
-// hinges at rest (a new character's straight knees and elbows, which can
-// settle into bends no step leaves), tries once more with those hinges
-// bent to the middle of their ranges, and keeps the better answer
-// (priorities compared in order); max_iterations bounds each attempt.
+// A solve from the rest pose (a new character, its straight knees and
+// elbows able to settle into bends no step leaves) that leaves a goal
+// within reach unreached tries once more with its resting hinges bent to
+// the middle of their ranges, and keeps the better answer (priorities
+// compared in order); max_iterations bounds each attempt.
 //
 // The result does not depend on the order of the goals (they are sorted by
 // content first) and is deterministic: the same input gives bit-identical

@@ -151,9 +151,9 @@ struct FullBodyOptions {
   // its joint's stiffness). Weighted like a joint's stiffness.
   double root_translation_stiffness = 0.0;
   // Iteration cap, in [0, SolveLimits::max_iterations]; 0: 64. It bounds
-  // each attempt: a solve from straight knees and elbows that leaves a
-  // goal unreached makes a second (solvers/full_body.h), so at most twice
-  // this in all.
+  // each attempt: a solve from the rest pose that leaves a goal within
+  // reach unreached, with time left, makes a second from bent knees and
+  // elbows (solvers/full_body.h), so at most twice this in all.
   int max_iterations = 0;
   // Wall-clock budget in milliseconds, [0, 60000]; 0: none (the deadline
   // passed to Solve still bounds it).

@@ -681,7 +681,8 @@ TEST(FullBodyTest, GameplayTargetsAreAllReachedFromRestAndOnAStream) {
 // its limits, the root moved up to 5 cm), all reachable: a straight hinge
 // can settle into a bend no step leaves, and a second attempt from bent
 // knees and elbows finds the pose. Measured: 1 of the 200 left unreached
-// (13 with one attempt); each answer valid either way.
+// (13 with one attempt; the bound leaves room for another compiler's
+// rounding); each answer valid either way.
 TEST(FullBodyTest, ANewCharacterReachesFullRangePoses) {
   const Skeleton skeleton = LimitedHumanoid();
   const testing::BodyEffectors effectors{
@@ -704,7 +705,42 @@ TEST(FullBodyTest, ANewCharacterReachesFullRangePoses) {
       break;
     }
   }
-  EXPECT_LE(unreached, 2);
+  EXPECT_LE(unreached, 4);
+}
+
+// The second attempt is for a new character only: the same foot, just
+// out of reach of the pinned pelvis, from the rest pose (two attempts,
+// each up to the cap) and from a pose one joint off rest (a stream's
+// frame: one attempt, even with the knee straight at its range's end).
+TEST(FullBodyTest, OnlyASolveFromRestMakesASecondAttempt) {
+  const Skeleton skeleton = LimitedHumanoid();
+  const Pose rest = RestPose(skeleton);
+  const IndependentGlobals fk = IndependentFk(skeleton, rest);
+  const int hip = skeleton.FindJoint("l_hip");
+  const int ankle = skeleton.FindJoint("l_ankle");
+  const double leg = (fk.position[ankle] - fk.position[hip]).norm();
+  Goal g = FullBodyGoal(
+      ankle,
+      fk.position[hip] + 1.1 * leg * Vector3d(0, -1, 1).normalized(), 0);
+  g.options.tolerance = kTolerance;
+  FullBodyOptions options;
+  options.root_mode = RootMode::kPinned;
+  options.max_iterations = 16;
+  const Outcome from_rest = SolveBody(skeleton, {g}, rest, options);
+  ASSERT_TRUE(from_rest.status.ok()) << from_rest.status;
+  EXPECT_FALSE(from_rest.results[0].reached);
+  EXPECT_GT(from_rest.results[0].iterations, 16);
+  EXPECT_LE(from_rest.results[0].iterations, 32);
+  Pose moved = rest;
+  const int wrist = skeleton.FindJoint("r_wrist");
+  moved.local[wrist].rotation =
+      ConstrainRotation(skeleton.joint(wrist),
+                        moved.local[wrist].rotation *
+                            Quaterniond(Eigen::AngleAxisd(0.1, Vector3d::UnitZ())));
+  const Outcome warm = SolveBody(skeleton, {g}, moved, options);
+  ASSERT_TRUE(warm.status.ok()) << warm.status;
+  EXPECT_FALSE(warm.results[0].reached);
+  EXPECT_LE(warm.results[0].iterations, 16);
 }
 
 TEST(FullBodyTest, UnreachableEverythingStaysValidAndHonoursPriorities) {

@@ -260,6 +260,61 @@ TEST(NoAllocationTest, FullBodySolvesAllocateNothingOnceWarm) {
   EXPECT_FALSE(results[0].reached);
 }
 
+// A full-body solve from the rest pose that makes a second attempt (a foot
+// just out of reach of the pinned pelvis: the knee, a hinge at rest, is
+// bent for it) allocates nothing once a first one has run.
+TEST(NoAllocationTest, AFullBodySecondAttemptAllocatesNothing) {
+  SkeletonDef def = testing::HumanoidDef();
+  for (JointDef& joint : def.joints) {
+    if (joint.name == "l_knee" || joint.name == "r_knee") {
+      joint.type = JointType::kHinge;
+      joint.axis = Eigen::Vector3d::UnitX();
+      joint.min_angle_rad = 0.0;
+      joint.max_angle_rad = 2.5;
+    }
+  }
+  const Skeleton body = MustCreate(def);
+  const Pose rest = RestPose(body);
+  std::vector<Transform> globals(body.num_joints());
+  ComputeGlobals(body, rest, absl::MakeSpan(globals));
+  const int hip = body.FindJoint("l_hip");
+  Goal g;
+  g.solver = SolverKind::kFullBody;
+  g.tip_joint = body.FindJoint("l_ankle");
+  // First within reach (0.9 leg lengths from the hip, down and forward):
+  // one attempt sizes the Workspace. Then 1.1 leg lengths: the pelvis is
+  // pinned, so the foot stays short and a second attempt runs, on buffers
+  // the first solve never used.
+  const double leg =
+      (globals[g.tip_joint].translation - globals[hip].translation).norm();
+  const Eigen::Vector3d down_forward = Eigen::Vector3d(0, -1, 1).normalized();
+  g.target = globals[hip].translation + 0.9 * leg * down_forward;
+  FullBodyOptions options;
+  options.root_mode = RootMode::kPinned;
+  options.max_iterations = 16;
+  Workspace ws;
+  GoalResult result;
+  Pose pose = rest;
+  ASSERT_TRUE(Solve(body, absl::MakeSpan(&g, 1), ws, &pose,
+                    absl::MakeSpan(&result, 1), SolveLimits(), {}, options)
+                  .ok());
+  EXPECT_TRUE(result.reached);
+  pose = rest;
+  g.target = globals[hip].translation + 1.1 * leg * down_forward;
+  long count;
+  absl::Status status;
+  {
+    AllocationGuard guard;
+    status = Solve(body, absl::MakeSpan(&g, 1), ws, &pose,
+                   absl::MakeSpan(&result, 1), SolveLimits(), {}, options);
+    count = guard.count();
+  }
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_FALSE(result.reached);
+  EXPECT_GT(result.iterations, 16) << "no second attempt";
+  EXPECT_EQ(count, 0) << "allocations in a solve with a second attempt";
+}
+
 TEST(NoAllocationTest, GuardCatchesAnAllocation) {
   // The counter must see a plain allocation, or the test above proves
   // nothing.
