@@ -1892,7 +1892,10 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> goals,
       options.max_iterations > 0 ? options.max_iterations : kDefaultIterations;
   int iterations = 0;
   {
-    scratch.start_locals = pose->local;
+    // A new character (every joint below a root at rest; a stream's frame
+    // almost never is, and the check stops at its first joint off rest).
+    const bool from_rest = AtRest(skeleton, pose->local);
+    if (from_rest) scratch.start_locals = pose->local;
     FullBodySolve solve(skeleton, goals, options, scratch, pose);
     if (solve.Setup(results)) {
       iterations = solve.Run(budget, max_iterations);
@@ -1905,8 +1908,7 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> goals,
       // full-range poses of the limited humanoid this took the solves from
       // rest that reach every goal from 86.5% to 98.0%. Any other start
       // (a stream's frames) never makes one.
-      if (!solve.Reached() && !budget.Expired() &&
-          AtRest(skeleton, scratch.start_locals)) {
+      if (from_rest && !solve.Reached() && !budget.Expired()) {
         solve.ExcessByGoal(scratch.first_excess);
         scratch.first_locals = pose->local;
         if (!solve.BendRestingHinges(scratch.start_locals)) {
