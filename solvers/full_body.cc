@@ -523,11 +523,11 @@ class FullBodySolve {
   // request (0 for the others), in `to`; returns whether every goal is
   // reached.
   bool ExcessByGoal(std::vector<double>& to);
-  // After ExcessByGoal, with `start` the pose Run started from: when an
-  // unreached goal (not a look-at) is within reach, sets the pose to
-  // `start` with every hinge that turns for a goal, has a range with two
-  // ends and is at rest in `start` (a new character's straight knees and
-  // elbows) to the middle of its range; returns whether there was one.
+  // After ExcessByGoal, with `start` the rest pose Run started from (a
+  // new character's): when an unreached goal (not a look-at) is within
+  // reach, sets the pose to `start` with every hinge that turns for a goal
+  // and has a range with two ends (its straight knees and elbows) to the
+  // middle of its range; returns whether there was one.
   bool BendRestingHinges(const std::vector<Transform>& start);
 
  private:
@@ -1821,8 +1821,7 @@ bool FullBodySolve::BendRestingHinges(const std::vector<Transform>& start) {
     const Joint& joint = skeleton_.joint(j);
     if (joint.type == JointType::kHinge && s_.dof_start[j] >= 0 &&
         std::isfinite(joint.min_angle_rad) &&
-        std::isfinite(joint.max_angle_rad) &&
-        start[j].rotation.angularDistance(joint.rest.rotation) <= 1e-12) {
+        std::isfinite(joint.max_angle_rad)) {
       pose_.local[j].rotation = HingeRotation(
           joint, 0.5 * (joint.min_angle_rad + joint.max_angle_rad));
       any = true;
@@ -1832,12 +1831,12 @@ bool FullBodySolve::BendRestingHinges(const std::vector<Transform>& start) {
 }
 
 // Whether every joint below a root is at its rest rotation in `locals`
-// (a new character, wherever its roots are).
+// (a new character, wherever its roots are), to about 3e-6 rad.
 bool AtRest(const Skeleton& skeleton, const std::vector<Transform>& locals) {
   for (int j = 0; j < skeleton.num_joints(); ++j) {
     if (skeleton.joint(j).parent >= 0 &&
-        !(locals[j].rotation.angularDistance(skeleton.joint(j).rest.rotation) <=
-          1e-12)) {
+        !(std::abs(locals[j].rotation.dot(skeleton.joint(j).rest.rotation)) >=
+          1.0 - 1e-12)) {
       return false;
     }
   }
