@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "solvers/limits.h"
 #include "solvers/solve.h"
 #include "solvers/two_bone.h"

@@ -520,9 +520,8 @@ class FullBodySolve {
   // After Run: whether every goal was reached.
   bool Reached() const { return reached_; }
   // After Run: each goal's excess of the pose as it is, by goal of the
-  // request (0 for the others), in `to`; returns whether every goal is
-  // reached.
-  bool ExcessByGoal(std::vector<double>& to);
+  // request (0 for the others), in `to`.
+  void ExcessByGoal(std::vector<double>& to);
   // After ExcessByGoal, with `start` the rest pose Run started from (a
   // new character's): when an unreached goal (not a look-at) is within
   // reach, sets the pose to `start` with every hinge that turns for a goal
@@ -1005,7 +1004,8 @@ bool FullBodySolve::NearlyReached() const {
     } else {
       miss = (goal.target - ge.translation).norm();
       if (goal.target_orientation) {
-        angle = ge.rotation.angularDistance(goal.target_orientation->normalized());
+        angle =
+            ge.rotation.angularDistance(goal.target_orientation->normalized());
       }
     }
     if (!(miss <= 2.0 * s_.tolerance[i]) ||
@@ -1076,11 +1076,12 @@ void FullBodySolve::ApplyPoles() {
   // Each pole limb's bend turns about the line from its root to its
   // effector (the swivel) until it faces the pole: the effector stays where
   // it is, and an effector with an orientation goal is turned back (within
-  // its limits). A limb whose middle joint is a ball swings at its root and
-  // middle joint (as far as their limits allow); one with a hinge at
-  // either rolls as a whole about the line (a limited limb root takes the
-  // part of the turn its limits allow). A nearly straight limb is bent across at its middle joint
-  // instead (Unstraighten gives a straight one a bend first).
+  // its limits). A limb whose root and middle joint are balls swings at
+  // the two (as far as their limits allow); one with a hinge at either
+  // rolls as a whole about the line (a limited limb root takes the part of
+  // the turn its limits allow). A nearly straight limb is bent across at
+  // its middle joint instead (Unstraighten gives a straight one a bend
+  // first).
   ForwardKinematics();
   const int m = static_cast<int>(s_.goal_order.size());
   for (int k = 0; k < m; ++k) {
@@ -1780,14 +1781,13 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
   return std::max(iterations, 1);
 }
 
-bool FullBodySolve::ExcessByGoal(std::vector<double>& to) {
+void FullBodySolve::ExcessByGoal(std::vector<double>& to) {
   ForwardKinematics();
-  const bool reached = Evaluate();
+  Evaluate();
   to.assign(goals_.size(), 0.0);
   for (size_t k = 0; k < s_.goal_order.size(); ++k) {
     to[s_.goal_order[k]] = s_.goal_excess[k];
   }
-  return reached;
 }
 
 bool FullBodySolve::BendRestingHinges(const std::vector<Transform>& start) {
@@ -1873,7 +1873,9 @@ bool BetterByPriority(absl::Span<const Goal> goals,
       sb += b[i];
     }
     if (ub != ua) return ub < ua;
-    if (std::isnan(sa) || std::isnan(sb)) return std::isnan(sa) && !std::isnan(sb);
+    if (std::isnan(sa) || std::isnan(sb)) {
+      return std::isnan(sa) && !std::isnan(sb);
+    }
     if (sb < sa * (1.0 - 1e-6)) return true;
     if (sb > sa * (1.0 + 1e-6)) return false;
     last = next;

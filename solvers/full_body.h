@@ -25,9 +25,9 @@
 // solved again without the column(s) that crossed it, so the others take
 // up the motion.
 // Once the goals are reached, poles turn a limb's bend about its
-// root-effector line (which never moves the effector): a limb with a ball
-// middle joint by the least swing of its root and middle joint, one with a
-// hinge by rolling it about the line. Bone lengths never change: only
+// root-effector line (which never moves the effector): a limb whose root
+// and middle joint are balls by the least swing of the two, one with a
+// hinge at either by rolling it about the line. Bone lengths never change: only
 // rotations (and the root's translation) move.
 //
 // A solve from the rest pose (a new character, its straight knees and

@@ -636,21 +636,13 @@ TEST(FullBodyTest, GameplayTargetsAreAllReachedFromRestAndOnAStream) {
         ADD_FAILURE() << c.file << " set " << set << ": " << status;
         return;
       }
-      const IndependentGlobals fk = IndependentFk(skeleton, pose);
+      Outcome o;
+      o.fk = IndependentFk(skeleton, pose);
       for (size_t k = 0; k < goals.size(); ++k) {
         const Goal& g = goals[k];
         const int j = g.tip_joint;
-        double position = 0.0, angle = 0.0;
-        if (g.aim_axis) {
-          const Vector3d aim = fk.rotation[j] * g.aim_axis->normalized();
-          const Vector3d to = g.target - fk.position[j];
-          angle = std::atan2(aim.cross(to).norm(), aim.dot(to));
-        } else {
-          position = (fk.position[j] - g.target).norm();
-          if (g.target_orientation) {
-            angle = fk.rotation[j].angularDistance(*g.target_orientation);
-          }
-        }
+        const double position = g.aim_axis ? 0.0 : PositionError(o, g);
+        const double angle = AngleError(o, g);
         if (position > results[k].tolerance ||
             angle > results[k].orientation_tolerance_rad ||
             !results[k].reached) {
