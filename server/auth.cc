@@ -73,8 +73,9 @@ absl::Status AddRole(absl::string_view word, TokenEntry* entry) {
   } else if (word == "register") {
     role = Role::kRegister;
   } else if (word == "admin") {
+    // Not `metrics`: a scraper's configuration is no place for a token
+    // that may delete everything.
     role = Role::kAdmin;
-    entry->metrics = true;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown role '", word.substr(0, 40),
@@ -136,9 +137,11 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokenFile(absl::string_view text,
       return error("name '", entry.name, "' is used twice");
     }
     if (!ParseDigest(fields[1], &entry.digest)) {
-      return error("'", fields[1].substr(0, 80),
-                   "' is not a SHA-256 in hex (64 digits); the file holds "
-                   "sha256(token), never the token");
+      // Not quoted: what is there instead of a digest may be the token
+      // itself, and this message goes to the log.
+      return error("the second field (", fields[1].size(),
+                   " characters) is not a SHA-256 in hex (64 digits); the "
+                   "file holds sha256(token), never the token");
     }
     for (const TokenEntry& other : entries) {
       if (other.digest == entry.digest) {
@@ -201,7 +204,59 @@ TokenAuth::~TokenAuth() {
 }
 
 absl::Status TokenAuth::Reload() {
-  struct stat info;
+  struct stat info{};
+  absl::Status loaded = Load(&info);
+  {
+    absl::MutexLock lock(&mu_);
+    // Stamped either way: a bad file is not read again until it changes.
+    stamp_ = FileStamp{
+        int64_t{info.st_mtim.tv_sec} * 1000000000 + info.st_mtim.tv_nsec,
+        info.st_size, info.st_ino};
+    if (loaded.ok()) {
+      load_error_.clear();
+    } else {
+      // All or nothing: the tokens of a file that does not load are not
+      // known, so none is accepted (keeping the old ones would keep the
+      // very token an edit meant to revoke).
+      entries_ = std::make_shared<const std::vector<TokenEntry>>();
+      load_error_ = std::string(loaded.message());
+      ++failures_;
+    }
+  }
+  absl::MutexLock lock(&listener_mu_);
+  if (on_change_) on_change_();
+  return loaded;
+}
+
+void TokenAuth::SetOnChange(std::function<void()> on_change) {
+  absl::MutexLock lock(&listener_mu_);
+  on_change_ = std::move(on_change);
+}
+
+bool TokenAuth::Admits(const Caller& caller) const {
+  if (!enabled() || !caller.authenticated) return true;
+  absl::MutexLock lock(&mu_);
+  for (const TokenEntry& entry : *entries_) {
+    if (DigestsEqual(entry.digest, caller.digest) &&
+        entry.name == caller.name && entry.role.has_value()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string TokenAuth::load_error() const {
+  absl::MutexLock lock(&mu_);
+  return load_error_;
+}
+
+int64_t TokenAuth::failures() const {
+  absl::MutexLock lock(&mu_);
+  return failures_;
+}
+
+absl::Status TokenAuth::Load(struct ::stat* stat_out) {
+  struct ::stat& info = *stat_out;
   if (stat(path_.c_str(), &info) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--auth_tokens_file=", path_, ": ", std::strerror(errno)));
@@ -230,17 +285,16 @@ absl::Status TokenAuth::Reload() {
       std::make_shared<const std::vector<TokenEntry>>(*std::move(entries));
   absl::MutexLock lock(&mu_);
   entries_ = std::move(shared);
-  stamp_ = FileStamp{
-      int64_t{info.st_mtim.tv_sec} * 1000000000 + info.st_mtim.tv_nsec,
-      info.st_size, info.st_ino};
   ++reloads_;
   return absl::OkStatus();
 }
 
 void TokenAuth::Watch() {
   while (!stop_.WaitForNotificationWithTimeout(reload_interval_)) {
-    struct stat info;
-    if (stat(path_.c_str(), &info) != 0) continue;  // Mid-replacement.
+    // A file gone (deleted, or replaced by rm and write rather than by a
+    // rename) stamps as zeros: a change like any other.
+    struct stat info{};
+    stat(path_.c_str(), &info);
     const FileStamp now{
         int64_t{info.st_mtim.tv_sec} * 1000000000 + info.st_mtim.tv_nsec,
         info.st_size, info.st_ino};
@@ -253,11 +307,8 @@ void TokenAuth::Watch() {
       LogInfo(absl::StrCat("auth: reloaded ", path_, " (", tokens(),
                            " tokens)"));
     } else {
-      LogError(absl::StrCat("auth: kept the previous tokens: ",
+      LogError(absl::StrCat("auth: accepting no token until the file loads: ",
                             status.message()));
-      // Do not retry a bad file until it changes again.
-      absl::MutexLock lock(&mu_);
-      stamp_ = now;
     }
   }
 }
@@ -274,7 +325,7 @@ int TokenAuth::tokens() const {
 
 absl::StatusOr<Caller> TokenAuth::Authenticate(
     absl::string_view authorization, absl::string_view peer) const {
-  if (!enabled()) return Caller{PeerOwner(peer), Role::kAdmin, false, true};
+  if (!enabled()) return Caller{PeerOwner(peer), Role::kAdmin, false, true, {}};
   if (authorization.empty()) {
     return absl::UnauthenticatedError(
         "no token: send call metadata 'authorization: Bearer TOKEN'");
@@ -303,9 +354,15 @@ absl::StatusOr<Caller> TokenAuth::Authenticate(
     match = equal ? &entry : match;
   }
   if (match == nullptr) {
+    if (entries->empty()) {
+      // Fail closed after a reload that did not load (Reload).
+      return absl::UnauthenticatedError(
+          "the server's token file does not load, so it accepts no token "
+          "until an operator fixes it");
+    }
     return absl::UnauthenticatedError("unknown token");
   }
-  return Caller{match->name, match->role, true, match->metrics};
+  return Caller{match->name, match->role, true, match->metrics, digest};
 }
 
 bool TokenAuth::AllowsMetrics(absl::string_view user,
@@ -324,7 +381,7 @@ absl::StatusOr<Caller> TokenAuth::Check(const grpc::ServerContextBase& context,
     // name for every solve.
     return Caller{needed >= Role::kRegister ? PeerOwner(context.peer())
                                             : std::string(),
-                  Role::kAdmin, false, true};
+                  Role::kAdmin, false, true, {}};
   }
   absl::string_view authorization;
   const auto& metadata = context.client_metadata();

@@ -13,9 +13,10 @@
 // ListSkeletons; `register` may also RegisterSkeleton and delete the
 // skeletons it registered; `admin` may do everything (any DeleteSkeleton).
 // Several roles may be listed with commas; a token gets the widest.
-// `metrics` (outside that nesting; `admin` has it too) lets a scraper read
-// /metrics with HTTP basic auth: the token's name as user, the token as
-// password.
+// `metrics` (outside that nesting; `admin` does not have it: a scraper's
+// configuration is no place for a token that may delete everything) lets a
+// scraper read /metrics with HTTP basic auth: the token's name as user, the
+// token as password.
 //
 // A client sends its token as call metadata `authorization: Bearer TOKEN`.
 // The server hashes it and compares the hash with every line's in constant
@@ -24,10 +25,12 @@
 #ifndef REACH_SERVER_AUTH_H_
 #define REACH_SERVER_AUTH_H_
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +70,7 @@ struct Caller {
   std::optional<Role> role = Role::kAdmin;  // None: metrics only.
   bool authenticated = false;               // By a token.
   bool metrics = true;
+  TokenDigest digest{};  // The token's, when authenticated.
 };
 
 // PermissionDenied naming the role `caller` lacks for `method`, else OK.
@@ -94,20 +98,37 @@ class TokenAuth {
                                Role needed, absl::string_view method) const;
 
   // Whether HTTP basic auth `user`/`password` may read /metrics: a token
-  // named `user` with the `metrics` or `admin` role. Always true when
+  // named `user` with the `metrics` role. Always true when
   // authentication is off.
   bool AllowsMetrics(absl::string_view user, absl::string_view password) const;
 
-  // Reads the file again; on an error the tokens in use stay, and the
-  // error is returned (and logged by the watcher).
+  // Reads the file again, all or nothing: on an error no token is accepted
+  // until a later reload succeeds (keeping the previous tokens would keep
+  // the one an edit meant to revoke), and the error is returned (logged by
+  // the watcher, shown by load_error()). A deleted file is such an error.
+  // Then calls the change listener either way.
   absl::Status Reload();
-  int64_t reloads() const;
+  int64_t reloads() const;  // Successful ones, the first load included.
+  int64_t failures() const;  // Reloads that did not load.
+  // Why the last reload failed; "" when it loaded.
+  std::string load_error() const;
   int tokens() const;
+
+  // Whether `caller` (authenticated earlier) is still let in: its token is
+  // in the current file, under the same name, with a gRPC role. Always
+  // true without auth. Open streams and watches check it on every change.
+  bool Admits(const Caller& caller) const;
+  // Called after every Reload (from the watcher thread, or Reload's
+  // caller), not concurrently; null: none. Clear it before what it calls
+  // goes away (this waits for a call in progress).
+  void SetOnChange(std::function<void()> on_change);
 
  private:
   TokenAuth(std::string path, absl::Duration reload_interval)
       : path_(std::move(path)), reload_interval_(reload_interval) {}
   void Watch();
+  // Reads and parses the file into entries_ (its stat into *info).
+  absl::Status Load(struct ::stat* info);
 
   const std::string path_;
   const absl::Duration reload_interval_;
@@ -124,6 +145,10 @@ class TokenAuth {
   };
   FileStamp stamp_ ABSL_GUARDED_BY(mu_);
   int64_t reloads_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string load_error_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex listener_mu_;
+  std::function<void()> on_change_ ABSL_GUARDED_BY(listener_mu_);
   absl::Notification stop_;
   std::thread watcher_;
 };

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "server/memory_budget.h"
+#include "server/auth.h"
 #include "server/metrics.h"
 #include "server/stream_watch.h"
 
@@ -55,8 +56,13 @@ class StreamReactor
   // with UNAVAILABLE. Frames the client sent that were not yet read are not
   // answered.
   virtual void Drain() = 0;
+  // The caller's token was revoked: stop solving and reading, and finish
+  // with UNAUTHENTICATED `why` (frames not yet answered are not).
+  virtual void Revoke(const std::string& why) = 0;
   // The stream as the viewer lists and watches it (set before Start).
   std::shared_ptr<WatchedStream> watched;
+  // Who opened it (set before Start): checked again when tokens change.
+  Caller caller;
 };
 
 // A Kind provides:
@@ -78,6 +84,7 @@ class FrameStream final : public StreamReactor {
               Kind kind);
   void Start() override;
   void Drain() override;
+  void Revoke(const std::string& why) override;
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -103,6 +110,10 @@ class FrameStream final : public StreamReactor {
   // The pool task: answers solving_, then any frames queued meanwhile (at
   // most kFramesPerTask), each in order.
   void SolveFrames(SolveScratch& scratch);
+  // Queues a task that carries on with solving_ (already taken) behind the
+  // work waiting for a thread; false when the pool takes no more (then the
+  // caller carries on itself).
+  bool Yield() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the next frame to answer into solving_ (answering error frames,
   // and latest_wins frames that have a newer frame behind them, in order);
   // false when there is none or the answers window is full.
@@ -151,6 +162,8 @@ class FrameStream final : public StreamReactor {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time task_queued_ ABSL_GUARDED_BY(mu_);
+  bool yielded_ ABSL_GUARDED_BY(mu_) = false;  // The queued task yielded.
+  std::string revoked_ ABSL_GUARDED_BY(mu_);   // Revoke's why.
 
   // Owned by the solve task while solve_in_flight_ (the Kind too: the
   // stream's state).

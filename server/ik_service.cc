@@ -34,6 +34,16 @@ int64_t ResponseBound(int joints, int goals, bool return_globals) {
 
 }  // namespace
 
+std::string DeletingOwner(const Caller& caller, bool peers_delete_any) {
+  // An admin token deletes outright; a `register` token only what it
+  // registered. Without auth, a peer (every one an admin) is held to what
+  // it registered unless the operator said otherwise: any local process
+  // could delete everyone's skeletons.
+  const bool outright = caller.role == Role::kAdmin &&
+                        (caller.authenticated || peers_delete_any);
+  return outright ? std::string() : caller.name;
+}
+
 grpc::Status IkService::CheckQueueWait(absl::Duration waited) const {
   if (waited <= options_.max_queue_wait) return grpc::Status::OK;
   return grpc::Status(
@@ -45,7 +55,8 @@ grpc::Status IkService::CheckQueueWait(absl::Duration waited) const {
 }
 
 grpc::Status IkService::Submit(const grpc::CallbackServerContext* context,
-                               absl::Span<SolverPool::Task> tasks) {
+                               absl::Span<SolverPool::Task> tasks,
+                               SolverPool::Lane lane) {
   absl::Duration max_wait = options_.max_queue_wait;
   bool deadline_first = false;
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {
@@ -56,7 +67,7 @@ grpc::Status IkService::Submit(const grpc::CallbackServerContext* context,
       deadline_first = true;
     }
   }
-  switch (pool_->Submit(tasks, max_wait)) {
+  switch (pool_->Submit(tasks, max_wait, lane)) {
     case SolverPool::Admission::kQueued:
       return grpc::Status::OK;
     case SolverPool::Admission::kQueueFull:
@@ -69,7 +80,7 @@ grpc::Status IkService::Submit(const grpc::CallbackServerContext* context,
       return grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("the solver queue's expected wait (",
-                       Milliseconds(pool_->EstimatedWait()),
+                       Milliseconds(pool_->EstimatedWait(lane)),
                        ") is longer than ",
                        deadline_first
                            ? std::string("the call's deadline")
@@ -363,10 +374,9 @@ grpc::ServerUnaryReactor* IkService::DeleteSkeleton(
     v1::DeleteSkeletonResponse* /*response*/) {
   const UnaryCall call = BeginUnary(context, Rpc::kDeleteSkeleton);
   if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
-  // An admin deletes outright; a `register` token only what it registered.
   absl::Status status = registry_->Delete(
       request->skeleton_id(),
-      call.caller->role == Role::kAdmin ? "" : call.caller->name);
+      DeletingOwner(*call.caller, options_.peers_delete_any));
   if (!status.ok() && !IsClientError(status)) {
     error_log_.Error(absl::StrCat("DeleteSkeleton: ", status.ToString()));
   }
@@ -660,10 +670,23 @@ IkService::OpenStream(grpc::CallbackServerContext* context, Rpc rpc,
   stream->watched = stream_watch_.Add(
       caller->name.empty() ? PeerOwner(context->peer()) : caller->name,
       rpc == Rpc::kRetargetStream);
+  stream->caller = *std::move(caller);
   streams_.insert(stream);
   metrics_->SetActiveStreams(static_cast<int>(streams_.size()));
   stream->Start();
   return stream;
+}
+
+void IkService::RevokeStreams() {
+  absl::MutexLock lock(&streams_mu_);
+  for (StreamReactor* stream : streams_) {
+    if (!auth_->Admits(stream->caller)) {
+      stream->Revoke(absl::StrCat(
+          "token '", stream->caller.name,
+          "' is no longer in the server's token file (revoked), or the "
+          "file does not load; this stream ends"));
+    }
+  }
 }
 
 void IkService::StreamDone(StreamReactor* stream) {

@@ -61,7 +61,16 @@ struct ServiceOptions {
   // Largest response a call may produce (a SolveBatch asking
   // return_globals on many items); checked before solving.
   int64_t max_response_bytes = int64_t{64} << 20;
+  // Without token auth every caller is an admin named by its address; it
+  // may delete what another address registered only when this is set
+  // (--insecure). Otherwise only what it registered itself.
+  bool peers_delete_any = false;
 };
+
+// The owner a Delete of `caller`'s acts as: "" (delete outright) for an
+// admin token, or without auth when `peers_delete_any`; else its name
+// (only what it registered).
+std::string DeletingOwner(const Caller& caller, bool peers_delete_any);
 
 // SolveBatch is a raw method (bytes in, bytes out) so that the solver
 // workers parse and serialize its items in parallel; see batch_wire.h.
@@ -88,6 +97,9 @@ class IkService final : public IkServiceBase {
   // then the stream closes with UNAVAILABLE ("server shutting down"); new
   // streams are refused the same way.
   void BeginShutdown();
+  // Ends the open streams whose tokens TokenAuth no longer admits (after
+  // the token file changed).
+  void RevokeStreams();
   int active_streams() const;
 
   grpc::ServerUnaryReactor* RegisterSkeleton(
@@ -182,7 +194,8 @@ class IkService final : public IkServiceBase {
   // is left of the call's deadline when that is sooner); OK when queued,
   // else the status the call should get.
   grpc::Status Submit(const grpc::CallbackServerContext* context,
-                      absl::Span<SolverPool::Task> tasks);
+                      absl::Span<SolverPool::Task> tasks,
+                      SolverPool::Lane lane = SolverPool::Lane::kCall);
 
   // Counts the call as started and its request as received, and
   // authenticates it. `watched`: the call gets a WatchedReactor instead of

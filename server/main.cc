@@ -26,8 +26,19 @@ ABSL_FLAG(std::string, http_listen, "127.0.0.1:9465",
           "host:port for the browser viewer (the page, and a JSON gateway "
           "to this server's API); empty: off. Not loopback: needs "
           "--auth_tokens_file or --insecure");
-ABSL_FLAG(int, http_threads, 16,
-          "Viewer HTTP requests served at once (each holds a thread)");
+ABSL_FLAG(int, http_threads, 128,
+          "Viewer HTTP requests served at once (each holds a thread, as "
+          "does an idle connection until --http_request_timeout)");
+ABSL_FLAG(absl::Duration, http_request_timeout, absl::Seconds(5),
+          "Viewer connections that send nothing this long are closed; "
+          "WebSockets that answer no ping within about twice it too");
+ABSL_FLAG(std::vector<std::string>, http_allowed_origins, {},
+          "Comma-separated origins (https://tool.example:8443) whose pages "
+          "may call the viewer's API cross-origin (CORS); default none: "
+          "only the viewer's own page");
+ABSL_FLAG(int, metrics_threads, 128,
+          "/metrics requests served at once (each holds a thread, as does "
+          "an idle connection for up to 2 s)");
 ABSL_FLAG(int, http_max_watchers, 8,
           "Viewer WebSockets watching live streams at once (each holds one "
           "of --http_threads); 0: no watching");
@@ -124,9 +135,15 @@ ABSL_FLAG(absl::Duration, auth_reload_interval, absl::Seconds(5),
 ABSL_FLAG(int, quota_skeletons, 1000,
           "Skeletons one token (or, without auth, one peer address) may "
           "hold registered (RESOURCE_EXHAUSTED). 0: no quota");
-ABSL_FLAG(int64_t, quota_registry_bytes, int64_t{64} << 20,
+ABSL_FLAG(int64_t, quota_registry_bytes, int64_t{32} << 20,
           "Registry bytes one token (or peer address) may hold "
-          "(RESOURCE_EXHAUSTED). 0: no quota");
+          "(RESOURCE_EXHAUSTED); lowered to a quarter of "
+          "--max_registry_bytes if above, so one caller cannot fill it. 0: "
+          "no quota");
+ABSL_FLAG(int, quota_retarget_profiles, 32,
+          "Retarget profiles one token (or peer address) may create "
+          "(RESOURCE_EXHAUSTED); lowered to a quarter of "
+          "--max_retarget_profiles if above. 0: no quota");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT: how long in-flight work may take to finish");
 
@@ -203,6 +220,9 @@ int main(int argc, char** argv) {
   options.http_address = absl::GetFlag(FLAGS_http_listen);
   options.http_threads = absl::GetFlag(FLAGS_http_threads);
   options.http_max_watchers = absl::GetFlag(FLAGS_http_max_watchers);
+  options.http_request_timeout = absl::GetFlag(FLAGS_http_request_timeout);
+  options.http_allowed_origins = absl::GetFlag(FLAGS_http_allowed_origins);
+  options.metrics_threads = absl::GetFlag(FLAGS_metrics_threads);
   options.solver_threads = absl::GetFlag(FLAGS_solver_threads);
   options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -240,6 +260,8 @@ int main(int argc, char** argv) {
   options.auth_reload_interval = absl::GetFlag(FLAGS_auth_reload_interval);
   options.quota_skeletons = absl::GetFlag(FLAGS_quota_skeletons);
   options.quota_registry_bytes = absl::GetFlag(FLAGS_quota_registry_bytes);
+  options.quota_retarget_profiles =
+      absl::GetFlag(FLAGS_quota_retarget_profiles);
 
   absl::StatusOr<std::unique_ptr<reach::ReachServer>> server =
       reach::ReachServer::Start(options);
@@ -295,7 +317,8 @@ int main(int argc, char** argv) {
                     ? absl::StrCat((*server)->auth().tokens(), " tokens")
                     : std::string("off"),
       " quota_skeletons=", o.quota_skeletons,
-      " quota_registry_bytes=", o.quota_registry_bytes));
+      " quota_registry_bytes=", o.quota_registry_bytes,
+      " quota_retarget_profiles=", o.quota_retarget_profiles));
 
   int signal_number = 0;
   while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
@@ -304,7 +327,8 @@ int main(int argc, char** argv) {
         reloaded.ok()
             ? absl::StrCat("SIGHUP: auth tokens reloaded (",
                            (*server)->auth().tokens(), " tokens)")
-            : absl::StrCat("SIGHUP: kept the previous auth tokens: ",
+            : absl::StrCat("SIGHUP: accepting no token until the file "
+                           "loads: ",
                            reloaded.message()));
   }
   reach::LogInfo(absl::StrCat("received ", strsignal(signal_number),

@@ -292,6 +292,23 @@ absl::StatusOr<RetargetProfiles::AddResult> RetargetProfiles::Add(
         " bytes, beyond its --max_retarget_profile_bytes (", limits_.max_bytes,
         "); delete a profile first"));
   }
+  if (limits_.max_owner_profiles > 0 && !owner.empty()) {
+    int owned = 0;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      for (const auto& entry : owners_) {
+        const std::vector<std::string>& owners = entry.second;
+        owned += std::find(owners.begin(), owners.end(), owner) !=
+                 owners.end();
+      }
+    }
+    if (owned >= limits_.max_owner_profiles) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "'", ClientString(owner), "' owns ", owned,
+          " retarget profiles, its --quota_retarget_profiles (",
+          limits_.max_owner_profiles, "); delete one of them first"));
+    }
+  }
   built->version = next_version_;
   built->description.set_version(built->version);
   StoredSkeleton record;

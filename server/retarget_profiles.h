@@ -39,6 +39,9 @@ struct RetargetProfileLimits {
   // these say (it was acknowledged). <= 0: no limit.
   int max_profiles = 256;
   int64_t max_bytes = int64_t{128} << 20;
+  // Profiles one owner (a token, or a peer without auth) may create; <= 0:
+  // no limit. Becoming an owner of a profile someone made is free.
+  int max_owner_profiles = 0;
 };
 
 // The most role overrides a side may have, and the most bytes a spec may

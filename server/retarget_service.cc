@@ -196,10 +196,9 @@ grpc::ServerUnaryReactor* RetargetService::DeleteRetargetProfile(
   if (!call.caller.ok()) {
     return service_->Finish(call, ToGrpcStatus(call.caller.status()));
   }
-  // An admin deletes outright; a `register` token only what it made.
   const absl::Status status = profiles_->Delete(
       request->profile_id(),
-      call.caller->role == Role::kAdmin ? "" : call.caller->name);
+      DeletingOwner(*call.caller, service_->options().peers_delete_any));
   if (!status.ok() && !IsClientError(status)) {
     service_->error_log().Error(
         absl::StrCat("DeleteRetargetProfile: ", status.ToString()));

@@ -1,6 +1,9 @@
 #include "server/server.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -27,23 +30,48 @@
 namespace reach {
 namespace {
 
+// Creates --data_dir if missing and takes its lock (an exclusive flock on
+// data_dir/lock, held while the returned descriptor is open): two servers
+// on one directory would each load the registry, then race its schema
+// changes and stamp the same versions on different skeletons.
+absl::StatusOr<int> LockDataDir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) {
+    return absl::UnavailableError(
+        absl::StrCat("--data_dir=", dir, ": ", std::strerror(errno)));
+  }
+  const std::string path = dir + "/lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("--data_dir=", dir, ": ", path, ": ",
+                     std::strerror(errno)));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--data_dir=", dir, " is in use by another reach-server (", path,
+        " is locked: ", std::strerror(error),
+        "); give each server its own directory, or stop the other"));
+  }
+  return fd;
+}
+
 // The store of `table` ("skeletons", "retarget_profiles").
 absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenStore(
     const ServerOptions& options, absl::string_view table) {
   if (options.in_memory_store) return NewMemoryStore();
-  if (mkdir(options.data_dir.c_str(), 0750) != 0 && errno != EEXIST) {
-    return absl::UnavailableError(absl::StrCat(
-        "--data_dir=", options.data_dir, ": ", std::strerror(errno)));
-  }
   return OpenSqliteStore(options.data_dir + "/registry.sqlite3", table);
 }
 
 // /metrics: civetweb reads each request with a worker thread, waiting up to
 // request_timeout_ms for its bytes, so an idle connection holds a worker
-// that long. Several workers and a short timeout keep a scrape from
-// waiting behind idle or slow connections.
-constexpr int kMetricsThreads = 4;
+// that long. Many workers (--metrics_threads) and a short timeout keep a
+// scrape from waiting behind idle or slow connections.
 constexpr int kMetricsRequestTimeoutMs = 2000;
+
+// A caller's quota may be at most 1/kQuotaShare of the server's bound.
+constexpr int kQuotaShare = 4;
 
 // Reads the first PEM object of `path` with `read` (PEM_read_X509, ...);
 // an error names the flag.
@@ -120,6 +148,21 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
     }
     return grpc::InsecureServerCredentials();
   }
+  if (o.auth_tokens_file.empty() && o.tls_client_ca.empty() &&
+      !IsLoopbackAddress(o.listen_address)) {
+    // TLS hides the calls but says nothing of who makes them: every
+    // caller would be an admin.
+    if (!o.insecure) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--listen=", o.listen_address,
+          " is not a loopback address and neither --auth_tokens_file nor "
+          "--tls_client_ca says who may call (any TLS client could delete "
+          "every skeleton): give one, or --insecure to serve anyway"));
+    }
+    LogError(absl::StrCat("WARNING: serving TLS on ", o.listen_address,
+                          " without tokens or client certificates "
+                          "(--insecure): any client may call anything"));
+  }
   if (absl::Status files = CheckTlsFiles(o); !files.ok()) return files;
   const unsigned int interval = static_cast<unsigned int>(std::max<int64_t>(
       1, absl::ToInt64Seconds(o.tls_reload_interval)));
@@ -138,26 +181,6 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   }
   return grpc::experimental::TlsServerCredentials(tls);
 }
-
-}  // namespace
-
-bool IsLoopbackAddress(absl::string_view address) {
-  if (absl::StartsWith(address, "unix:") ||
-      absl::StartsWith(address, "unix-abstract:")) {
-    return true;
-  }
-  absl::string_view host = address;
-  if (absl::StartsWith(host, "[")) {
-    const size_t end = host.find(']');
-    host = end == absl::string_view::npos ? "" : host.substr(1, end - 1);
-  } else if (const size_t colon = host.rfind(':');
-             colon != absl::string_view::npos) {
-    host = host.substr(0, colon);
-  }
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
-}
-
-namespace {
 
 // An HTTP endpoint (`flag`, serving `what`) on an address other machines
 // can reach needs tokens, or --insecure (then a warning is logged).
@@ -211,10 +234,37 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   if (o.service.max_queue_wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max_queue_wait must be >= 0");
   }
+  // A quota is a share that leaves room for others: at most a quarter of
+  // the server-wide bound (0, no quota, stays the operator's choice).
+  const auto share = [](auto quota, auto bound, const char* flag,
+                        const char* bound_flag) {
+    using T = decltype(quota);
+    const T most = std::max<T>(1, bound / kQuotaShare);
+    if (quota <= 0 || bound <= 0 || quota <= most) return quota;
+    LogInfo(absl::StrCat(flag, "=", quota, " lowered to ", most,
+                         ", a quarter of ", bound_flag, "=", bound,
+                         ", so that no one caller can fill the server"));
+    return most;
+  };
+  o.quota_registry_bytes =
+      share(o.quota_registry_bytes, o.max_registry_bytes,
+            "--quota_registry_bytes", "--max_registry_bytes");
+  o.quota_retarget_profiles =
+      share(o.quota_retarget_profiles, o.max_retarget_profiles,
+            "--quota_retarget_profiles", "--max_retarget_profiles");
+  if (o.insecure) o.service.peers_delete_any = true;
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       Credentials(o);
   if (!credentials.ok()) return credentials.status();
+  for (const absl::Status& single :
+       {CheckSingleHttpAddress("--metrics_listen", o.metrics_address),
+        CheckSingleHttpAddress("--http_listen", o.http_address)}) {
+    if (!single.ok()) return single;
+  }
+  if (o.metrics_threads < 1) {
+    return absl::InvalidArgumentError("--metrics_threads must be >= 1");
+  }
   for (const absl::Status& exposed :
        {CheckExposed(o, "--metrics_listen", o.metrics_address, "/metrics",
                      "scrapers then need a token with the metrics role"),
@@ -227,6 +277,11 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   if (!auth.ok()) return auth.status();
   s->auth_ = *std::move(auth);
 
+  if (!o.in_memory_store) {
+    absl::StatusOr<int> lock = LockDataDir(o.data_dir);
+    if (!lock.ok()) return lock.status();
+    s->data_dir_lock_.fd = *lock;
+  }
   s->metrics_ = std::make_unique<Metrics>();
   absl::StatusOr<std::unique_ptr<SkeletonStore>> store =
       OpenStore(o, "skeletons");
@@ -252,6 +307,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   profile_limits.skeleton = limits.skeleton;
   profile_limits.max_profiles = o.max_retarget_profiles;
   profile_limits.max_bytes = o.max_retarget_profile_bytes;
+  profile_limits.max_owner_profiles = o.quota_retarget_profiles;
   skipped.clear();
   absl::StatusOr<std::unique_ptr<RetargetProfiles>> profiles =
       RetargetProfiles::Create(*std::move(store), profile_limits, &skipped);
@@ -269,17 +325,25 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
       s->auth_.get());
   s->retarget_service_ = std::make_unique<RetargetService>(
       s->service_.get(), s->registry_.get(), s->profiles_.get());
+  // A changed token file ends the streams of tokens it no longer holds
+  // (the viewer's watches check on their own).
+  s->auth_->SetOnChange(
+      [service = s->service_.get()] { service->RevokeStreams(); });
 
   if (!o.metrics_address.empty()) {
     try {
       s->exposer_ =
           std::make_unique<prometheus::Exposer>(std::vector<std::string>{
               "listening_ports", o.metrics_address,  //
-              "num_threads", std::to_string(kMetricsThreads),
-              "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs)});
+              "num_threads", std::to_string(o.metrics_threads),
+              "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs),
+              // No cross-origin grants (civetweb's default is any origin).
+              "access_control_allow_origin", "",
+              "access_control_allow_methods", "",
+              "access_control_allow_headers", ""});
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(
-          "--metrics_address=", o.metrics_address, ": ", e.what()));
+          "--metrics_listen=", o.metrics_address, ": ", e.what()));
     }
     if (s->auth_->enabled()) {
       s->exposer_->RegisterAuth(
@@ -307,6 +371,9 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   // client).
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              o.max_concurrent_streams);
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port
+  // would start silently and take half the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   if (o.max_transport_bytes > 0) {
     grpc::ResourceQuota quota("reach-transport");
     quota.Resize(static_cast<size_t>(o.max_transport_bytes));
@@ -351,6 +418,8 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     viewer.threads = o.http_threads;
     viewer.max_body_bytes = o.max_message_bytes;
     viewer.max_watchers = o.http_max_watchers;
+    viewer.allowed_origins = o.http_allowed_origins;
+    viewer.request_timeout = o.http_request_timeout;
     absl::StatusOr<std::unique_ptr<Viewer>> started =
         Viewer::Start(viewer, s->server_->InProcessChannel(args),
                       &s->service_->stream_watch(), s->auth_.get());
@@ -365,6 +434,10 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
 }
 
 ReachServer::~ReachServer() { Shutdown(); }
+
+ReachServer::DataDirLock::~DataDirLock() {
+  if (fd >= 0) close(fd);  // Releases the flock.
+}
 
 void ReachServer::SetServing(bool serving) { health_->SetServing(serving); }
 
@@ -384,6 +457,8 @@ void ReachServer::Shutdown() {
   // grace (no scrapes are served while the server drains).
   // So does the viewer's: its requests in progress end with the calls
   // they made, which the drain answers.
+  // The service goes away with the server: no more calls into it.
+  if (auth_ != nullptr) auth_->SetOnChange(nullptr);
   std::thread stop_metrics([exposer = std::move(exposer_),
                             viewer = std::move(viewer_)]() mutable {
     exposer.reset();

@@ -7,9 +7,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/address.h"
 #include "server/health.h"
 #include "server/ik_service.h"
 #include "server/retarget_profiles.h"
@@ -31,8 +33,15 @@ struct ServerOptions {
   // host:port for the browser viewer (viewer.h); empty: none. Port 0
   // picks one (see ReachServer::http_port()).
   std::string http_address;
-  int http_threads = 16;  // Viewer requests served at once.
+  int http_threads = 128;  // Viewer requests (and idle sockets) at once.
   int http_max_watchers = 8;  // Viewer WebSockets watching streams.
+  // Origins the viewer grants cross-origin access (ViewerOptions).
+  std::vector<std::string> http_allowed_origins;
+  // Idle viewer connections are closed after this (ViewerOptions).
+  absl::Duration http_request_timeout = absl::Seconds(5);
+  // /metrics requests served at once; an idle connection holds one for up
+  // to two seconds.
+  int metrics_threads = 128;
   int solver_threads = 0;      // 0: one per hardware thread.
   int queue_capacity = 1024;   // Tasks waiting for a solver thread.
   // The SQLite registry lives at data_dir/registry.sqlite3; data_dir is
@@ -76,16 +85,16 @@ struct ServerOptions {
   absl::Duration auth_reload_interval = absl::Seconds(5);
   // Per token (per peer address without auth): skeletons and registry
   // bytes it may hold registered. 0: no quota.
+  // Positive ones are lowered to a quarter of their server-wide bound
+  // (max_registry_bytes, max_retarget_profiles) if above, so that no one
+  // caller can fill the server.
   int quota_skeletons = 1000;
-  int64_t quota_registry_bytes = int64_t{64} << 20;
+  int64_t quota_registry_bytes = int64_t{32} << 20;
+  int quota_retarget_profiles = 32;
 
   // How long in-flight work may take to finish on Shutdown().
   absl::Duration shutdown_grace = absl::Seconds(10);
 };
-
-// Whether a listen address ("host:port", "[v6]:port", "unix:path") is
-// reachable from this machine only.
-bool IsLoopbackAddress(absl::string_view address);
 
 class ReachServer {
  public:
@@ -120,6 +129,13 @@ class ReachServer {
  private:
   ReachServer() = default;
 
+  // The --data_dir lock's descriptor: the first member, so it is released
+  // last, after the stores have closed.
+  struct DataDirLock {
+    int fd = -1;
+    ~DataDirLock();
+  };
+  DataDirLock data_dir_lock_;
   ServerOptions options_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<TokenAuth> auth_;

@@ -1,5 +1,6 @@
 #include "server/solver_pool.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace reach {
@@ -12,7 +13,7 @@ constexpr double kMeanWeight = 1.0 / 32.0;
 
 SolverPool::SolverPool(int threads, int queue_capacity, Observer* observer)
     : threads_(threads), capacity_(queue_capacity), observer_(observer) {
-  ring_.resize(capacity_);
+  for (Queue& lane : lanes_) lane.ring.resize(capacity_);
   workers_.reserve(threads);
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
 }
@@ -28,20 +29,21 @@ bool SolverPool::TrySubmitAll(absl::Span<Task> tasks) {
 }
 
 SolverPool::Admission SolverPool::Submit(absl::Span<Task> tasks,
-                                         absl::Duration max_wait) {
+                                         absl::Duration max_wait, Lane lane) {
   const absl::Time now = absl::Now();
   const int n = static_cast<int>(tasks.size());
   absl::MutexLock lock(&mu_);
   if (stopping_) return Admission::kStopping;
-  if (size_ + n > capacity_) return Admission::kQueueFull;
-  if (EstimatedWaitLocked() > max_wait) return Admission::kWaitTooLong;
+  if (QueuedLocked() + n > capacity_) return Admission::kQueueFull;
+  if (EstimatedWaitLocked(lane) > max_wait) return Admission::kWaitTooLong;
+  Queue& queue = lanes_[static_cast<int>(lane)];
   for (Task& task : tasks) {
-    Item& slot = ring_[(head_ + size_) % capacity_];
+    Item& slot = queue.ring[(queue.head + queue.size) % capacity_];
     slot.task = std::move(task);
     slot.enqueued = now;
-    ++size_;
+    ++queue.size;
   }
-  if (observer_ != nullptr) observer_->TaskQueued(size_);
+  if (observer_ != nullptr) observer_->TaskQueued(QueuedLocked());
   return Admission::kQueued;
 }
 
@@ -57,40 +59,52 @@ void SolverPool::Shutdown() {
 
 int SolverPool::queue_depth() const {
   absl::MutexLock lock(&mu_);
-  return size_;
+  return QueuedLocked();
 }
 
-absl::Duration SolverPool::EstimatedWait() const {
+absl::Duration SolverPool::EstimatedWait(Lane lane) const {
   absl::MutexLock lock(&mu_);
-  return EstimatedWaitLocked();
+  return EstimatedWaitLocked(lane);
 }
 
-absl::Duration SolverPool::EstimatedWaitLocked() const {
-  return absl::Seconds(mean_task_seconds_ * size_ /
+absl::Duration SolverPool::EstimatedWaitLocked(Lane lane) const {
+  const Queue& own = lanes_[static_cast<int>(lane)];
+  const Queue& other = lanes_[1 - static_cast<int>(lane)];
+  // Taken in turn: as many of the other lane's tasks as of this one's (and
+  // one more, when it is the other lane's turn).
+  const int others = std::min(other.size, own.size + 1);
+  return absl::Seconds((own.mean_task_seconds * own.size +
+                        other.mean_task_seconds * others) /
                        threads_);
 }
 
 void SolverPool::Work() {
   SolveScratch scratch;
   const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return size_ > 0 || stopping_;
+    return QueuedLocked() > 0 || stopping_;
   };
   double last_task_seconds = -1.0;  // None yet.
+  int last_lane = 0;
   while (true) {
     Task task;
     {
       absl::MutexLock lock(&mu_, absl::Condition(&ready));
       if (last_task_seconds >= 0.0) {
-        mean_task_seconds_ +=
-            kMeanWeight * (last_task_seconds - mean_task_seconds_);
+        double& mean = lanes_[last_lane].mean_task_seconds;
+        mean += kMeanWeight * (last_task_seconds - mean);
       }
-      if (size_ == 0) return;  // Stopping and drained.
-      Item& item = ring_[head_];
+      if (QueuedLocked() == 0) return;  // Stopping and drained.
+      int lane = next_lane_;
+      if (lanes_[lane].size == 0) lane = 1 - lane;
+      next_lane_ = 1 - lane;
+      Queue& queue = lanes_[lane];
+      Item& item = queue.ring[queue.head];
       task = std::move(item.task);
-      head_ = (head_ + 1) % capacity_;
-      --size_;
+      queue.head = (queue.head + 1) % capacity_;
+      --queue.size;
+      last_lane = lane;
       if (observer_ != nullptr) {
-        observer_->TaskStarted(absl::Now() - item.enqueued, size_);
+        observer_->TaskStarted(absl::Now() - item.enqueued, QueuedLocked());
       }
     }
     const absl::Time start = absl::Now();

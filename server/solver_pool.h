@@ -38,6 +38,15 @@ class SolverPool {
   // Runs every queued task, then joins the workers.
   ~SolverPool();
 
+  // Which queue a task waits in. Workers take from the two in turn when
+  // both hold tasks, so however many stream frames are queued, a call waits
+  // for at most one of them per thread (and streams are never starved by
+  // calls). Within a lane, first in first out.
+  enum class Lane : int {
+    kCall = 0,    // Unary calls and batches.
+    kStream = 1,  // Stream frames: a stream queues one task at a time.
+  };
+
   // What Submit did with the tasks.
   enum class Admission {
     kQueued,
@@ -46,18 +55,21 @@ class SolverPool {
     kStopping,     // Shutdown has begun.
   };
 
-  // Queues all of `tasks` or none of them (refused: all untouched). Work
-  // that would wait longer than `max_wait` for a thread is refused at the
-  // door rather than left to time out in the queue.
-  Admission Submit(absl::Span<Task> tasks, absl::Duration max_wait);
+  // Queues all of `tasks` or none of them (refused: all untouched), in
+  // `lane`. Work that would wait longer than `max_wait` for a thread is
+  // refused at the door rather than left to time out in the queue.
+  Admission Submit(absl::Span<Task> tasks, absl::Duration max_wait,
+                   Lane lane = Lane::kCall);
   // Submit with no wait bound; true when queued.
   bool TrySubmit(Task& task);
   bool TrySubmitAll(absl::Span<Task> tasks);
 
-  // How long a task queued now would wait for a thread: the tasks queued
-  // ahead of it times the mean task's run time (a moving average over about
-  // the last 32 tasks), over the threads. Zero when the queue is empty.
-  absl::Duration EstimatedWait() const;
+  // How long a task queued now in `lane` would wait for a thread: the
+  // tasks taken before it (its lane's queued tasks, and as many of the
+  // other lane's, taken in turn) times their lane's mean run time (a moving
+  // average over about the last 32 tasks), over the threads. Zero when
+  // both queues are empty.
+  absl::Duration EstimatedWait(Lane lane = Lane::kCall) const;
   // Stops accepting, runs what is queued, joins the workers. Idempotent.
   void Shutdown();
 
@@ -69,18 +81,27 @@ class SolverPool {
     Task task;
     absl::Time enqueued;
   };
+  // A lane's queue: a ring of capacity_ slots.
+  struct Queue {
+    std::vector<Item> ring;
+    int head = 0;
+    int size = 0;
+    double mean_task_seconds = 0.0;
+  };
   void Work();
-  absl::Duration EstimatedWaitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration EstimatedWaitLocked(Lane lane) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int QueuedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return lanes_[0].size + lanes_[1].size;
+  }
 
   const int threads_;
-  const int capacity_;
+  const int capacity_;  // Both lanes' tasks together.
   Observer* const observer_;
   mutable absl::Mutex mu_;
-  std::vector<Item> ring_ ABSL_GUARDED_BY(mu_);  // capacity_ slots.
-  int head_ ABSL_GUARDED_BY(mu_) = 0;
-  int size_ ABSL_GUARDED_BY(mu_) = 0;
+  Queue lanes_[2] ABSL_GUARDED_BY(mu_);  // By Lane.
+  int next_lane_ ABSL_GUARDED_BY(mu_) = 0;  // Taken next when both wait.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  double mean_task_seconds_ ABSL_GUARDED_BY(mu_) = 0.0;
   std::vector<std::thread> workers_;
 };
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/client_context.h"
+#include "server/address.h"
 #include "server/log.h"
 #include "viewer/assets.h"
 
@@ -49,9 +51,23 @@ std::string CodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
+// Access-Control-Allow-Origin for a listed origin (Viewer::GrantedOrigin).
+void AddCorsGrant(mg_connection* conn) {
+  const char* origin = mg_get_header(conn, "Origin");
+  if (origin == nullptr) return;
+  const auto* viewer =
+      static_cast<const Viewer*>(mg_get_user_data(mg_get_context(conn)));
+  if (const std::string* granted = viewer->GrantedOrigin(origin)) {
+    mg_response_header_add(conn, "Access-Control-Allow-Origin",
+                           granted->c_str(), -1);
+    mg_response_header_add(conn, "Vary", "Origin", -1);
+  }
+}
+
 void Send(mg_connection* conn, int status, const char* content_type,
           const char* data, size_t size, bool body = true) {
   mg_response_header_start(conn, status);
+  AddCorsGrant(conn);
   mg_response_header_add(conn, "Content-Type", content_type, -1);
   mg_response_header_add(conn, "Content-Length", std::to_string(size).c_str(),
                          -1);
@@ -84,6 +100,12 @@ void SendError(mg_connection* conn, int status, absl::string_view code,
   SendJson(conn, status, json);
 }
 
+// An absl error as SendError does a gRPC one.
+void SendStatus(mg_connection* conn, const absl::Status& status) {
+  const auto code = static_cast<grpc::StatusCode>(status.code());
+  SendError(conn, HttpStatus(code), CodeName(code), status.message());
+}
+
 // The query parameter `name` of the request, or "".
 std::string QueryParam(const mg_request_info* info, const char* name) {
   if (info->query_string == nullptr) return "";
@@ -94,7 +116,94 @@ std::string QueryParam(const mg_request_info* info, const char* name) {
   return value;
 }
 
+// The host of a Host header ("localhost:9465", "[::1]:9465"): without its
+// port and brackets.
+absl::string_view HostHeaderHost(absl::string_view host) {
+  if (absl::StartsWith(host, "[")) {
+    const size_t end = host.find(']');
+    return end == absl::string_view::npos ? "" : host.substr(1, end - 1);
+  }
+  return host.substr(0, host.find(':'));
+}
+
+// What to quote of a header the client sent, in an error: its first bytes,
+// non-printable ones escaped.
+std::string Quote(absl::string_view text) {
+  return absl::CHexEscape(text.substr(0, 100));
+}
+
 }  // namespace
+
+absl::Status CheckHeaderValue(absl::string_view name, absl::string_view header) {
+  for (size_t i = 0; i < header.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(header[i]);
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": byte 0x", absl::Hex(c, absl::kZeroPad2), " at offset ", i,
+          " is not visible ASCII (tokens are ASCII; was something pasted "
+          "with it?)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+const std::string* Viewer::GrantedOrigin(absl::string_view origin) const {
+  for (const std::string& allowed : options_.allowed_origins) {
+    if (allowed == origin) return &allowed;
+  }
+  return nullptr;
+}
+
+std::string Viewer::RefusalOf(const mg_connection* conn) const {
+  const char* host = mg_get_header(conn, "Host");
+  if (loopback_ && host != nullptr &&
+      !IsLoopbackHost(HostHeaderHost(host))) {
+    return absl::StrCat(
+        "Host: '", Quote(host),
+        "' is not a loopback name, and this viewer listens on loopback only "
+        "(a page that rebound its own name to 127.0.0.1?): use "
+        "http://127.0.0.1:PORT/ or http://localhost:PORT/");
+  }
+  const char* origin = mg_get_header(conn, "Origin");
+  if (origin == nullptr) return "";
+  const absl::string_view o = origin;
+  // The page's own origin: this server, under the name the browser used.
+  if (host != nullptr &&
+      (o == absl::StrCat("http://", host) ||
+       o == absl::StrCat("https://", host))) {
+    return "";
+  }
+  if (GrantedOrigin(o) != nullptr) return "";
+  return absl::StrCat("Origin: '", Quote(o),
+                      "' may not call this server (only its own pages, and "
+                      "--http_allowed_origins)");
+}
+
+bool Viewer::Admit(mg_connection* conn) {
+  const std::string refusal = RefusalOf(conn);
+  if (!refusal.empty()) {
+    SendError(conn, 403, "PERMISSION_DENIED", refusal);
+    return false;
+  }
+  const mg_request_info* info = mg_get_request_info(conn);
+  if (absl::string_view(info->request_method) != "OPTIONS") return true;
+  // A preflight: granted (Send adds the origin) only to a listed origin.
+  const char* origin = mg_get_header(conn, "Origin");
+  if (origin == nullptr || GrantedOrigin(origin) == nullptr) {
+    SendError(conn, 405, "METHOD_NOT_ALLOWED",
+              "OPTIONS: no cross-origin access (--http_allowed_origins)");
+    return false;
+  }
+  mg_response_header_start(conn, 204);
+  AddCorsGrant(conn);
+  mg_response_header_add(conn, "Access-Control-Allow-Methods", "GET, POST", -1);
+  mg_response_header_add(conn, "Access-Control-Allow-Headers",
+                         "Authorization, Content-Type", -1);
+  mg_response_header_add(conn, "Access-Control-Max-Age", "600", -1);
+  mg_response_header_add(conn, "Content-Length", "0", -1);
+  mg_response_header_send(conn);
+  return false;
+}
 
 absl::StatusOr<std::unique_ptr<Viewer>> Viewer::Start(
     const ViewerOptions& options, std::shared_ptr<grpc::Channel> channel,
@@ -123,15 +232,32 @@ absl::StatusOr<std::unique_ptr<Viewer>> Viewer::Start(
   v->retarget_stub_ = v1::RetargetService::NewStub(v->channel_);
   v->streams_ = streams;
   v->auth_ = auth;
+  v->loopback_ = IsLoopbackAddress(options.listen_address);
 
   const std::string threads = std::to_string(options.threads);
+  const std::string timeout_ms =
+      std::to_string(std::max<int64_t>(1, absl::ToInt64Milliseconds(
+                                              options.request_timeout)));
+  // Pinged every third of the timeout; civetweb closes a WebSocket after
+  // six unanswered pings, so about twice the timeout at most.
+  const std::string ping_ms =
+      std::to_string(std::max<int64_t>(1, absl::ToInt64Milliseconds(
+                                              options.request_timeout / 3)));
   const char* civet_options[] = {
       "listening_ports", options.listen_address.c_str(),
       "num_threads", threads.c_str(),
       // A connection that sends nothing for this long is closed, so idle
-      // browsers cannot hold every worker.
-      "request_timeout_ms", "10000",
+      // sockets cannot hold the workers.
+      "request_timeout_ms", timeout_ms.c_str(),
       "enable_keep_alive", "no",
+      "websocket_timeout_ms", ping_ms.c_str(),
+      "enable_websocket_ping_pong", "yes",
+      // civetweb grants every origin by default (Access-Control-Allow-Origin
+      // *, preflights answered with whatever they ask): none here; Admit
+      // grants --http_allowed_origins itself.
+      "access_control_allow_origin", "",
+      "access_control_allow_methods", "",
+      "access_control_allow_headers", "",
       nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = [](const mg_connection*, const char* message) {
@@ -162,17 +288,32 @@ Viewer::~Viewer() {
   if (context_ != nullptr) mg_stop(context_);
 }
 
-absl::StatusOr<Caller> Viewer::CallerOf(const mg_connection* conn) const {
+absl::StatusOr<std::string> Viewer::AuthorizationOf(
+    const mg_connection* conn) {
   const mg_request_info* info = mg_get_request_info(conn);
   std::string authorization;
   if (const char* header = mg_get_header(conn, "Authorization")) {
     authorization = header;
+    if (absl::Status ok = CheckHeaderValue("Authorization", authorization);
+        !ok.ok()) {
+      return ok;
+    }
   } else if (const std::string token = QueryParam(info, "access_token");
              !token.empty()) {
+    if (absl::Status ok = CheckHeaderValue("access_token", token); !ok.ok()) {
+      return ok;
+    }
     authorization = absl::StrCat("Bearer ", token);
   }
+  return authorization;
+}
+
+absl::StatusOr<Caller> Viewer::CallerOf(const mg_connection* conn) const {
+  const mg_request_info* info = mg_get_request_info(conn);
+  absl::StatusOr<std::string> authorization = AuthorizationOf(conn);
+  if (!authorization.ok()) return authorization.status();
   absl::StatusOr<Caller> caller = auth_->Authenticate(
-      authorization,
+      *authorization,
       absl::StrCat("ipv4:", info->remote_addr, ":", info->remote_port));
   if (caller.ok() && !caller->role.has_value()) {
     return absl::PermissionDeniedError(absl::StrCat(
@@ -188,10 +329,7 @@ bool Viewer::MayWatch(const Caller& caller, const std::string& owner) {
 void Viewer::ListStreams(mg_connection* conn) {
   const absl::StatusOr<Caller> caller = CallerOf(conn);
   if (!caller.ok()) {
-    const bool denied = caller.status().code() == absl::StatusCode::kPermissionDenied;
-    SendError(conn, denied ? 403 : 401,
-              denied ? "PERMISSION_DENIED" : "UNAUTHENTICATED",
-              caller.status().message());
+    SendStatus(conn, caller.status());
     return;
   }
   google::protobuf::Struct out;
@@ -227,6 +365,12 @@ int Viewer::OnWatchConnect(const mg_connection* conn, void* self) {
   auto watcher = std::make_unique<Watcher>();
   // Refusals are told in the socket (a browser shows a refused handshake
   // only as "failed"): the first message is {"error": ...}, then it closes.
+  // A page on another origin may not watch: refused before the handshake
+  // (the page is not ours, so it gets no message).
+  if (const std::string refusal = v->RefusalOf(conn); !refusal.empty()) {
+    LogLimited("I", absl::StrCat("viewer: /api/watch refused: ", refusal));
+    return 1;
+  }
   const absl::StatusOr<Caller> caller = v->CallerOf(conn);
   const std::string id = QueryParam(mg_get_request_info(conn), "stream");
   int64_t stream_id = 0;
@@ -239,6 +383,7 @@ int Viewer::OnWatchConnect(const mg_connection* conn, void* self) {
     watcher->error = absl::StrCat("stream: no open stream '", id.substr(0, 40),
                                   "' that this caller may watch");
   } else {
+    watcher->caller = *caller;
     absl::MutexLock lock(&v->mu_);
     if (v->accepted_ >= v->options_.max_watchers) {
       watcher->stream = nullptr;
@@ -303,6 +448,17 @@ void Viewer::Pump() {
     absl::MutexLock lock(&mu_);
     for (Watcher* w : watchers_) {
       if (w->ended_sent) continue;
+      if (!auth_->Admits(w->caller)) {
+        // Revoked: the watch ends now, not when the stream does.
+        const std::string json = absl::StrCat(
+            "{\"stream\":", w->stream->id(),
+            ",\"error\":\"the token was revoked\",\"ended\":true}");
+        mg_websocket_write(w->conn, MG_WEBSOCKET_OPCODE_TEXT, json.data(),
+                           json.size());
+        mg_websocket_write(w->conn, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE, "", 0);
+        w->ended_sent = true;
+        continue;
+      }
       if (w->stream->Latest(w->sent_version, &frame)) {
         w->sent_version = frame.version;
         const std::string json = StreamFrameJson(w->stream->id(), frame);
@@ -322,6 +478,7 @@ void Viewer::Pump() {
 
 int Viewer::Handle(mg_connection* conn, void* self) {
   const mg_request_info* info = mg_get_request_info(conn);
+  if (!static_cast<Viewer*>(self)->Admit(conn)) return 403;
   if (absl::StartsWith(info->local_uri, "/api/")) {
     static_cast<Viewer*>(self)->Api(conn);
     return 1;
@@ -349,11 +506,30 @@ void Viewer::Api(mg_connection* conn) {
   const absl::string_view method = info->request_method;
   const absl::string_view uri = info->local_uri;
 
+  // The token first, before anything else of the request is read: gRPC
+  // would assert on metadata that is not visible ASCII, and a body is not
+  // worth reading for a caller the server will refuse.
+  const absl::StatusOr<std::string> authorization = AuthorizationOf(conn);
+  if (!authorization.ok()) {
+    SendStatus(conn, authorization.status());
+    return;
+  }
+  if (auth_->enabled()) {
+    const absl::StatusOr<Caller> caller = auth_->Authenticate(
+        *authorization,
+        absl::StrCat("ipv4:", info->remote_addr, ":", info->remote_port));
+    const absl::Status allowed =
+        caller.ok() ? Authorize(*caller, Role::kSolve, uri) : caller.status();
+    if (!allowed.ok()) {
+      SendStatus(conn, allowed);
+      return;
+    }
+  }
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        absl::ToChronoNanoseconds(options_.call_timeout));
-  if (const char* authorization = mg_get_header(conn, "Authorization")) {
-    context.AddMetadata("authorization", authorization);
+  if (!authorization->empty()) {
+    context.AddMetadata("authorization", *authorization);
   }
   pbutil::JsonPrintOptions print;
   print.always_print_primitive_fields = true;

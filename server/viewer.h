@@ -31,13 +31,26 @@
 //
 // Bodies are the messages' proto3 JSON mapping (lowerCamelCase names).
 // The page sends the user's token as `Authorization: Bearer TOKEN`, which
-// the gateway passes on as the call's metadata. An error answers the HTTP
-// status closest to the gRPC code with {"code": "INVALID_ARGUMENT",
+// the gateway checks (visible ASCII only: anything else is a 400 naming the
+// header, never passed to gRPC) and passes on as the call's metadata; the
+// token is checked before a request's body is read. An error answers the
+// HTTP status closest to the gRPC code with {"code": "INVALID_ARGUMENT",
 // "message": "..."}. Static files need no token: they hold no data.
+//
+// Browsers: no cross-origin grants unless `allowed_origins` lists the
+// origin (then preflights are answered and responses carry
+// Access-Control-Allow-Origin for it). A request whose Origin header is
+// neither this server's own (the Host it was sent to) nor listed is refused
+// (403), WebSockets included, so a page elsewhere cannot watch a stream.
+// On a loopback listen address a Host header must name a loopback host
+// (localhost, 127.x.y.z, [::1]), so a DNS-rebinding page cannot reach the
+// API through a name of its own.
 //
 // civetweb (Debian's libcivetweb, which prometheus-cpp's endpoint already
 // uses) serves HTTP; each request holds one of `threads` workers while it
-// runs.
+// runs, and a connection that sends nothing for `request_timeout` (or a
+// WebSocket that answers none of its pings) is closed, so idle sockets are
+// shed within a few seconds.
 #ifndef REACH_SERVER_VIEWER_H_
 #define REACH_SERVER_VIEWER_H_
 
@@ -46,7 +59,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -63,7 +78,9 @@ namespace reach {
 
 struct ViewerOptions {
   std::string listen_address;  // host:port; port 0 picks a free port.
-  int threads = 16;            // Requests served at once.
+  // Requests served at once; an idle connection holds one until
+  // request_timeout closes it.
+  int threads = 128;
   // Largest request body (a Solve in JSON) the gateway reads.
   int max_body_bytes = 4 * 1024 * 1024;
   // Deadline of each gateway call.
@@ -72,7 +89,17 @@ struct ViewerOptions {
   int max_watchers = 8;
   // Frames sent to each watcher per second, at most.
   int watch_fps = 60;
+  // Origins ("https://tool.example:8443") granted cross-origin access
+  // (CORS); empty: none.
+  std::vector<std::string> allowed_origins;
+  // A connection silent this long is closed; a WebSocket is pinged every
+  // third of it and closed when none of the pings is answered.
+  absl::Duration request_timeout = absl::Seconds(5);
 };
+
+// Whether `header` (an Authorization value) may become gRPC metadata:
+// visible ASCII and spaces only. Otherwise InvalidArgument naming it.
+absl::Status CheckHeaderValue(absl::string_view name, absl::string_view header);
 
 class Viewer {
  public:
@@ -86,13 +113,24 @@ class Viewer {
 
   int port() const { return port_; }
 
+  // The origin to grant in Access-Control-Allow-Origin for a request with
+  // Origin `origin`, or null when it is not in allowed_origins.
+  const std::string* GrantedOrigin(absl::string_view origin) const;
+
  private:
   Viewer() = default;
   static int Handle(mg_connection* conn, void* self);
+  // Checks Host and Origin (class comment); answers a refusal (or a
+  // preflight) itself and returns false when the request goes no further.
+  bool Admit(mg_connection* conn);
+  // The same checks for a WebSocket handshake: the refusal, or "".
+  std::string RefusalOf(const mg_connection* conn) const;
   void Api(mg_connection* conn);
   void ListStreams(mg_connection* conn);
-  // The caller of an HTTP request: its Authorization header, else
-  // `access_token` in the query.
+  // The Authorization of an HTTP request: its header, else "Bearer " and
+  // `access_token` from the query; InvalidArgument when not visible ASCII.
+  static absl::StatusOr<std::string> AuthorizationOf(const mg_connection* conn);
+  // The caller of an HTTP request (AuthorizationOf).
   absl::StatusOr<Caller> CallerOf(const mg_connection* conn) const;
   // Whether `caller` may see a stream `owner` opened.
   static bool MayWatch(const Caller& caller, const std::string& owner);
@@ -104,6 +142,7 @@ class Viewer {
     uint64_t sent_version = 0;
     bool ended_sent = false;
     std::string error;  // Why the watch was refused; then nothing else.
+    Caller caller;      // Checked again while the watch lasts.
   };
   static int OnWatchConnect(const mg_connection* conn, void* self);
   static void OnWatchReady(mg_connection* conn, void* self);
@@ -121,6 +160,7 @@ class Viewer {
   const TokenAuth* auth_ = nullptr;
   mg_context* context_ = nullptr;
   int port_ = 0;
+  bool loopback_ = false;  // Listening on a loopback address only.
 
   absl::Mutex mu_;
   std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);  // Ready ones.

@@ -695,3 +695,59 @@ TEST_F(HardeningTest, ABatchWhoseDeadlinePassesWhileUploadingIsCountedSo) {
 
 }  // namespace
 }  // namespace reach
+
+namespace reach {
+namespace {
+
+// Issue 39, 4: a stream's task solved up to 16 frames back to back, so two
+// streams of heavy frames held the threads for seconds and every other
+// client's Solve waited past --max_queue_wait and was refused. A stream
+// now yields its thread between frames whenever other work waits.
+TEST_F(HardeningTest, StreamsYieldTheirThreadBetweenFramesToOtherCalls) {
+  ServerOptions options = OneThread();
+  options.service.max_solve = absl::Milliseconds(150);
+  Start(options);
+  const std::string humanoid = MustRegister(
+      *server_->stub, ToWire(testing::HumanoidDef(), "humanoid"));
+  using Stream = grpc::ClientReaderWriter<v1::SolveRequest, v1::SolveResponse>;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int s = 0; s < 2; ++s) {
+    contexts.push_back(Context(60));
+    streams.push_back(server_->stub->SolveStream(contexts.back().get()));
+    // 16 heavy frames each: 2.4 s of solving per stream.
+    for (int f = 0; f < 16; ++f) {
+      v1::SolveRequest frame = ExpensiveRequest(id_);
+      frame.set_sequence(f + 1);
+      ASSERT_TRUE(streams.back()->Write(frame));
+    }
+  }
+  v1::SolveResponse answer;
+  ASSERT_TRUE(streams[0]->Read(&answer));  // The streams are solving.
+  // Cheap calls from another client meanwhile: each waits for at most the
+  // frame in progress (150 ms), far below --max_queue_wait (1 s).
+  for (int i = 0; i < 3; ++i) {
+    v1::SolveRequest request;
+    request.set_skeleton_id(humanoid);
+    *request.add_goals() =
+        MakeGoal("l_arm", Eigen::Vector3d(0.3, 1.1, 0.25));
+    v1::SolveResponse response;
+    const grpc::Status status =
+        server_->stub->Solve(Context(10).get(), request, &response);
+    EXPECT_TRUE(status.ok()) << i << ": " << status.error_message();
+  }
+  // The streams were not refused either: every frame is answered.
+  for (auto& stream : streams) {
+    stream->WritesDone();
+    int answered = stream.get() == streams[0].get() ? 1 : 0;
+    while (stream->Read(&answer)) {
+      EXPECT_FALSE(answer.has_error()) << answer.error().message();
+      ++answered;
+    }
+    EXPECT_EQ(answered, 16);
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+}
+
+}  // namespace
+}  // namespace reach

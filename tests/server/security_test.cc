@@ -23,6 +23,7 @@
 #include "reach/v1/ik_service.grpc.pb.h"
 #include "reach/v1/retarget.grpc.pb.h"
 #include "server/auth.h"
+#include "server/ik_service.h"
 #include "server/server.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/testing/models.h"
@@ -39,6 +40,7 @@ using ::reach::testing::MakeGoal;
 using ::reach::testing::TestServerOptions;
 using ::reach::testing::ToWire;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using ::reach::testing::Pki;
 using ::reach::testing::ReadFile;
@@ -243,6 +245,12 @@ TEST(LoopbackAddressTest, KnowsLoopbackFromTheRest) {
   EXPECT_FALSE(IsLoopbackAddress(":50051"));
   EXPECT_FALSE(IsLoopbackAddress("10.0.0.5:50051"));
   EXPECT_FALSE(IsLoopbackAddress("reach.example.com:443"));
+  // A name is not an address: 127.attacker.example resolves anywhere.
+  EXPECT_FALSE(IsLoopbackAddress("127.attacker.example:9465"));
+  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1.nip.io:9465"));
+  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1:1,0.0.0.0:2"));
+  EXPECT_FALSE(IsLoopbackAddress("::1:50051"));  // Unbracketed: ambiguous.
+  EXPECT_TRUE(IsLoopbackAddress("127.255.0.9:1"));
 }
 
 // --- Tokens ---------------------------------------------------------------
@@ -562,11 +570,14 @@ TEST_F(TokenTest, TheTokenFileIsReadAgainWhenItChangesAndOnReload) {
   EXPECT_EQ(Solve("t-solve", id).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);  // Revoked.
 
-  // A broken file keeps the tokens in use.
+  // A broken file admits no one (issue 39: keeping the tokens in use kept
+  // the very token an edit meant to revoke), and says why.
   WriteFile(dir_ / "tokens", "ops not-a-digest admin\n");
   EXPECT_FALSE(server_->ReloadAuth().ok());
-  absl::SleepFor(absl::Milliseconds(600));
-  EXPECT_TRUE(Solve("t-new", id).ok());
+  const grpc::Status closed = Solve("t-new", id);
+  EXPECT_EQ(closed.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(closed.error_message(), HasSubstr("token file does not load"));
+  EXPECT_THAT(server_->auth().load_error(), HasSubstr("tokens:1"));
 
   // ReloadAuth (what SIGHUP calls) reads it at once.
   WriteFile(dir_ / "tokens", TokenLine("ops", "t-admin", "admin") +
@@ -575,6 +586,137 @@ TEST_F(TokenTest, TheTokenFileIsReadAgainWhenItChangesAndOnReload) {
   EXPECT_TRUE(Solve("t-newer", id).ok());
   EXPECT_EQ(Solve("t-new", id).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// Issue 39, 8: a malformed line anywhere, a file without token lines, or
+// the file deleted kept every previous token, the revoked one included.
+TEST_F(TokenTest, ATokenFileThatDoesNotLoadAdmitsNoOneUntilFixed) {
+  StartWithStub(AuthOptions());
+  std::string id;
+  ASSERT_TRUE(Register("t-admin", "leg", &id).ok());
+  const std::string good = ReadFile(dir_ / "tokens");
+  const auto await_code = [&](grpc::StatusCode code) {
+    const absl::Time start = absl::Now();
+    while (Solve("t-solve", id).error_code() != code &&
+           absl::Now() - start < absl::Seconds(10)) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return Solve("t-solve", id).error_code() == code;
+  };
+  int64_t failures = server_->auth().failures();
+  for (const std::string& broken :
+       {good + "oops\n", std::string("# only comments\n\n"),
+        std::string("")}) {
+    if (broken.empty()) {
+      std::filesystem::remove(dir_ / "tokens");
+    } else {
+      WriteFile(dir_ / "tokens", broken);
+    }
+    EXPECT_TRUE(await_code(grpc::StatusCode::UNAUTHENTICATED))
+        << "still admitted with " << (broken.empty() ? "no file" : broken);
+    EXPECT_EQ(Solve("t-admin", id).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_FALSE(server_->auth().load_error().empty());
+    EXPECT_GT(server_->auth().failures(), failures);
+    failures = server_->auth().failures();
+    WriteFile(dir_ / "tokens", good);
+    EXPECT_TRUE(await_code(grpc::StatusCode::OK));
+    EXPECT_EQ(server_->auth().load_error(), "");
+  }
+}
+
+// Issue 39, 8: open streams survived revocation indefinitely.
+TEST_F(TokenTest, RevocationEndsThatTokensOpenStreams) {
+  StartWithStub(AuthOptions());
+  std::string id;
+  ASSERT_TRUE(Register("t-admin", "leg", &id).ok());
+  std::unique_ptr<grpc::ClientContext> revoked_context = As("t-solve");
+  std::unique_ptr<grpc::ClientContext> kept_context = As("t-register-b");
+  auto revoked = stub_->SolveStream(revoked_context.get());
+  auto kept = stub_->SolveStream(kept_context.get());
+  v1::SolveResponse response;
+  for (auto* stream : {revoked.get(), kept.get()}) {
+    ASSERT_TRUE(stream->Write(SolveRequest(id)));
+    ASSERT_TRUE(stream->Read(&response));
+  }
+  // game's line goes; the stream ends within a reload interval (200 ms),
+  // without another frame.
+  WriteFile(dir_ / "tokens", TokenLine("tool-b", "t-register-b", "solve,register") +
+                                 TokenLine("ops", "t-admin", "admin"));
+  const absl::Time changed = absl::Now();
+  EXPECT_FALSE(revoked->Read(&response));
+  const grpc::Status ended = revoked->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(ended.error_message(), HasSubstr("token 'game'"));
+  EXPECT_LT(absl::Now() - changed, absl::Seconds(10));
+  // Another token's stream carries on.
+  ASSERT_TRUE(kept->Write(SolveRequest(id)));
+  ASSERT_TRUE(kept->Read(&response));
+  kept->WritesDone();
+  EXPECT_TRUE(kept->Finish().ok());
+}
+
+// Issue 39, 9: retarget profiles had no per-token quota (one register
+// token made all 256 in under a second).
+TEST_F(TokenTest, RetargetProfilesHaveAPerTokenQuota) {
+  ServerOptions options = AuthOptions();
+  options.quota_retarget_profiles = 2;
+  StartWithStub(options);
+  auto retarget = v1::RetargetService::NewStub(PlainChannel());
+  absl::StatusOr<SkeletonDef> humanoid =
+      testing::LoadSkeletonJson(testing::ExamplePath("humanoid.skeleton.json"));
+  ASSERT_TRUE(humanoid.ok()) << humanoid.status();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    v1::RegisterSkeletonRequest request;
+    *request.mutable_skeleton() =
+        ToWire(*humanoid, absl::StrCat("humanoid ", i));
+    v1::RegisterSkeletonResponse response;
+    ASSERT_TRUE(
+        stub_->RegisterSkeleton(As("t-admin").get(), request, &response).ok());
+    ids.push_back(response.skeleton_id());
+  }
+  const auto make = [&](const std::string& token, int target) {
+    v1::CreateRetargetProfileRequest create;
+    create.mutable_spec()->mutable_source()->set_skeleton_id(ids[0]);
+    create.mutable_spec()->mutable_target()->set_skeleton_id(ids[target]);
+    v1::CreateRetargetProfileResponse response;
+    return retarget->CreateRetargetProfile(As(token).get(), create, &response);
+  };
+  ASSERT_TRUE(make("t-register-a", 1).ok());
+  ASSERT_TRUE(make("t-register-a", 2).ok());
+  const grpc::Status over = make("t-register-a", 3);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(over.error_message(), HasSubstr("--quota_retarget_profiles"));
+  EXPECT_THAT(over.error_message(), HasSubstr("'tool-a'"));
+  // Others have room; owning one another made is free.
+  EXPECT_TRUE(make("t-register-b", 3).ok());
+  EXPECT_TRUE(make("t-register-a", 1).ok());
+}
+
+TEST_F(TokenTest, QuotasAreAShareThatLeavesRoomForOthers) {
+  ServerOptions options = AuthOptions();
+  options.max_registry_bytes = 64 << 20;  // The shipped k8s flags.
+  options.quota_registry_bytes = 64 << 20;
+  options.max_retarget_profiles = 256;
+  options.quota_retarget_profiles = 256;
+  StartWithStub(options);
+  EXPECT_EQ(server_->options().quota_registry_bytes, 16 << 20);
+  EXPECT_EQ(server_->options().quota_retarget_profiles, 64);
+  // The defaults leave room for three others.
+  EXPECT_LE(ServerOptions().quota_registry_bytes * 4,
+            ServerOptions().max_registry_bytes);
+}
+
+// Issue 39, 9: without auth any peer deleted any other's skeletons.
+TEST(DeletingOwnerTest, WithoutAuthAPeerDeletesOnlyWhatItRegistered) {
+  Caller peer{"peer:127.0.0.2", Role::kAdmin, false, true, {}};
+  EXPECT_EQ(DeletingOwner(peer, false), "peer:127.0.0.2");
+  EXPECT_EQ(DeletingOwner(peer, true), "");  // --insecure.
+  Caller admin{"ops", Role::kAdmin, true, false, {}};
+  EXPECT_EQ(DeletingOwner(admin, false), "");
+  Caller tool{"tool", Role::kRegister, true, false, {}};
+  EXPECT_EQ(DeletingOwner(tool, true), "tool");
 }
 
 TEST_F(TokenTest, QuotasBoundWhatEachTokenRegisters) {
@@ -665,7 +807,9 @@ TEST_F(TokenTest, MetricsNeedATokenWithTheMetricsRole) {
   EXPECT_EQ(MetricsStatus(port, "game:t-solve"), 401);   // No metrics role.
   EXPECT_EQ(MetricsStatus(port, "ops:t-metrics"), 401);  // Not its name.
   EXPECT_EQ(MetricsStatus(port, "scraper:t-metrics"), 200);
-  EXPECT_EQ(MetricsStatus(port, "ops:t-admin"), 200);
+  // An admin token may delete everything: it has no place in a scraper's
+  // configuration, so it does not open /metrics.
+  EXPECT_EQ(MetricsStatus(port, "ops:t-admin"), 401);
 }
 
 TEST(TokenFileTest, ParsesNamesDigestsAndRolesAndNamesTheBadLine) {
@@ -685,7 +829,10 @@ TEST(TokenFileTest, ParsesNamesDigestsAndRolesAndNamesTheBadLine) {
   const auto error = [](const std::string& text) {
     return std::string(ParseTokenFile(text, "f").status().message());
   };
-  EXPECT_THAT(error("a secret solve\n"), HasSubstr("f:1: 'secret' is not a SHA-256"));
+  // A token pasted in place of its hash is not echoed into the log.
+  EXPECT_THAT(error("a secret solve\n"),
+              HasSubstr("f:1: the second field (6 characters) is not a SHA-256"));
+  EXPECT_THAT(error("a secret solve\n"), Not(HasSubstr("secret")));
   EXPECT_THAT(error("\na " + digest + "\n"), HasSubstr("f:2: expected 3 fields"));
   EXPECT_THAT(error("a " + digest + " solve\na " + Sha256Hex("x") + " solve\n"),
               HasSubstr("f:2: name 'a' is used twice"));
@@ -697,6 +844,67 @@ TEST(PeerOwnerTest, DropsThePort) {
   EXPECT_EQ(PeerOwner("ipv4:127.0.0.1:5000"), "peer:127.0.0.1");
   EXPECT_EQ(PeerOwner("ipv6:[::1]:5000"), "peer:[::1]");
   EXPECT_EQ(PeerOwner("unix:/tmp/s"), "peer:/tmp/s");
+}
+
+}  // namespace
+}  // namespace reach
+
+namespace reach {
+namespace {
+
+// Issue 39, 7: two servers on one --data_dir crashed ("duplicate column
+// name: owners") or stamped the same version on different skeletons.
+TEST(DataDirTest, OneServerPerDataDirectory) {
+  const std::filesystem::path dir = TempDir("data-dir-lock");
+  ServerOptions options = TestServerOptions();
+  options.in_memory_store = false;
+  options.data_dir = (dir / "data").string();
+  absl::StatusOr<std::unique_ptr<ReachServer>> first =
+      ReachServer::Start(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::unique_ptr<ReachServer>> second =
+      ReachServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("is in use by another reach-server"));
+  first->reset();  // Its lock goes with it.
+  second = ReachServer::Start(options);
+  EXPECT_TRUE(second.ok()) << second.status();
+}
+
+// Issue 39, 7: gRPC's SO_REUSEPORT let a second server start silently on
+// the same port and take half the connections.
+TEST(ListenTest, ASecondServerOnTheSamePortIsRefused) {
+  absl::StatusOr<std::unique_ptr<ReachServer>> first =
+      ReachServer::Start(TestServerOptions());
+  ASSERT_TRUE(first.ok()) << first.status();
+  ServerOptions options = TestServerOptions();
+  options.listen_address = absl::StrCat("127.0.0.1:", (*first)->port());
+  absl::StatusOr<std::unique_ptr<ReachServer>> second =
+      ReachServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("--listen"));
+}
+
+// Issue 39, 10: TLS without tokens or a client CA on 0.0.0.0 let any TLS
+// client delete everything.
+TEST(ListenTest, TlsOnANetworkAddressNeedsTokensOrClientCertificates) {
+  const std::filesystem::path dir = TempDir("tls-no-auth");
+  Pki pki{dir};
+  pki.MakeCa("ca");
+  pki.MakeLeaf("server", "ca", "serverAuth");
+  ServerOptions options = TestServerOptions();
+  options.listen_address = "0.0.0.0:0";
+  options.tls_cert = pki.PemPath("server");
+  options.tls_key = pki.KeyPath("server");
+  absl::StatusOr<std::unique_ptr<ReachServer>> server =
+      ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("neither --auth_tokens_file nor --tls_client_ca"));
+  options.tls_client_ca = pki.PemPath("ca");
+  server = ReachServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
 }
 
 }  // namespace
