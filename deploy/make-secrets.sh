@@ -35,6 +35,10 @@ for spec in admin:admin client:register prometheus:metrics; do
     --out "$dir/$name.token" >/dev/null
   echo "make-secrets: token $name (${spec#*:}) in $dir/$name.token"
 done
+# Prometheus reads its password file as another user inside its container
+# (a bind mount keeps the mode); it may read /metrics only, and DIR itself
+# is the owner's alone.
+chmod 644 "$dir/prometheus.token"
 if [ ! -s "$dir/grafana-admin-password" ]; then
   (umask 022; openssl rand -base64 24 | tr -d '\n' >"$dir/grafana-admin-password")
   echo "make-secrets: Grafana admin password in $dir/grafana-admin-password"

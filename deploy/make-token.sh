@@ -12,7 +12,8 @@
 #            it again rotates the token; a running server picks the file up
 #            within --auth_reload_interval, or at once on SIGHUP
 #   --out    also write the token itself to FILE (e.g. for Prometheus'
-#            password_file); default: DIR/NAME.token beside --tokens
+#            password_file), mode 0600; default: DIR/NAME.token beside
+#            --tokens
 #
 # Prints the token (the only place it appears besides --out). The token file
 # holds its SHA-256 only.
@@ -37,7 +38,9 @@ if ! [[ "$roles" =~ ^(solve|register|admin|metrics)(,(solve|register|admin|metri
 fi
 [ -n "$tokens" ] || tokens="$(dirname "$0")/secrets/tokens"
 [ -n "$out" ] || out="$(dirname "$tokens")/$name.token"
-mkdir -p "$(dirname "$tokens")"
+# A directory made here is the owner's alone (it may hold raw tokens).
+[ -d "$(dirname "$tokens")" ] || mkdir -p -m 700 "$(dirname "$tokens")"
+[ -d "$(dirname "$out")" ] || mkdir -p -m 700 "$(dirname "$out")"
 
 token=$(openssl rand -hex 32)
 digest=$(printf '%s' "$token" | openssl dgst -sha256 -r | cut -d' ' -f1)
@@ -51,5 +54,7 @@ fi
 printf '%s %s %s\n' "$name" "$digest" "$roles" >>"$tmp"
 chmod 644 "$tmp"
 mv "$tmp" "$tokens"
-(umask 022; printf '%s' "$token" >"$out")
+# The token itself: readable by its owner only.
+rm -f "$out"
+(umask 077; printf '%s' "$token" >"$out")
 echo "$token"

@@ -11,7 +11,8 @@ namespace {
 using grpc::health::v1::HealthCheckResponse;
 
 bool Known(const std::string& service) {
-  return service.empty() || service == "reach.v1.IkService";
+  return service.empty() || service == "reach.v1.IkService" ||
+         service == "reach.v1.RetargetService";
 }
 
 }  // namespace
@@ -159,7 +160,8 @@ grpc::ServerUnaryReactor* HealthService::Check(
         grpc::Status(grpc::StatusCode::NOT_FOUND,
                      absl::StrCat("service: unknown service '",
                                   ClientString(request->service()),
-                                  "'; known: '' and 'reach.v1.IkService'")));
+                                  "'; known: '', 'reach.v1.IkService' and "
+                                  "'reach.v1.RetargetService'")));
     return reactor;
   }
   response->set_status(status);

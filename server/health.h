@@ -2,8 +2,8 @@
 // health service (which knows only the empty service name and whose open
 // Watch calls hold a server's shutdown for its whole grace).
 //
-// Known service names: "" (the whole server) and "reach.v1.IkService";
-// both follow SetServing. Check of another name is NOT_FOUND; Watch of one
+// Known service names: "" (the whole server), "reach.v1.IkService" and
+// "reach.v1.RetargetService"; all follow SetServing. Check of another name is NOT_FOUND; Watch of one
 // answers SERVICE_UNKNOWN and stays open, as the protocol says. Shutdown()
 // turns every name NOT_SERVING for good, sends that to every open Watch and
 // then ends it with UNAVAILABLE, so a Watch never delays the server's exit.

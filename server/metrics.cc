@@ -351,6 +351,35 @@ Metrics::Metrics()
                    .Help("Retarget profiles held.")
                    .Register(*registry_)
                    .Add({});
+  auth_tokens_ = &prometheus::BuildGauge()
+                      .Name("reach_auth_tokens")
+                      .Help("Tokens --auth_tokens_file admits (0 while it "
+                            "does not load).")
+                      .Register(*registry_)
+                      .Add({});
+  auth_file_loaded_ = &prometheus::BuildGauge()
+                           .Name("reach_auth_file_loaded")
+                           .Help("1 when --auth_tokens_file's last load "
+                                 "succeeded (or auth is off), 0 while no "
+                                 "token is admitted because it failed.")
+                           .Register(*registry_)
+                           .Add({});
+  auth_file_loaded_->Set(1);
+  auth_reload_failures_ =
+      &prometheus::BuildCounter()
+           .Name("reach_auth_reload_failures_total")
+           .Help("Loads of --auth_tokens_file that failed (a bad line, no "
+                 "tokens, the file gone).")
+           .Register(*registry_)
+           .Add({});
+}
+
+void Metrics::SetAuth(int tokens, bool loaded, int64_t failures) {
+  auth_tokens_->Set(tokens);
+  auth_file_loaded_->Set(loaded ? 1 : 0);
+  const double more =
+      static_cast<double>(failures) - auth_reload_failures_->Value();
+  if (more > 0) auth_reload_failures_->Increment(more);
 }
 
 void Metrics::RetargetFrame(absl::Duration took, bool reached) {

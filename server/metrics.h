@@ -101,6 +101,9 @@ class Metrics : public SolverPool::Observer {
   void SetRetargetProfiles(int n);
   void SetActiveStreams(int n);
   void SetSkeletons(int n);
+  // The token file's state (TokenAuth): tokens admitted, whether the last
+  // load succeeded, and the failed loads so far.
+  void SetAuth(int tokens, bool loaded, int64_t failures);
   // The solver queue's bound (--queue_capacity), for saturation alerts.
   void SetQueueCapacity(int n);
 
@@ -136,6 +139,9 @@ class Metrics : public SolverPool::Observer {
   prometheus::Gauge* queue_capacity_;
   prometheus::Gauge* active_streams_;
   prometheus::Gauge* skeletons_;
+  prometheus::Gauge* auth_tokens_;
+  prometheus::Gauge* auth_file_loaded_;
+  prometheus::Counter* auth_reload_failures_;
   prometheus::Counter* frames_skipped_;
   prometheus::Counter* retarget_reached_;
   prometheus::Counter* retarget_unreached_;

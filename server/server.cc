@@ -5,9 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -21,11 +18,10 @@
 #include "grpcpp/ext/health_check_service_server_builder_option.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/security/tls_certificate_provider.h"
-#include "grpcpp/security/tls_credentials_options.h"
 #include "prometheus/exposer.h"
 #include "server/call_interceptor.h"
 #include "server/skeleton_store.h"
+#include "server/tls_files.h"
 
 namespace reach {
 namespace {
@@ -73,58 +69,12 @@ constexpr int kMetricsRequestTimeoutMs = 2000;
 // A caller's quota may be at most 1/kQuotaShare of the server's bound.
 constexpr int kQuotaShare = 4;
 
-// Reads the first PEM object of `path` with `read` (PEM_read_X509, ...);
-// an error names the flag.
-template <typename T, typename Read>
-absl::StatusOr<T*> ReadPem(const std::string& path, const char* flag,
-                           const char* what, Read read) {
-  std::FILE* file = std::fopen(path.c_str(), "r");
-  if (file == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, "=", path, ": ", std::strerror(errno)));
-  }
-  T* object = read(file, nullptr, nullptr, nullptr);
-  std::fclose(file);
-  if (object == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, "=", path, ": no PEM ", what, " in it"));
-  }
-  return object;
-}
-
-// Checks the TLS files at start, so a wrong path or a key that does not
-// match the certificate is an error now rather than failed handshakes
-// later (gRPC's file watcher only logs).
-absl::Status CheckTlsFiles(const ServerOptions& o) {
-  absl::StatusOr<X509*> cert =
-      ReadPem<X509>(o.tls_cert, "--tls_cert", "certificate", PEM_read_X509);
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<EVP_PKEY*> key = ReadPem<EVP_PKEY>(
-      o.tls_key, "--tls_key", "private key", PEM_read_PrivateKey);
-  if (!key.ok()) {
-    X509_free(*cert);
-    return key.status();
-  }
-  const bool match = X509_check_private_key(*cert, *key) == 1;
-  X509_free(*cert);
-  EVP_PKEY_free(*key);
-  if (!match) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tls_key=", o.tls_key, " is not the key of --tls_cert=", o.tls_cert));
-  }
-  if (!o.tls_client_ca.empty()) {
-    absl::StatusOr<X509*> ca = ReadPem<X509>(
-        o.tls_client_ca, "--tls_client_ca", "certificate", PEM_read_X509);
-    if (!ca.ok()) return ca.status();
-    X509_free(*ca);
-  }
-  return absl::OkStatus();
-}
-
-// TLS (mTLS with a client CA) from files gRPC re-reads every
-// tls_reload_interval; plaintext only on loopback unless --insecure.
+// TLS (mTLS with a client CA) from files checked every
+// tls_reload_interval (TlsFiles: a bad file is logged and the last good
+// pair kept); plaintext only on loopback unless --insecure. With TLS,
+// *tls_files is set: it must outlive the gRPC server.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
-    const ServerOptions& o) {
+    const ServerOptions& o, std::unique_ptr<TlsFiles>* tls_files) {
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     return absl::InvalidArgumentError(
         "--tls_cert and --tls_key go together");
@@ -163,23 +113,17 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
                           " without tokens or client certificates "
                           "(--insecure): any client may call anything"));
   }
-  if (absl::Status files = CheckTlsFiles(o); !files.ok()) return files;
-  const unsigned int interval = static_cast<unsigned int>(std::max<int64_t>(
-      1, absl::ToInt64Seconds(o.tls_reload_interval)));
-  auto provider =
-      o.tls_client_ca.empty()
-          ? std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-                o.tls_key, o.tls_cert, interval)
-          : std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-                o.tls_key, o.tls_cert, o.tls_client_ca, interval);
-  grpc::experimental::TlsServerCredentialsOptions tls(provider);
-  tls.watch_identity_key_cert_pairs();
-  if (!o.tls_client_ca.empty()) {
-    tls.watch_root_certs();
-    tls.set_cert_request_type(
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  }
-  return grpc::experimental::TlsServerCredentials(tls);
+  TlsFilesOptions files;
+  files.cert = o.tls_cert;
+  files.key = o.tls_key;
+  files.client_ca = o.tls_client_ca;
+  // As before: at least every second.
+  files.reload_interval = std::max(o.tls_reload_interval, absl::Seconds(1));
+  absl::StatusOr<std::unique_ptr<TlsFiles>> opened =
+      TlsFiles::Open(std::move(files));
+  if (!opened.ok()) return opened.status();
+  *tls_files = *std::move(opened);
+  return (*tls_files)->Credentials();
 }
 
 // An HTTP endpoint (`flag`, serving `what`) on an address other machines
@@ -255,7 +199,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   if (o.insecure) o.service.peers_delete_any = true;
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      Credentials(o);
+      Credentials(o, &s->tls_files_);
   if (!credentials.ok()) return credentials.status();
   for (const absl::Status& single :
        {CheckSingleHttpAddress("--metrics_listen", o.metrics_address),
@@ -327,8 +271,15 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
       s->service_.get(), s->registry_.get(), s->profiles_.get());
   // A changed token file ends the streams of tokens it no longer holds
   // (the viewer's watches check on their own).
-  s->auth_->SetOnChange(
-      [service = s->service_.get()] { service->RevokeStreams(); });
+  const auto auth_changed = [auth = s->auth_.get(),
+                              metrics = s->metrics_.get(),
+                              service = s->service_.get()] {
+    service->RevokeStreams();
+    metrics->SetAuth(auth->tokens(), auth->load_error().empty(),
+                     auth->failures());
+  };
+  auth_changed();
+  s->auth_->SetOnChange(auth_changed);
 
   if (!o.metrics_address.empty()) {
     try {

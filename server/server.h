@@ -25,6 +25,8 @@ class Exposer;
 
 namespace reach {
 
+class TlsFiles;
+
 struct ServerOptions {
   // host:port for gRPC; port 0 picks a free port (see ReachServer::port()).
   std::string listen_address = "127.0.0.1:50051";
@@ -146,6 +148,8 @@ class ReachServer {
   std::unique_ptr<RetargetService> retarget_service_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<UnknownMethodService> unknown_method_;
+  // Before server_: gRPC reads its private copies until the server is gone.
+  std::unique_ptr<TlsFiles> tls_files_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<Viewer> viewer_;

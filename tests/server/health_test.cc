@@ -32,12 +32,12 @@ TEST(HealthTest, CheckKnowsTheServerAndIkService) {
   TestServer server;
   auto health = grpc::health::v1::Health::NewStub(server.channel);
   HealthCheckResponse response;
-  for (const char* service : {"", "reach.v1.IkService"}) {
+  for (const char* service : {"", "reach.v1.IkService", "reach.v1.RetargetService"}) {
     ASSERT_TRUE(Check(*health, service, &response).ok()) << service;
     EXPECT_EQ(response.status(), HealthCheckResponse::SERVING) << service;
   }
   server.server->SetServing(false);
-  for (const char* service : {"", "reach.v1.IkService"}) {
+  for (const char* service : {"", "reach.v1.IkService", "reach.v1.RetargetService"}) {
     ASSERT_TRUE(Check(*health, service, &response).ok()) << service;
     EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING) << service;
   }

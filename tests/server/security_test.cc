@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "reach/v1/ik_service.grpc.pb.h"
 #include "reach/v1/retarget.grpc.pb.h"
+#include "prometheus/registry.h"
 #include "server/auth.h"
 #include "server/ik_service.h"
 #include "server/server.h"
@@ -588,6 +589,19 @@ TEST_F(TokenTest, TheTokenFileIsReadAgainWhenItChangesAndOnReload) {
             grpc::StatusCode::UNAUTHENTICATED);
 }
 
+// A gauge or counter of the server's metrics registry; -1 when missing.
+double MetricValue(ReachServer& server, const std::string& name) {
+  for (const prometheus::MetricFamily& family :
+       server.service().metrics().registry()->Collect()) {
+    if (family.name == name && !family.metric.empty()) {
+      return family.type == prometheus::MetricType::Counter
+                 ? family.metric[0].counter.value
+                 : family.metric[0].gauge.value;
+    }
+  }
+  return -1;
+}
+
 // Issue 39, 8: a malformed line anywhere, a file without token lines, or
 // the file deleted kept every previous token, the revoked one included.
 TEST_F(TokenTest, ATokenFileThatDoesNotLoadAdmitsNoOneUntilFixed) {
@@ -619,9 +633,16 @@ TEST_F(TokenTest, ATokenFileThatDoesNotLoadAdmitsNoOneUntilFixed) {
     EXPECT_FALSE(server_->auth().load_error().empty());
     EXPECT_GT(server_->auth().failures(), failures);
     failures = server_->auth().failures();
+    // Visible to the operator: the metrics say so.
+    EXPECT_EQ(MetricValue(*server_, "reach_auth_file_loaded"), 0);
+    EXPECT_EQ(MetricValue(*server_, "reach_auth_tokens"), 0);
+    EXPECT_EQ(MetricValue(*server_, "reach_auth_reload_failures_total"),
+              static_cast<double>(failures));
     WriteFile(dir_ / "tokens", good);
     EXPECT_TRUE(await_code(grpc::StatusCode::OK));
     EXPECT_EQ(server_->auth().load_error(), "");
+    EXPECT_EQ(MetricValue(*server_, "reach_auth_file_loaded"), 1);
+    EXPECT_EQ(MetricValue(*server_, "reach_auth_tokens"), 5);
   }
 }
 
