@@ -46,7 +46,7 @@ COPY --from=build /build/server/reach-server /build/client/reach /usr/local/bin/
 USER reach
 WORKDIR /var/lib/reach
 # gRPC (reach.v1.IkService, grpc.health.v1, reflection), /metrics and the
-# browser viewer (plain HTTP; it asks for a token: publish it on loopback).
+# browser viewer (off by default; plain HTTP: publish it on loopback only).
 EXPOSE 50051 9464 9465
 # The SQLite registry: mount a volume to keep registrations.
 VOLUME /var/lib/reach
@@ -57,8 +57,11 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
   CMD ["reach", "--addr=127.0.0.1:50051", "--timeout=2", "health"]
 # reach-server drains streams and in-flight calls on SIGTERM (--shutdown_grace).
 STOPSIGNAL SIGTERM
+# The viewer is off: it is plain HTTP (see deploy/docker-compose.yml for
+# serving it on the host's loopback with --http_listen=0.0.0.0:9465
+# --insecure).
 ENTRYPOINT ["reach-server", "--listen=0.0.0.0:50051", \
-            "--metrics_listen=0.0.0.0:9464", "--http_listen=0.0.0.0:9465", \
+            "--metrics_listen=0.0.0.0:9464", "--http_listen=", \
             "--data_dir=/var/lib/reach", \
             "--tls_cert=/etc/reach/tls/tls.crt", "--tls_key=/etc/reach/tls/tls.key", \
             "--auth_tokens_file=/etc/reach/auth/tokens"]

@@ -146,6 +146,38 @@ absl::Status CheckExposed(const ServerOptions& o, absl::string_view flag,
   return absl::OkStatus();
 }
 
+// The viewer speaks plain HTTP and asks for no client certificate: on a
+// network address its tokens and answers travel in clear, and with mTLS
+// (and no tokens) it would let anyone reach the API the gRPC port guards
+// with certificates. Either needs --insecure.
+absl::Status CheckViewerTransport(const ServerOptions& o) {
+  if (o.http_address.empty() || o.insecure) {
+    if (!o.http_address.empty() && !IsLoopbackAddress(o.http_address)) {
+      LogError(absl::StrCat("WARNING: the viewer on ", o.http_address,
+                            " is plain HTTP (--insecure): tokens and answers "
+                            "cross the network in clear"));
+    }
+    return absl::OkStatus();
+  }
+  if (!IsLoopbackAddress(o.http_address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_listen=", o.http_address,
+        " is not a loopback address, and the viewer is plain HTTP (tokens "
+        "and answers would cross the network in clear): listen on "
+        "127.0.0.1 and reach it through a TLS proxy or an SSH tunnel, or "
+        "give --insecure"));
+  }
+  if (!o.tls_client_ca.empty() && o.auth_tokens_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_listen=", o.http_address,
+        ": the viewer asks for no client certificate, so with "
+        "--tls_client_ca and no --auth_tokens_file it would let any local "
+        "process call what the gRPC port guards with certificates: give "
+        "--auth_tokens_file, --http_listen= (off), or --insecure"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
@@ -215,6 +247,9 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
         CheckExposed(o, "--http_listen", o.http_address, "the viewer",
                      "the viewer then asks for a token")}) {
     if (!exposed.ok()) return exposed;
+  }
+  if (absl::Status viewer = CheckViewerTransport(o); !viewer.ok()) {
+    return viewer;
   }
   absl::StatusOr<std::unique_ptr<TokenAuth>> auth =
       TokenAuth::Open(o.auth_tokens_file, o.auth_reload_interval);

@@ -379,5 +379,40 @@ TEST(GatewayGuardTest, ListenAddressesAreOneLoopbackHostPort) {
   }
 }
 
+// Issue 39, 10: the viewer served the API in clear on a network address,
+// and without a client certificate when the gRPC port asked for one.
+TEST(GatewayGuardTest, ThePlainHttpViewerStaysOnLoopbackUnlessInsecure) {
+  const std::filesystem::path dir = testing::TempDir("gateway-transport");
+  testing::WriteFile(dir / "tokens", TokenLine("viewer", "t-solve", "solve"));
+  ServerOptions options = GatewayOptions();
+  options.http_address = "0.0.0.0:0";
+  options.auth_tokens_file = (dir / "tokens").string();  // Tokens or not.
+  absl::StatusOr<std::unique_ptr<ReachServer>> server =
+      ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("the viewer is plain HTTP"));
+  options.insecure = true;
+  server = ReachServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  server->reset();
+
+  // mTLS without tokens: the viewer would let anyone past the certificates.
+  testing::Pki pki{dir};
+  pki.MakeCa("ca");
+  pki.MakeLeaf("server", "ca", "serverAuth");
+  options = GatewayOptions();
+  options.tls_cert = pki.PemPath("server");
+  options.tls_key = pki.KeyPath("server");
+  options.tls_client_ca = pki.PemPath("ca");
+  server = ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("asks for no client certificate"));
+  options.auth_tokens_file = (dir / "tokens").string();
+  server = ReachServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+}
+
 }  // namespace
 }  // namespace reach
