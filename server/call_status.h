@@ -44,6 +44,18 @@ inline bool IsClientError(const absl::Status& status) {
 }
 
 inline grpc::Status OverBudget(const MemoryBudget& budget, int64_t bytes) {
+  if (budget.parent() != nullptr) {
+    if (budget.limit() > 0 && budget.used() + bytes > budget.limit()) {
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("this caller's calls hold ", budget.used(), " of its ",
+                       budget.limit(), " bytes (its share of "
+                       "--max_buffered_bytes: --max_buffered_bytes_per_caller)"
+                       "; this call needs ", bytes, "; read the answers of "
+                       "calls in flight, or retry with backoff"));
+    }
+    return OverBudget(*budget.parent(), bytes);
+  }
   return grpc::Status(
       grpc::StatusCode::RESOURCE_EXHAUSTED,
       absl::StrCat("the server's buffers are full (", budget.used(), " of ",

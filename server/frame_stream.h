@@ -63,6 +63,9 @@ class StreamReactor
   std::shared_ptr<WatchedStream> watched;
   // Who opened it (set before Start): checked again when tokens change.
   Caller caller;
+  // Its caller's share of the byte budget (set before Start; outlives the
+  // derived stream's charge).
+  std::shared_ptr<MemoryBudget> share;
 };
 
 // A Kind provides:

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/call_status.h"
 #include "server/frame_stream.h"
 #include "server/ik_service.h"
 #include "server/solve_call.h"
@@ -80,10 +81,10 @@ void FrameStream<Kind>::OnReadDone(bool ok) {
           Kind::kRequestType,
           "; it is answered in its turn with sequence 0 and the stream goes "
           "on"));
-    } else if (!charge_.TryAdd(&service_->budget(), frame.bytes)) {
-      frame.error = absl::ResourceExhaustedError(absl::StrCat(
-          "the server's buffers are full (--max_buffered_bytes=",
-          service_->budget().limit(), "); frame not solved"));
+    } else if (!charge_.TryAdd(share.get(), frame.bytes)) {
+      frame.error = absl::ResourceExhaustedError(
+          absl::StrCat(OverBudget(*share, frame.bytes).error_message(),
+                       " (frame not solved)"));
       const uint64_t sequence = frame.request.sequence();
       frame.request.Clear();
       frame.request.set_sequence(sequence);
@@ -148,7 +149,7 @@ typename Kind::Response& FrameStream<Kind>::PushAnswer(Response&& response) {
   outgoing_bytes_ += answer.bytes;
   // Answers are charged whether or not they fit: they are owed, and the
   // window bounds them (a full budget refuses the frames that follow).
-  charge_.Add(&service_->budget(), answer.bytes);
+  charge_.Add(share.get(), answer.bytes);
   return answer.response;
 }
 

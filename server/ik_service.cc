@@ -34,6 +34,31 @@ int64_t ResponseBound(int joints, int goals, bool return_globals) {
 
 }  // namespace
 
+std::shared_ptr<MemoryBudget> IkService::ShareOf(
+    const grpc::CallbackServerContext& context, const Caller& caller) {
+  if (budget_.limit() <= 0) {
+    return std::shared_ptr<MemoryBudget>(std::shared_ptr<void>(), &budget_);
+  }
+  const int64_t limit = options_.max_buffered_bytes_per_caller > 0
+                            ? options_.max_buffered_bytes_per_caller
+                            : budget_.limit() / 4;
+  std::string owner =
+      caller.name.empty() ? PeerOwner(context.peer()) : caller.name;
+  absl::MutexLock lock(&shares_mu_);
+  std::weak_ptr<MemoryBudget>& slot = shares_[owner];
+  std::shared_ptr<MemoryBudget> share = slot.lock();
+  if (share == nullptr) {
+    share = std::make_shared<MemoryBudget>(limit, &budget_);
+    slot = share;
+    // Callers come and go: forget those with no call holding their share.
+    if (shares_.size() > 4096) {
+      absl::erase_if(shares_,
+                     [](const auto& entry) { return entry.second.expired(); });
+    }
+  }
+  return share;
+}
+
 std::string DeletingOwner(const Caller& caller, bool peers_delete_any) {
   // An admin token deletes outright; a `register` token only what it
   // registered. Without auth, a peer (every one an admin) is held to what
@@ -400,8 +425,9 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
       static_cast<int64_t>(request->ByteSizeLong()) +
       ResponseBound(skeleton->skeleton.num_joints(), request->goals_size(),
                     request->return_globals());
-  if (!call.watched->charge.TryAdd(&budget_, bytes)) {
-    return Finish(call, OverBudget(budget_, bytes));
+  call.watched->share = ShareOf(*context, *call.caller);
+  if (!call.watched->charge.TryAdd(call.watched->share.get(), bytes)) {
+    return Finish(call, OverBudget(*call.watched->share, bytes));
   }
   SolverPool::Task task = [this, context, request, response, call,
                            skeleton =
@@ -526,8 +552,9 @@ grpc::ServerUnaryReactor* IkService::SolveBatch(
   }
   const int64_t bytes =
       static_cast<int64_t>(batch->request.size()) + response_bound;
-  if (!call.watched->charge.TryAdd(&budget_, bytes)) {
-    return Finish(call, OverBudget(budget_, bytes));
+  call.watched->share = ShareOf(*context, *call.caller);
+  if (!call.watched->charge.TryAdd(call.watched->share.get(), bytes)) {
+    return Finish(call, OverBudget(*call.watched->share, bytes));
   }
 
   const int chunks = std::min(n, 2 * pool_->threads());
@@ -626,8 +653,9 @@ void IkService::RunBatchChunk(BatchCall& batch, int chunk, int begin, int end,
   // What the outputs took beyond the bound charged at the door.
   const int64_t extra = produced - batch.reactor->charge.bytes() +
                         static_cast<int64_t>(batch.request.size());
-  if (extra > 0 && !batch.reactor->charge.TryAdd(&budget_, extra)) {
-    Finish(batch.unary, OverBudget(budget_, extra));
+  if (extra > 0 &&
+      !batch.reactor->charge.TryAdd(batch.reactor->share.get(), extra)) {
+    Finish(batch.unary, OverBudget(*batch.reactor->share, extra));
     return;
   }
   grpc::ByteBuffer joined = JoinOutputs(batch.outputs);
@@ -670,6 +698,7 @@ IkService::OpenStream(grpc::CallbackServerContext* context, Rpc rpc,
   stream->watched = stream_watch_.Add(
       caller->name.empty() ? PeerOwner(context->peer()) : caller->name,
       rpc == Rpc::kRetargetStream);
+  stream->share = ShareOf(*context, *caller);
   stream->caller = *std::move(caller);
   streams_.insert(stream);
   metrics_->SetActiveStreams(static_cast<int>(streams_.size()));

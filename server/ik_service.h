@@ -7,7 +7,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
@@ -55,6 +58,10 @@ struct ServiceOptions {
   // batch outputs); beyond it new work gets RESOURCE_EXHAUSTED. <= 0: no
   // budget.
   int64_t max_buffered_bytes = int64_t{256} << 20;
+  // What one caller's calls (a token's, or a peer address's without auth)
+  // may hold of max_buffered_bytes, so that a few clients that never read
+  // their answers cannot hold it all. <= 0: a quarter of it.
+  int64_t max_buffered_bytes_per_caller = 0;
   // A stream stops reading while its frames read ahead and answers unsent
   // hold this many bytes (as well as stream_window frames).
   int64_t stream_window_bytes = int64_t{8} << 20;
@@ -151,6 +158,11 @@ class IkService final : public IkServiceBase {
   StreamWatch& stream_watch() { return stream_watch_; }
 
   MemoryBudget& budget() { return budget_; }
+  // The share of the budget the caller of `context` draws on (its token's,
+  // or its peer address's without auth); the server's budget itself when
+  // it is unlimited. Calls hold it while they hold charges on it.
+  std::shared_ptr<MemoryBudget> ShareOf(
+      const grpc::CallbackServerContext& context, const Caller& caller);
 
   // A unary call's reactor that its solve watches: OnCancel (the client
   // gave up, its deadline passed, or the server's grace ran out) raises
@@ -160,6 +172,7 @@ class IkService final : public IkServiceBase {
   class WatchedReactor final : public grpc::ServerUnaryReactor {
    public:
     std::atomic<bool> cancelled{false};
+    std::shared_ptr<MemoryBudget> share;  // Outlives `charge`.
     BudgetCharge charge;
     void OnCancel() override {
       cancelled.store(true, std::memory_order_relaxed);
@@ -229,6 +242,9 @@ class IkService final : public IkServiceBase {
   const TokenAuth* const auth_;
   RateLimitedLog error_log_{10, absl::Seconds(10)};
   MemoryBudget budget_;
+  absl::Mutex shares_mu_;
+  absl::flat_hash_map<std::string, std::weak_ptr<MemoryBudget>> shares_
+      ABSL_GUARDED_BY(shares_mu_);
   ArenaMessageAllocator<v1::SolveRequest, v1::SolveResponse> solve_allocator_;
 
   mutable absl::Mutex streams_mu_;

@@ -109,6 +109,11 @@ ABSL_FLAG(int64_t, max_buffered_bytes, int64_t{256} << 20,
           "Bytes the server may hold for calls at once (queued requests, "
           "stream read-ahead and unsent answers, batch outputs); beyond it "
           "RESOURCE_EXHAUSTED. 0: no budget");
+ABSL_FLAG(int64_t, max_buffered_bytes_per_caller, 0,
+          "What one caller's calls (a token's, or a peer address's without "
+          "auth) may hold of --max_buffered_bytes, so that a few clients "
+          "that never read their answers cannot hold it all "
+          "(RESOURCE_EXHAUSTED). 0: a quarter of --max_buffered_bytes");
 ABSL_FLAG(int64_t, max_response_bytes, int64_t{64} << 20,
           "Largest response one call may produce, checked before solving "
           "(RESOURCE_EXHAUSTED)");
@@ -250,6 +255,8 @@ int main(int argc, char** argv) {
   options.service.max_queue_wait = absl::GetFlag(FLAGS_max_queue_wait);
   options.service.max_buffered_bytes = absl::GetFlag(FLAGS_max_buffered_bytes);
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
+  options.service.max_buffered_bytes_per_caller =
+      absl::GetFlag(FLAGS_max_buffered_bytes_per_caller);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
@@ -310,6 +317,8 @@ int main(int argc, char** argv) {
       " max_solve_ms=", absl::ToInt64Milliseconds(o.service.max_solve),
       " max_queue_wait=", absl::FormatDuration(o.service.max_queue_wait),
       " max_buffered_bytes=", o.service.max_buffered_bytes,
+      " max_buffered_bytes_per_caller=",
+      o.service.max_buffered_bytes_per_caller,
       " max_response_bytes=", o.service.max_response_bytes,
       " shutdown_grace=", absl::FormatDuration(o.shutdown_grace),
       " tls=", o.tls_cert.empty() ? "off" : (o.tls_client_ca.empty() ? "on" : "mutual"),

@@ -18,7 +18,10 @@ namespace reach {
 class MemoryBudget {
  public:
   // limit_bytes <= 0: unlimited (every charge fits; usage is still counted).
-  explicit MemoryBudget(int64_t limit_bytes) : limit_(limit_bytes) {}
+  // With a `parent` (a caller's share of the server's budget), a charge
+  // must fit both, and is charged to both.
+  explicit MemoryBudget(int64_t limit_bytes, MemoryBudget* parent = nullptr)
+      : limit_(limit_bytes), parent_(parent) {}
   MemoryBudget(const MemoryBudget&) = delete;
   MemoryBudget& operator=(const MemoryBudget&) = delete;
 
@@ -30,23 +33,34 @@ class MemoryBudget {
       if (limit_ > 0 && used + bytes > limit_) return false;
     } while (!used_.compare_exchange_weak(used, used + bytes,
                                           std::memory_order_relaxed));
+    if (parent_ != nullptr && !parent_->TryCharge(bytes)) {
+      used_.fetch_sub(bytes, std::memory_order_relaxed);
+      return false;
+    }
     return true;
   }
   // Charges `bytes` whether or not they fit: for memory already owed (an
   // answer a stream must send); the next TryCharge sees it.
   void Charge(int64_t bytes) {
     used_.fetch_add(bytes, std::memory_order_relaxed);
+    if (parent_ != nullptr) parent_->Charge(bytes);
   }
   void Release(int64_t bytes) {
     used_.fetch_sub(bytes, std::memory_order_relaxed);
-    NoteReleased(bytes);
+    if (parent_ != nullptr) {
+      parent_->Release(bytes);
+    } else {
+      NoteReleased(bytes);
+    }
   }
 
   int64_t used() const { return used_.load(std::memory_order_relaxed); }
   int64_t limit() const { return limit_; }
+  const MemoryBudget* parent() const { return parent_; }
 
  private:
   const int64_t limit_;
+  MemoryBudget* const parent_;
   std::atomic<int64_t> used_{0};
 };
 

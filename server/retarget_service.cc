@@ -321,8 +321,9 @@ grpc::ServerUnaryReactor* RetargetService::RetargetBatch(
 grpc::ServerUnaryReactor* RetargetService::RunOnPool(
     grpc::CallbackServerContext* context, const IkService::UnaryCall& call,
     int64_t bytes, google::protobuf::Message* response, Work work) {
-  if (!call.watched->charge.TryAdd(&service_->budget(), bytes)) {
-    return service_->Finish(call, OverBudget(service_->budget(), bytes));
+  call.watched->share = service_->ShareOf(*context, *call.caller);
+  if (!call.watched->charge.TryAdd(call.watched->share.get(), bytes)) {
+    return service_->Finish(call, OverBudget(*call.watched->share, bytes));
   }
   SolverPool::Task task = [this, context, call, response,
                            work = std::move(work)](

@@ -751,3 +751,52 @@ TEST_F(HardeningTest, StreamsYieldTheirThreadBetweenFramesToOtherCalls) {
 
 }  // namespace
 }  // namespace reach
+
+namespace reach {
+namespace {
+
+// Issue 39, 9: 5-6 clients that never read their answers held the whole
+// byte budget. A caller's calls draw on its share (a quarter by default),
+// and every share on the server's budget.
+TEST(BudgetShareTest, ASharesChargesCountTowardsBothAndStopAtEither) {
+  MemoryBudget server(1000);
+  MemoryBudget a(400, &server), b(400, &server), c(400, &server);
+  EXPECT_TRUE(a.TryCharge(400));
+  EXPECT_FALSE(a.TryCharge(1));  // Its share is full...
+  EXPECT_TRUE(b.TryCharge(400));  // ...others still have theirs.
+  EXPECT_EQ(server.used(), 800);
+  EXPECT_FALSE(c.TryCharge(300));  // The server's budget is the bound.
+  EXPECT_EQ(c.used(), 0);
+  EXPECT_EQ(server.used(), 800);
+  a.Release(400);
+  EXPECT_TRUE(c.TryCharge(300));
+  EXPECT_EQ(server.used(), 700);
+  c.Charge(200);  // Owed memory goes over either.
+  EXPECT_EQ(c.used(), 500);
+  EXPECT_EQ(server.used(), 900);
+}
+
+TEST_F(HardeningTest, OneCallerHoldsAtMostItsShareOfTheBudget) {
+  ServerOptions options = TestServerOptions();
+  options.service.max_buffered_bytes = 1 << 20;  // Share: 256 KiB.
+  Start(options);
+  v1::SolveRequest big = TrivialRequest(id_);
+  big.mutable_goals(0)->set_chain(std::string(300 << 10, 'x'));
+  v1::SolveResponse response;
+  const grpc::Status refused =
+      server_->stub->Solve(Context().get(), big, &response);
+  // It would fit the server's budget, not this caller's share of it.
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("this caller's calls hold"));
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("--max_buffered_bytes_per_caller"));
+  // A share set by flag.
+  options.service.max_buffered_bytes_per_caller = 512 << 10;
+  Start(options);
+  const grpc::Status fits = server_->stub->Solve(Context().get(), big, &response);
+  EXPECT_NE(fits.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << fits.error_message();
+}
+
+}  // namespace
+}  // namespace reach
