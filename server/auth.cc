@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/address.h"
 #include "server/log.h"
 
 namespace reach {
@@ -182,6 +183,13 @@ std::string PeerOwner(absl::string_view peer) {
         (address[0] != '[' || address[port - 1] == ']')) {
       address = address.substr(0, port);
     }
+  }
+  // Every loopback address is this machine: one owner, or any local
+  // process could take a fresh quota from 127.0.0.2, 127.0.0.3, ...
+  absl::string_view host = address;
+  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+  if (!absl::StartsWith(peer, "unix:") && IsLoopbackHost(host)) {
+    return "peer:loopback";
   }
   return absl::StrCat("peer:", address);
 }

@@ -154,8 +154,9 @@ class TokenAuth {
 };
 
 // "peer:" + the address of a gRPC peer string without its port
-// ("ipv4:127.0.0.1:5000" -> "peer:127.0.0.1", "ipv6:[::1]:5000" ->
-// "peer:[::1]").
+// ("ipv4:10.0.0.5:5000" -> "peer:10.0.0.5", "ipv6:[fd00::1]:5000" ->
+// "peer:[fd00::1]"); every loopback address (127.0.0.0/8, ::1) is one
+// owner, "peer:loopback".
 std::string PeerOwner(absl::string_view peer);
 
 }  // namespace reach

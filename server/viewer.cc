@@ -90,6 +90,11 @@ void SendJson(mg_connection* conn, int status, const std::string& json) {
 
 void SendError(mg_connection* conn, int status, absl::string_view code,
                absl::string_view message) {
+  // Close after the answer instead of reading what is left of the body:
+  // civetweb would read a refused request's body to its end (up to the
+  // Content-Length it declared), holding a worker for as long as a client
+  // trickles it.
+  mg_disable_connection_keep_alive(conn);
   google::protobuf::Struct error;
   (*error.mutable_fields())["code"].set_string_value(std::string(code));
   (*error.mutable_fields())["message"].set_string_value(std::string(message));
@@ -238,11 +243,11 @@ absl::StatusOr<std::unique_ptr<Viewer>> Viewer::Start(
   const std::string timeout_ms =
       std::to_string(std::max<int64_t>(1, absl::ToInt64Milliseconds(
                                               options.request_timeout)));
-  // Pinged every third of the timeout; civetweb closes a WebSocket after
-  // six unanswered pings, so about twice the timeout at most.
+  // Pinged every sixth of the timeout; civetweb closes a WebSocket after
+  // six unanswered pings, so within about the timeout.
   const std::string ping_ms =
       std::to_string(std::max<int64_t>(1, absl::ToInt64Milliseconds(
-                                              options.request_timeout / 3)));
+                                              options.request_timeout / 6)));
   const char* civet_options[] = {
       "listening_ports", options.listen_address.c_str(),
       "num_threads", threads.c_str(),
@@ -363,22 +368,29 @@ void Viewer::ListStreams(mg_connection* conn) {
 int Viewer::OnWatchConnect(const mg_connection* conn, void* self) {
   auto* v = static_cast<Viewer*>(self);
   auto watcher = std::make_unique<Watcher>();
-  // Refusals are told in the socket (a browser shows a refused handshake
-  // only as "failed"): the first message is {"error": ...}, then it closes.
-  // A page on another origin may not watch: refused before the handshake
-  // (the page is not ours, so it gets no message).
+  // An authenticated caller's refusals are told in the socket (a browser
+  // shows a refused handshake only as "failed"): the first message is
+  // {"error": ...}, then it closes. A page on another origin, and a caller
+  // without a valid token, are refused before the handshake.
   if (const std::string refusal = v->RefusalOf(conn); !refusal.empty()) {
     LogLimited("I", absl::StrCat("viewer: /api/watch refused: ", refusal));
     return 1;
   }
   const absl::StatusOr<Caller> caller = v->CallerOf(conn);
+  if (!caller.ok()) {
+    // Refused before the handshake too: a socket refused in band is kept
+    // until the client answers the close (or its pings time out), and
+    // unauthenticated ones must not hold the workers that long. (The page
+    // learns of a bad token from /api/streams.)
+    LogLimited("I", absl::StrCat("viewer: /api/watch refused: ",
+                                 caller.status().message()));
+    return 1;
+  }
   const std::string id = QueryParam(mg_get_request_info(conn), "stream");
   int64_t stream_id = 0;
-  if (!caller.ok()) {
-    watcher->error = std::string(caller.status().message());
-  } else if (!absl::SimpleAtoi(id, &stream_id) ||
-             (watcher->stream = v->streams_->Find(stream_id)) == nullptr ||
-             !MayWatch(*caller, watcher->stream->owner())) {
+  if (!absl::SimpleAtoi(id, &stream_id) ||
+      (watcher->stream = v->streams_->Find(stream_id)) == nullptr ||
+      !MayWatch(*caller, watcher->stream->owner())) {
     watcher->stream = nullptr;
     watcher->error = absl::StrCat("stream: no open stream '", id.substr(0, 40),
                                   "' that this caller may watch");

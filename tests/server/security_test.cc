@@ -773,7 +773,7 @@ TEST_F(TokenTest, ByteQuotaAndPerPeerQuotaWithoutAuth) {
   const std::vector<std::string> owners =
       server_->service().registry().Owners(id);
   ASSERT_EQ(owners.size(), 1u);
-  EXPECT_EQ(owners[0], "peer:127.0.0.1");
+  EXPECT_EQ(owners[0], "peer:loopback");
   const int64_t one = server_->service().registry().Usage(owners[0]).bytes;
   ASSERT_GT(one, 0);
   server_.reset();
@@ -784,7 +784,7 @@ TEST_F(TokenTest, ByteQuotaAndPerPeerQuotaWithoutAuth) {
   const grpc::Status over = Register("", "leg 2");
   EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(over.error_message(), HasSubstr("--quota_registry_bytes"));
-  EXPECT_THAT(over.error_message(), HasSubstr("peer:127.0.0.1"));
+  EXPECT_THAT(over.error_message(), HasSubstr("peer:loopback"));
 }
 
 TEST_F(TokenTest, StartRefusesABadTokenFile) {
@@ -862,9 +862,19 @@ TEST(TokenFileTest, ParsesNamesDigestsAndRolesAndNamesTheBadLine) {
 }
 
 TEST(PeerOwnerTest, DropsThePort) {
-  EXPECT_EQ(PeerOwner("ipv4:127.0.0.1:5000"), "peer:127.0.0.1");
-  EXPECT_EQ(PeerOwner("ipv6:[::1]:5000"), "peer:[::1]");
+  EXPECT_EQ(PeerOwner("ipv4:10.0.0.5:5000"), "peer:10.0.0.5");
+  EXPECT_EQ(PeerOwner("ipv6:[fd00::1]:5000"), "peer:[fd00::1]");
   EXPECT_EQ(PeerOwner("unix:/tmp/s"), "peer:/tmp/s");
+}
+
+// Issue 39, 9: without auth, 127.0.0.2, 127.0.0.3, ... each got a fresh
+// quota (and a share of the byte budget of its own).
+TEST(PeerOwnerTest, EveryLoopbackAddressIsOneOwner) {
+  EXPECT_EQ(PeerOwner("ipv4:127.0.0.1:5000"), "peer:loopback");
+  EXPECT_EQ(PeerOwner("ipv4:127.0.0.2:5001"), "peer:loopback");
+  EXPECT_EQ(PeerOwner("ipv4:127.255.3.4:1"), "peer:loopback");
+  EXPECT_EQ(PeerOwner("ipv6:[::1]:5000"), "peer:loopback");
+  EXPECT_EQ(PeerOwner("ipv4:128.0.0.1:1"), "peer:128.0.0.1");
 }
 
 }  // namespace
