@@ -18,6 +18,11 @@
 namespace reach {
 namespace {
 
+// What an import holds per byte of its input, at most: the input, the
+// parser's tree of it (JSON and XML DOMs take a few times their text) and
+// the skeleton and motion built from it.
+constexpr int64_t kImportBytesPerInputByte = 8;
+
 std::string Milliseconds(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
 }
@@ -269,7 +274,8 @@ grpc::ServerUnaryReactor* IkService::ImportSkeleton(
     grpc::CallbackServerContext* context,
     const v1::ImportSkeletonRequest* request,
     v1::ImportSkeletonResponse* response) {
-  const UnaryCall call = BeginUnary(context, Rpc::kImportSkeleton);
+  const UnaryCall call =
+      BeginUnary(context, Rpc::kImportSkeleton, /*watched=*/true);
   if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
   if (request->data().empty()) {
     return Finish(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -287,37 +293,71 @@ grpc::ServerUnaryReactor* IkService::ImportSkeleton(
                                        absl::StrCat("format: unknown value ",
                                                     request->format())));
   }
+  // A parse holds its input and the parser's tree of it (a few times the
+  // input for JSON and XML), and the answer echoes the skeleton: charged
+  // on the caller's share of the byte budget before anything is parsed,
+  // and parsed on a solver thread, so imports queue behind (and take
+  // turns with) solves instead of taking every core beside them.
+  const int64_t bytes =
+      kImportBytesPerInputByte * static_cast<int64_t>(request->data().size());
+  call.watched->share = ShareOf(*context, *call.caller);
+  if (!call.watched->charge.TryAdd(call.watched->share.get(), bytes)) {
+    return Finish(call, OverBudget(*call.watched->share, bytes));
+  }
+  SolverPool::Task task = [this, context, request, response, call,
+                           format](SolveScratch&) {
+    if (grpc::Status start = StartStatus(context, call); !start.ok()) {
+      Finish(call, start);
+      return;
+    }
+    Finish(call, Import(call, *request, format, response));
+  };
+  if (grpc::Status queued = Submit(context, absl::MakeSpan(&task, 1));
+      !queued.ok()) {
+    return Finish(call, queued);
+  }
+  return call.reactor;
+}
+
+grpc::Status IkService::Import(const UnaryCall& call,
+                               const v1::ImportSkeletonRequest& request,
+                               import::SkeletonFormat format,
+                               v1::ImportSkeletonResponse* response) {
   import::SkeletonFileOptions options;
-  options.name = request->name();
-  options.gltf_skin = request->gltf_skin();
-  for (const v1::Chain& chain : request->chains()) {
+  options.name = request.name();
+  options.gltf_skin = request.gltf_skin();
+  for (const v1::Chain& chain : request.chains()) {
     options.chains.push_back({chain.name(), chain.root(), chain.tip()});
   }
-  const std::string file = request->file_name().empty()
+  const std::string file = request.file_name().empty()
                                ? std::string("data")
-                               : ClientString(request->file_name());
+                               : ClientString(request.file_name());
   absl::StatusOr<import::ImportedFile> imported = import::ImportSkeletonBytes(
-      request->data(), format, file, options);
-  if (!imported.ok()) return Finish(call, ToGrpcStatus(imported.status()));
+      request.data(), format, file, options);
+  if (!imported.ok()) return ToGrpcStatus(imported.status());
 
   // The motion's size is known before anything is registered: refuse what
   // would not fit a response.
-  const bool motion = request->return_motion() && imported->clip.has_value();
+  const bool motion = request.return_motion() && imported->clip.has_value();
   if (motion) {
     const int64_t joints = imported->clip->skeleton.def.joints.size();
     const int64_t estimate =
         int64_t{imported->clip->num_frames} * (joints * 38 + 32);
     if (estimate > options_.max_response_bytes) {
-      return Finish(call, grpc::Status(
+      return grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("return_motion: ", imported->clip->num_frames,
                        " frames of ", joints, " joints need about ", estimate,
                        " bytes, over --max_response_bytes=",
-                       options_.max_response_bytes)));
+                       options_.max_response_bytes));
+    }
+    // The motion is answered too: charged beside the import's bytes.
+    if (!call.watched->charge.TryAdd(call.watched->share.get(), estimate)) {
+      return OverBudget(*call.watched->share, estimate);
     }
   }
   absl::StatusOr<RegisterResult> result = RegisterFor(call, imported->skeleton);
-  if (!result.ok()) return Finish(call, ToGrpcStatus(result.status()));
+  if (!result.ok()) return ToGrpcStatus(result.status());
   response->set_skeleton_id(result->id);
   response->set_version(result->version);
   response->set_created(result->created);
@@ -337,7 +377,7 @@ grpc::ServerUnaryReactor* IkService::ImportSkeleton(
       ToProto(pose, response->add_motion());
     }
   }
-  return Finish(call, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* IkService::GetSkeleton(

@@ -15,6 +15,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "importers/skeleton_file.h"
 #include "reach/v1/ik_service.grpc.pb.h"
 #include "server/arena_allocator.h"
 #include "server/auth.h"
@@ -233,6 +234,12 @@ class IkService final : public IkServiceBase {
   // skeleton gauge.
   absl::StatusOr<RegisterResult> RegisterFor(const UnaryCall& call,
                                              const v1::Skeleton& skeleton);
+  // ImportSkeleton's work, on a solver thread: parses (within the
+  // importers' limits), registers and fills `response`.
+  grpc::Status Import(const UnaryCall& call,
+                      const v1::ImportSkeletonRequest& request,
+                      import::SkeletonFormat format,
+                      v1::ImportSkeletonResponse* response);
 
   Registry* const registry_;
   SolverPool* const pool_;

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "importers/skeleton_file.h"
@@ -199,6 +200,35 @@ TEST(ImportLimitsTest, AMotionTooLargeForAResponseIsRefusedBeforeRegistering) {
                                   &list)
                   .ok());
   EXPECT_EQ(list.skeletons_size(), 0);
+}
+
+// Issue 39, 2: imports were outside every bound (four 3 MB glTF imports
+// at once took 1.15 GB). An import is charged on its caller's share of the
+// byte budget before it is parsed, and parsed on a solver thread.
+TEST(ImportLimitsTest, AnImportCountsInTheByteBudgetBeforeItIsParsed) {
+  const std::string walk = Data("mocap/cmu_02_01_walk.bvh");
+  ServerOptions options = TestServerOptions();
+  // A share that the walk's parse (8 bytes per byte of it) does not fit.
+  options.service.max_buffered_bytes = 4 * 4 * int64_t(walk.size());
+  TestServer server(options);
+  v1::ImportSkeletonRequest request;
+  request.set_data(walk);
+  request.set_file_name("walk.bvh");
+  v1::ImportSkeletonResponse response;
+  grpc::Status status =
+      server.stub->ImportSkeleton(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("--max_buffered_bytes_per_caller"));
+  // Its bytes are given back: with room, the same import goes through.
+  TestServer roomy(TestServerOptions());
+  status = roomy.stub->ImportSkeleton(Context().get(), request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  for (int i = 0; i < 500 && roomy.server->service().budget().used() != 0;
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(roomy.server->service().budget().used(), 0);
 }
 
 }  // namespace
