@@ -4,10 +4,11 @@
 // node indices).
 #include "importers/gltf.h"
 
-#include <cerrno>
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -37,6 +39,11 @@ bool SkipImage(tinygltf::Image*, const int, std::string*, std::string*, int,
   return true;
 }
 
+// The most of tinygltf's messages an error keeps: tinygltf writes a line
+// per bad element and quotes whole uris in them ("Failed to decode 'uri' :
+// data:..."), and an error goes back to the client and into logs.
+constexpr size_t kMaxLoaderMessageBytes = 1024;
+
 // tinygltf's messages are newline-terminated lines; one line for ours.
 std::string OneLine(absl::string_view text) {
   std::vector<absl::string_view> lines;
@@ -44,7 +51,12 @@ std::string OneLine(absl::string_view text) {
     line = absl::StripAsciiWhitespace(line);
     if (!line.empty()) lines.push_back(line);
   }
-  return absl::StrJoin(lines, "; ");
+  std::string joined = absl::StrJoin(lines, "; ");
+  if (joined.size() > kMaxLoaderMessageBytes) {
+    joined.resize(kMaxLoaderMessageBytes);
+    joined.append("...");
+  }
+  return joined;
 }
 
 // The line of a JSON parse error ("... parse error at line 5, column 1:
@@ -290,22 +302,47 @@ absl::StatusOr<ImportedSkeleton> GltfReader::Read(int skin_index) {
   // Each joint's parent is its nearest ancestor that is a joint of the skin;
   // the nodes in between (all of its ancestors, for a root) are folded into
   // its rest transform: rest = local(a_top) * ... * local(a_bottom) *
-  // local(joint).
+  // local(joint). Each of those nodes is folded once, for the first joint
+  // below it (`folded`: the product from below its nearest joint ancestor
+  // down to it, and that ancestor): many joints under one long chain of
+  // other nodes (16,000 nodes fit the limits) cost the chain once, not
+  // once per joint. A product starts from its first factor, not from the
+  // identity: 0 + -0 is 0, and rest translations would lose the signs of
+  // their zeros (the rests stay bit for bit those of the unfolded walk on
+  // tests/data's files).
+  struct Folded {
+    bool done = false;
+    Transform above;  // local(a_top) * ... * local(node).
+    int joint = -1;   // Skin position of the nearest joint ancestor.
+  };
+  std::vector<Folded> folded(num_nodes);
+  std::vector<int> path;  // Non-joint ancestors not folded yet, bottom up.
   std::vector<int> joint_parent(n, -1);
   std::vector<Transform> rest(n);
   for (int k = 0; k < n; ++k) {
     const int node = skin.joints[k];
     absl::StatusOr<Transform> t = Local(node);
     if (!t.ok()) return t.status();
-    for (int a = parent_[node]; a >= 0; a = parent_[a]) {
-      if (joint_of_node[a] >= 0) {
-        joint_parent[k] = joint_of_node[a];
-        break;
-      }
-      absl::StatusOr<Transform> ancestor = Local(a);
-      if (!ancestor.ok()) return ancestor.status();
-      *t = *ancestor * *t;
+    path.clear();
+    int a = parent_[node];
+    while (a >= 0 && joint_of_node[a] < 0 && !folded[a].done) {
+      path.push_back(a);
+      a = parent_[a];
     }
+    // `a` is a joint, a folded node or above the root.
+    const Folded* above = a >= 0 && joint_of_node[a] < 0 ? &folded[a] : nullptr;
+    const int joint = a >= 0 && joint_of_node[a] >= 0 ? joint_of_node[a]
+                      : above != nullptr              ? above->joint
+                                                      : -1;
+    for (auto it = path.rbegin(); it != path.rend(); ++it) {
+      absl::StatusOr<Transform> local = Local(*it);
+      if (!local.ok()) return local.status();
+      folded[*it] = {true, above != nullptr ? above->above * *local : *local,
+                     joint};
+      above = &folded[*it];
+    }
+    joint_parent[k] = joint;
+    if (above != nullptr) *t = above->above * *t;
     t->rotation.normalize();
     rest[k] = *t;
   }
@@ -365,6 +402,373 @@ absl::StatusOr<ImportedSkeleton> GltfReader::Read(int skin_index) {
   return out;
 }
 
+// The scan of a glTF's JSON against ImportLimits, before tinygltf parses it:
+// one pass that keeps a frame per open container (at most max_json_depth)
+// and nothing per element, so a file over a limit costs that pass and no
+// more. It reads tokens without validating the grammar: where it cannot go
+// on (a stray bracket, an unterminated string) it stops, and nlohmann::json,
+// reading the same bytes in order, refuses the text at or before that
+// byte, so everything the parser builds has been counted. Keys are compared
+// unescaped, as the parser will see them ("n\u006fdes" is "nodes").
+class JsonScan {
+ public:
+  // `offset` is where `json` starts in the file (20 in a .glb), for the
+  // byte positions in errors.
+  JsonScan(const std::string& file, size_t offset, const ImportLimits& limits)
+      : file_(file), offset_(offset), limits_(limits) {}
+
+  absl::Status Run(absl::string_view json);
+
+ private:
+  // The keys the scan acts on; others are kOther.
+  enum class Key { kOther, kUri, kByteLength };
+
+  struct Frame {
+    bool object = false;
+    Key key = Key::kOther;  // Objects: the member being read.
+    // An array member of the root object: the most elements it may have,
+    // and how many it has so far; -1 for every other container.
+    int64_t max_elements = -1;
+    int64_t elements = 0;
+    bool buffers = false;  // The root's "buffers".
+    bool buffer = false;   // An element of "buffers".
+  };
+
+  // The longest key the scan needs to recognize or quote ("bufferViews",
+  // "extensionsRequired"), unescaped; longer keys are quoted cut short.
+  static constexpr size_t kMaxKeyChars = 24;
+
+  absl::Status Error(size_t at, absl::string_view what,
+                     absl::string_view limit) const {
+    return ImportError(
+        file_, 0, "",
+        absl::StrCat(what, " at byte ", offset_ + at, " (", limit, ")"));
+  }
+
+  // A value starts at `at`: counted, and as an element of its array.
+  absl::Status Value(size_t at);
+  absl::Status Open(bool object, size_t at);
+  absl::Status Close(size_t at);
+  void SetKey(absl::string_view escaped);
+  absl::Status String(absl::string_view escaped, size_t at);
+  void Scalar(absl::string_view token);
+  absl::Status AddBufferBytes(double bytes, size_t at);
+
+  const std::string& file_;
+  const size_t offset_;
+  const ImportLimits& limits_;
+  std::vector<Frame> stack_;
+  int64_t values_ = 0;
+  // The root's member being read: its key, unescaped and cut to
+  // kMaxKeyChars, to name its array in errors.
+  std::array<char, kMaxKeyChars> root_key_{};
+  size_t root_key_size_ = 0;
+  bool root_key_cut_ = false;
+  // Bytes buffers and images will take (a double: byteLength may be any
+  // number, and only its comparison with the limit matters).
+  double buffer_bytes_ = 0;
+  // The "buffers" element being read: its largest byteLength, and whether
+  // its last uri (the one the parser keeps) is a data: URI, whose decoded
+  // size is counted instead.
+  double buffer_length_ = 0;
+  bool buffer_data_uri_ = false;
+};
+
+// JSON's structural characters and whitespace end a number or a literal.
+bool EndsToken(char c) {
+  switch (c) {
+    case '{':
+    case '}':
+    case '[':
+    case ']':
+    case ',':
+    case ':':
+    case '"':
+    case ' ':
+    case '\t':
+    case '\n':
+    case '\r':
+      return true;
+    default:
+      return false;
+  }
+}
+
+// `escaped` (a JSON string's text between its quotes) unescaped into `out`,
+// at most out.size() characters; *size is how many, and the result false
+// when it did not fit. Escapes of characters beyond ASCII (\u0080 and up)
+// become '?': no key the scan acts on has them.
+bool Unescape(absl::string_view escaped, absl::Span<char> out, size_t* size) {
+  size_t n = 0;
+  for (size_t i = 0; i < escaped.size(); ++i) {
+    if (n == out.size()) {
+      *size = n;
+      return false;
+    }
+    char c = escaped[i];
+    if (c == '\\' && i + 1 < escaped.size()) {
+      c = escaped[++i];
+      switch (c) {
+        case 'b':
+          c = '\b';
+          break;
+        case 'f':
+          c = '\f';
+          break;
+        case 'n':
+          c = '\n';
+          break;
+        case 'r':
+          c = '\r';
+          break;
+        case 't':
+          c = '\t';
+          break;
+        case 'u': {
+          uint32_t code = 0;
+          if (i + 4 < escaped.size() &&
+              absl::SimpleHexAtoi(escaped.substr(i + 1, 4), &code)) {
+            i += 4;
+          }
+          c = code < 0x80 ? static_cast<char>(code) : '?';
+          break;
+        }
+        default:
+          break;  // \" \\ \/ stand for themselves.
+      }
+    }
+    out[n++] = c;
+  }
+  *size = n;
+  return true;
+}
+
+absl::Status JsonScan::Run(absl::string_view json) {
+  stack_.reserve(std::clamp(limits_.max_json_depth, 0, 256));
+  const size_t n = json.size();
+  size_t i = 0;
+  while (i < n) {
+    const char c = json[i];
+    switch (c) {
+      case ' ':
+      case '\t':
+      case '\n':
+      case '\r':
+      case ',':
+      case ':':
+        ++i;
+        break;
+      case '{':
+      case '[':
+        if (auto s = Open(c == '{', i); !s.ok()) return s;
+        ++i;
+        break;
+      case '}':
+      case ']':
+        if (stack_.empty()) return absl::OkStatus();  // The parser stops here.
+        if (auto s = Close(i); !s.ok()) return s;
+        ++i;
+        break;
+      case '"': {
+        size_t end = i + 1;
+        while (end < n && json[end] != '"') end += json[end] == '\\' ? 2 : 1;
+        if (end >= n)
+          return absl::OkStatus();  // Unterminated: so is the parse.
+        const absl::string_view text = json.substr(i + 1, end - i - 1);
+        size_t next = end + 1;
+        while (next < n && absl::ascii_isspace(json[next])) ++next;
+        if (!stack_.empty() && stack_.back().object && next < n &&
+            json[next] == ':') {
+          SetKey(text);
+        } else if (auto s = String(text, i); !s.ok()) {
+          return s;
+        }
+        i = end + 1;
+        break;
+      }
+      default: {
+        size_t end = i + 1;
+        while (end < n && !EndsToken(json[end])) ++end;
+        if (auto s = Value(i); !s.ok()) return s;
+        Scalar(json.substr(i, end - i));
+        i = end;
+        break;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JsonScan::Value(size_t at) {
+  if (++values_ > limits_.max_json_values) {
+    return Error(
+        at,
+        absl::StrCat("JSON has more than ", limits_.max_json_values, " values"),
+        "max_json_values");
+  }
+  if (stack_.empty()) return absl::OkStatus();
+  Frame& parent = stack_.back();
+  if (parent.max_elements >= 0 && ++parent.elements > parent.max_elements) {
+    const absl::string_view name(root_key_.data(), root_key_size_);
+    return Error(
+        at,
+        absl::StrCat("'", name, root_key_cut_ ? "...' " : "' ",
+                     "has more than ", parent.max_elements, " elements"),
+        name == "nodes" ? "max_gltf_nodes" : "max_gltf_array_elements");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JsonScan::Open(bool object, size_t at) {
+  if (auto s = Value(at); !s.ok()) return s;
+  if (static_cast<int64_t>(stack_.size()) >= limits_.max_json_depth) {
+    return Error(at,
+                 absl::StrCat("JSON nested deeper than ",
+                              limits_.max_json_depth, " levels"),
+                 "max_json_depth");
+  }
+  Frame frame;
+  frame.object = object;
+  if (stack_.size() == 1 && stack_[0].object && !object) {
+    const absl::string_view name(root_key_.data(), root_key_size_);
+    const bool cut = root_key_cut_;
+    frame.max_elements = !cut && name == "nodes"
+                             ? limits_.max_gltf_nodes
+                             : limits_.max_gltf_array_elements;
+    frame.buffers = !cut && name == "buffers";
+  } else if (stack_.size() == 2 && stack_[1].buffers && object) {
+    frame.buffer = true;
+    buffer_length_ = 0;
+    buffer_data_uri_ = false;
+  }
+  stack_.push_back(frame);
+  return absl::OkStatus();
+}
+
+absl::Status JsonScan::Close(size_t at) {
+  const bool buffer = stack_.back().buffer;
+  stack_.pop_back();
+  // A buffer with a data: URI was counted by its decoded size; any other
+  // takes byteLength bytes (a copy of the BIN chunk, or an external file).
+  if (buffer && !buffer_data_uri_) return AddBufferBytes(buffer_length_, at);
+  return absl::OkStatus();
+}
+
+void JsonScan::SetKey(absl::string_view escaped) {
+  std::array<char, kMaxKeyChars> key;
+  size_t size = 0;
+  const bool whole = Unescape(escaped, absl::MakeSpan(key), &size);
+  const absl::string_view name(key.data(), size);
+  Frame& object = stack_.back();
+  object.key = !whole                 ? Key::kOther
+               : name == "uri"        ? Key::kUri
+               : name == "byteLength" ? Key::kByteLength
+                                      : Key::kOther;
+  if (stack_.size() == 1) {
+    root_key_ = key;
+    root_key_size_ = size;
+    root_key_cut_ = !whole;
+  }
+}
+
+absl::Status JsonScan::String(absl::string_view escaped, size_t at) {
+  if (auto s = Value(at); !s.ok()) return s;
+  if (stack_.empty()) return absl::OkStatus();
+  Frame& object = stack_.back();
+  if (!object.object || object.key != Key::kUri) return absl::OkStatus();
+  // tinygltf decodes a buffer's or an image's data: URI (base64: 4
+  // characters to 3 bytes, fewer when escaped) and keeps the bytes. Any
+  // object's uri counts; tinygltf reads only those two.
+  std::array<char, 5> start;
+  size_t size = 0;
+  Unescape(escaped, absl::MakeSpan(start), &size);
+  const bool data = absl::string_view(start.data(), size) == "data:";
+  if (object.buffer) buffer_data_uri_ = data;
+  if (!data) return absl::OkStatus();
+  return AddBufferBytes(static_cast<double>(escaped.size()) * 3 / 4, at);
+}
+
+void JsonScan::Scalar(absl::string_view token) {
+  if (stack_.empty()) return;
+  const Frame& object = stack_.back();
+  double length = 0;
+  if (object.buffer && object.key == Key::kByteLength &&
+      absl::SimpleAtod(token, &length) && length > buffer_length_) {
+    buffer_length_ = length;
+  }
+}
+
+absl::Status JsonScan::AddBufferBytes(double bytes, size_t at) {
+  buffer_bytes_ += bytes;
+  if (buffer_bytes_ > static_cast<double>(limits_.max_gltf_buffer_bytes)) {
+    return Error(at,
+                 absl::StrCat("buffers and data: URIs take more than ",
+                              limits_.max_gltf_buffer_bytes, " bytes"),
+                 "max_gltf_buffer_bytes");
+  }
+  return absl::OkStatus();
+}
+
+// The little-endian uint32 at `at` of a .glb (tinygltf reads them so).
+uint32_t GlbWord(absl::string_view glb, size_t at) {
+  uint32_t word = 0;
+  for (int b = 3; b >= 0; --b) {
+    word = (word << 8) | static_cast<unsigned char>(glb[at + b]);
+  }
+  return word;
+}
+
+// Checks a glTF file's JSON against `limits` before tinygltf parses it. A
+// .glb is read as tinygltf reads it (LoadBinaryFromMemory): a 20-byte
+// header whose last two words are the JSON chunk's length and type, the
+// JSON, then an optional BIN chunk. A header tinygltf refuses before it
+// parses any JSON is left to it.
+absl::Status CheckLimits(absl::string_view contents, const std::string& file,
+                         bool binary, const ImportLimits& limits) {
+  if (static_cast<uint64_t>(contents.size()) >
+      static_cast<uint64_t>(limits.max_file_bytes)) {
+    return ImportError(
+        file, 0, "",
+        absl::StrCat(contents.size(), " bytes, over the limit of ",
+                     limits.max_file_bytes, " (max_file_bytes)"));
+  }
+  absl::string_view json = contents;
+  size_t offset = 0;
+  if (binary) {
+    constexpr size_t kHeaderBytes = 20;
+    if (contents.size() < kHeaderBytes || !absl::StartsWith(contents, "glTF")) {
+      return absl::OkStatus();
+    }
+    const uint64_t length = GlbWord(contents, 8);
+    const uint64_t json_end = kHeaderBytes + uint64_t{GlbWord(contents, 12)};
+    if (json_end > contents.size()) return absl::OkStatus();
+    // tinygltf checks that the BIN chunk's header and data fit the length
+    // in the file's header, but not the 8 bytes of the chunk's header
+    // before its data: a chunk ending up to 8 bytes past the file would be
+    // copied from memory beyond it.
+    if (length <= contents.size() && json_end + 12 <= length) {
+      const uint64_t bin_length = GlbWord(contents, json_end);
+      if (json_end + 8 + bin_length > length) {
+        return ImportError(
+            file, 0, "",
+            absl::StrCat("BIN chunk of ", bin_length, " bytes at byte ",
+                         json_end, " runs past the file's length of ", length,
+                         " bytes"));
+      }
+    }
+    offset = kHeaderBytes;
+    json = contents.substr(kHeaderBytes, json_end - kHeaderBytes);
+  }
+  if (static_cast<uint64_t>(json.size()) >
+      static_cast<uint64_t>(limits.max_gltf_json_bytes)) {
+    return ImportError(
+        file, 0, "",
+        absl::StrCat("JSON of ", json.size(), " bytes is over the limit of ",
+                     limits.max_gltf_json_bytes, " (max_gltf_json_bytes)"));
+  }
+  return JsonScan(file, offset, limits).Run(json);
+}
+
 // "dir/Fox.GLB" -> "glb".
 std::string Extension(absl::string_view path) {
   const size_t slash = path.rfind('/');
@@ -414,57 +818,95 @@ bool NoWriteWholeFile(std::string*, const std::string&,
   return false;
 }
 
-}  // namespace
-
-absl::StatusOr<ImportedSkeleton> ImportGltf(const std::string& path,
-                                            int skin_index) {
-  const std::string extension = Extension(path);
-  if (extension != "gltf" && extension != "glb") return UnknownExtension(path);
-  // tinygltf reports a missing file as a read error like any other; look
-  // first so that it is NotFound, as from ReadFile.
-  if (std::ifstream probe(path, std::ios::binary); !probe) {
-    const int error = errno;
-    const std::string message =
-        absl::StrCat(path, ": cannot open: ", std::strerror(error));
-    return error == ENOENT ? absl::NotFoundError(message)
-                           : absl::InvalidArgumentError(message);
+// The file system callback for a file on disk: its external buffers and
+// images are read, all together at most max_gltf_buffer_bytes (`budget`,
+// the bytes left). The scan counted a buffer's byteLength, but an image's
+// file and the file itself (which tinygltf reads whole before it compares
+// its size with byteLength) could be anything, /dev/zero included.
+bool BoundedReadWholeFile(std::vector<unsigned char>* out, std::string* err,
+                          const std::string& path, void* budget) {
+  int64_t& left = *static_cast<int64_t*>(budget);
+  std::string contents;
+  const absl::Status read =
+      ReadFile(path, &contents, left,
+               "max_gltf_buffer_bytes, less what other external files took");
+  if (!read.ok()) {
+    if (err != nullptr) absl::StrAppend(err, read.message(), "\n");
+    return false;
   }
-
-  tinygltf::TinyGLTF loader;
-  loader.SetImageLoader(&SkipImage, nullptr);
-  tinygltf::Model model;
-  std::string err, warn;
-  const bool binary = extension == "glb";
-  const bool loaded = binary
-                          ? loader.LoadBinaryFromFile(&model, &err, &warn, path)
-                          : loader.LoadASCIIFromFile(&model, &err, &warn, path);
-  return ReadLoaded(loaded, model, err, warn, path, binary, skin_index);
+  left -= static_cast<int64_t>(contents.size());
+  out->assign(contents.begin(), contents.end());
+  return true;
 }
 
-absl::StatusOr<ImportedSkeleton> ParseGltf(absl::string_view contents,
-                                           const std::string& file,
-                                           int skin_index) {
-  const std::string extension = Extension(file);
-  if (extension != "gltf" && extension != "glb") return UnknownExtension(file);
+// Loads a .gltf or .glb (`binary`) in memory, within `limits`; `base_dir`
+// is where external files are, or null to read none.
+absl::StatusOr<ImportedSkeleton> Load(absl::string_view contents,
+                                      const std::string& file, bool binary,
+                                      const std::string* base_dir,
+                                      int skin_index,
+                                      const ImportLimits& limits) {
   if (contents.size() > std::numeric_limits<unsigned int>::max()) {
     return ImportError(file, 0, "", "larger than 4 GiB");
   }
+  if (absl::Status s = CheckLimits(contents, file, binary, limits); !s.ok()) {
+    return s;
+  }
   tinygltf::TinyGLTF loader;
   loader.SetImageLoader(&SkipImage, nullptr);
-  loader.SetFsCallbacks({&NoFileExists, &SamePath, &NoReadWholeFile,
-                         &NoWriteWholeFile, nullptr});
+  int64_t external_budget = limits.max_gltf_buffer_bytes;
+  if (base_dir == nullptr) {
+    loader.SetFsCallbacks({&NoFileExists, &SamePath, &NoReadWholeFile,
+                           &NoWriteWholeFile, nullptr});
+  } else {
+    loader.SetFsCallbacks({&tinygltf::FileExists, &tinygltf::ExpandFilePath,
+                           &BoundedReadWholeFile, &NoWriteWholeFile,
+                           &external_budget});
+  }
   tinygltf::Model model;
   std::string err, warn;
-  const bool binary = extension == "glb";
   const auto length = static_cast<unsigned int>(contents.size());
+  const std::string no_dir;
+  const std::string& dir = base_dir == nullptr ? no_dir : *base_dir;
   const bool loaded =
       binary ? loader.LoadBinaryFromMemory(
                    &model, &err, &warn,
                    reinterpret_cast<const unsigned char*>(contents.data()),
-                   length)
+                   length, dir)
              : loader.LoadASCIIFromString(&model, &err, &warn, contents.data(),
-                                          length, /*base_dir=*/"");
+                                          length, dir);
   return ReadLoaded(loaded, model, err, warn, file, binary, skin_index);
+}
+
+}  // namespace
+
+absl::StatusOr<ImportedSkeleton> ImportGltf(const std::string& path,
+                                            int skin_index,
+                                            const ImportLimits& limits) {
+  const std::string extension = Extension(path);
+  if (extension != "gltf" && extension != "glb") return UnknownExtension(path);
+  std::string contents;
+  if (absl::Status s = ReadFile(path, &contents, limits.max_file_bytes);
+      !s.ok()) {
+    return s;
+  }
+  // External files are looked for beside the file, as tinygltf's own
+  // LoadASCIIFromFile does (its GetBaseDir).
+  const size_t slash = path.find_last_of("/\\");
+  const std::string base_dir =
+      slash == std::string::npos ? "" : path.substr(0, slash);
+  return Load(contents, path, extension == "glb", &base_dir, skin_index,
+              limits);
+}
+
+absl::StatusOr<ImportedSkeleton> ParseGltf(absl::string_view contents,
+                                           const std::string& file,
+                                           int skin_index,
+                                           const ImportLimits& limits) {
+  const std::string extension = Extension(file);
+  if (extension != "gltf" && extension != "glb") return UnknownExtension(file);
+  return Load(contents, file, extension == "glb", /*base_dir=*/nullptr,
+              skin_index, limits);
 }
 
 }  // namespace reach::import

@@ -11,6 +11,12 @@
 // as Reach's transforms are. The result is named after the skin, or the
 // file's stem. Errors are InvalidArgument naming the file and the element
 // ("skin 1", "node 12 'LeftArm'"); a missing file is NotFound.
+//
+// Before tinygltf sees a file, its JSON (a .gltf, or a .glb's JSON chunk) is
+// scanned once against `limits` (ImportLimits: bytes, nesting depth,
+// values, elements of each top-level array, buffer bytes), so that a file
+// over them costs a pass over its bytes and no more; the error names the
+// limit and the byte where the scan crossed it.
 #ifndef REACH_IMPORTERS_GLTF_H_
 #define REACH_IMPORTERS_GLTF_H_
 
@@ -23,18 +29,20 @@
 namespace reach::import {
 
 // Reads a .gltf (JSON, external or embedded buffers) or .glb file and
-// imports skin `skin_index` (the first one by default).
-absl::StatusOr<ImportedSkeleton> ImportGltf(const std::string& path,
-                                            int skin_index = 0);
+// imports skin `skin_index` (the first one by default). External buffer and
+// image files count against limits.max_gltf_buffer_bytes when read.
+absl::StatusOr<ImportedSkeleton> ImportGltf(
+    const std::string& path, int skin_index = 0,
+    const ImportLimits& limits = ImportLimits());
 
 // Imports skin `skin_index` of a glTF file already in memory: `file` names
 // it in errors and its extension (.gltf or .glb) says which form `contents`
 // is. Buffers must be embedded (data: URIs, or a .glb's BIN chunk): no
 // other file is read, so a buffer in an external file is an error naming
 // its uri.
-absl::StatusOr<ImportedSkeleton> ParseGltf(absl::string_view contents,
-                                           const std::string& file,
-                                           int skin_index = 0);
+absl::StatusOr<ImportedSkeleton> ParseGltf(
+    absl::string_view contents, const std::string& file, int skin_index = 0,
+    const ImportLimits& limits = ImportLimits());
 
 }  // namespace reach::import
 

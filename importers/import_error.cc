@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -35,21 +35,44 @@ absl::Status CheckCreatable(absl::string_view file, absl::string_view element,
   return ImportError(file, 0, element, message);
 }
 
-absl::Status ReadFile(const std::string& path, std::string* contents) {
+absl::Status ReadFile(const std::string& path, std::string* contents,
+                      int64_t max_bytes, absl::string_view limit_name) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int error = errno;
-    std::string message = absl::StrCat(path, ": cannot open: ",
-                                       std::strerror(error));
+    std::string message =
+        absl::StrCat(path, ": cannot open: ", std::strerror(error));
     return error == ENOENT ? absl::NotFoundError(message)
                            : absl::InvalidArgumentError(message);
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  const auto too_large = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": larger than the limit of ", max_bytes, " bytes (",
+                     limit_name, ")"));
+  };
+  std::string text;
+  // A regular file says its size: refuse it unread, or read it into one
+  // allocation.
+  if (in.seekg(0, std::ios::end)) {
+    const std::streamoff size = in.tellg();
+    if (size > max_bytes) return too_large();
+    if (size > 0) text.reserve(static_cast<size_t>(size));
+    in.seekg(0, std::ios::beg);
+  }
+  in.clear();
+  // Then in chunks, bounded on their own: a pipe or a device says no size,
+  // and a file can grow while it is read.
+  char chunk[64 * 1024];
+  while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (static_cast<uint64_t>(text.size()) > static_cast<uint64_t>(max_bytes)) {
+      return too_large();
+    }
+  }
   if (in.bad()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": read failed"));
   }
-  *contents = std::move(buffer).str();
+  *contents = std::move(text);
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 #include "importers/bvh.h"
 #include "importers/chains.h"
 #include "importers/gltf.h"
+#include "importers/import_error.h"
 #include "importers/urdf.h"
 #include "google/protobuf/util/json_util.h"
 #include "wire/convert.h"
@@ -16,18 +17,24 @@ namespace {
 absl::StatusOr<ImportedSkeleton> ImportByExtension(
     const std::string& path, absl::string_view extension,
     const SkeletonFileOptions& options) {
-  if (extension == "bvh") {
-    absl::StatusOr<BvhClip> clip = ImportBvh(path);
-    if (!clip.ok()) return clip.status();
-    return std::move(clip->skeleton);
-  }
-  if (extension == "urdf") return ImportUrdf(path);
   if (extension == "gltf" || extension == "glb") {
-    return ImportGltf(path, options.gltf_skin);
+    return ImportGltf(path, options.gltf_skin, options.limits);
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, ": unknown skeleton format '.", extension,
-      "' (expected .json, .bvh, .urdf, .gltf or .glb)"));
+  if (extension != "bvh" && extension != "urdf") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": unknown skeleton format '.", extension,
+        "' (expected .json, .bvh, .urdf, .gltf or .glb)"));
+  }
+  // Read here rather than by ImportBvh / ImportUrdf, to bound the size.
+  std::string text;
+  if (absl::Status s = ReadFile(path, &text, options.limits.max_file_bytes);
+      !s.ok()) {
+    return s;
+  }
+  if (extension == "urdf") return ParseUrdf(text, path);
+  absl::StatusOr<BvhClip> clip = ParseBvh(text, path);
+  if (!clip.ok()) return clip.status();
+  return std::move(clip->skeleton);
 }
 
 // The skeleton JSON in `text`, with the options applied.
@@ -92,7 +99,10 @@ absl::StatusOr<v1::Skeleton> LoadSkeletonFile(
   const std::string extension = Extension(path);
   if (extension == "json") {
     std::string text;
-    if (absl::Status s = ReadFile(path, &text); !s.ok()) return s;
+    if (absl::Status s = ReadFile(path, &text, options.limits.max_file_bytes);
+        !s.ok()) {
+      return s;
+    }
     return FromJson(text, path, options);
   }
   absl::StatusOr<ImportedSkeleton> imported =
@@ -105,6 +115,13 @@ absl::StatusOr<ImportedFile> ImportSkeletonBytes(
     absl::string_view data, SkeletonFormat format, const std::string& file,
     const SkeletonFileOptions& options) {
   if (format == SkeletonFormat::kUnknown) format = FormatOfFileName(file);
+  if (static_cast<uint64_t>(data.size()) >
+      static_cast<uint64_t>(options.limits.max_file_bytes)) {
+    return ImportError(file, 0, "",
+                       absl::StrCat(data.size(), " bytes, over the limit of ",
+                                    options.limits.max_file_bytes,
+                                    " (max_file_bytes)"));
+  }
   ImportedFile out;
   switch (format) {
     case SkeletonFormat::kJson: {
@@ -135,7 +152,7 @@ absl::StatusOr<ImportedFile> ImportSkeletonBytes(
         absl::StrAppend(&name, glb ? ".glb" : ".gltf");
       }
       absl::StatusOr<ImportedSkeleton> imported =
-          ParseGltf(data, name, options.gltf_skin);
+          ParseGltf(data, name, options.gltf_skin, options.limits);
       if (!imported.ok()) return imported.status();
       out.skeleton = ToWire(*std::move(imported), options);
       return out;

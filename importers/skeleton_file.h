@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "importers/bvh.h"
+#include "importers/import_error.h"
 #include "reach/v1/skeleton.pb.h"
 #include "solvers/skeleton.h"
 
@@ -18,11 +19,15 @@ struct SkeletonFileOptions {
   std::string name;               // Replaces the file's own name when set.
   std::vector<ChainDef> chains;   // Replace or add chains by name.
   int gltf_skin = 0;              // Which skin of a glTF file.
+  // What one import may cost (importers/import_error.h): max_file_bytes
+  // for every format, the rest for glTF. The defaults hold when unset.
+  ImportLimits limits;
 };
 
 // Reads a skeleton by extension: .json (the canonical protobuf JSON of
 // reach.v1.Skeleton), .bvh, .urdf, .gltf, .glb. Errors name the file and,
-// where the format has them, the element and line.
+// where the format has them, the element and line; a file over
+// options.limits is refused unread or, for glTF, after one scan.
 absl::StatusOr<v1::Skeleton> LoadSkeletonFile(
     const std::string& path, const SkeletonFileOptions& options = {});
 
@@ -41,6 +46,8 @@ struct ImportedFile {
 // names it in errors; `format` kUnknown takes it from `file`'s extension.
 // glTF must have its buffers embedded (a .glb, or data: URIs); whether
 // `data` is .glb or .gltf is read from its first bytes. Reads no file.
+// `data` over options.limits.max_file_bytes is refused whatever its
+// format; glTF is also held to the rest of options.limits.
 absl::StatusOr<ImportedFile> ImportSkeletonBytes(
     absl::string_view data, SkeletonFormat format, const std::string& file,
     const SkeletonFileOptions& options = {});
