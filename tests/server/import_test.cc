@@ -229,6 +229,19 @@ TEST(ImportLimitsTest, AnImportCountsInTheByteBudgetBeforeItIsParsed) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_EQ(roomy.server->service().budget().used(), 0);
+
+  // glTF is charged more (tinygltf's model takes up to ~31 bytes per byte
+  // within the importers' limits): a share of 16 bytes per byte of the
+  // file is not enough.
+  const std::string glb = Data("gltf/RiggedFigure.glb");
+  options.service.max_buffered_bytes = 4 * 16 * int64_t(glb.size());
+  TestServer small(options);
+  request.set_data(glb);
+  request.set_file_name("RiggedFigure.glb");
+  status = small.stub->ImportSkeleton(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  status = roomy.stub->ImportSkeleton(Context().get(), request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 }  // namespace
