@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,6 +120,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   files.client_ca = o.tls_client_ca;
   // As before: at least every second.
   files.reload_interval = std::max(o.tls_reload_interval, absl::Seconds(1));
+  // The private copies go in the data directory (writable where the root
+  // filesystem is read-only, as in the k8s manifest), else $TMPDIR.
+  if (!o.in_memory_store) files.private_parent = o.data_dir;
   absl::StatusOr<std::unique_ptr<TlsFiles>> opened =
       TlsFiles::Open(std::move(files));
   if (!opened.ok()) return opened.status();
@@ -230,6 +234,20 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
             "--quota_retarget_profiles", "--max_retarget_profiles");
   if (o.insecure) o.service.peers_delete_any = true;
 
+  if (!o.in_memory_store) {
+    absl::StatusOr<int> lock = LockDataDir(o.data_dir);
+    if (!lock.ok()) return lock.status();
+    s->data_dir_lock_.fd = *lock;
+    // Private TLS copies a server killed with -9 left behind: nobody else
+    // holds this directory.
+    std::error_code ignored;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(o.data_dir, ignored)) {
+      if (absl::StartsWith(entry.path().filename().string(), "reach-tls-")) {
+        std::filesystem::remove_all(entry.path(), ignored);
+      }
+    }
+  }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       Credentials(o, &s->tls_files_);
   if (!credentials.ok()) return credentials.status();
@@ -256,11 +274,6 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   if (!auth.ok()) return auth.status();
   s->auth_ = *std::move(auth);
 
-  if (!o.in_memory_store) {
-    absl::StatusOr<int> lock = LockDataDir(o.data_dir);
-    if (!lock.ok()) return lock.status();
-    s->data_dir_lock_.fd = *lock;
-  }
   s->metrics_ = std::make_unique<Metrics>();
   absl::StatusOr<std::unique_ptr<SkeletonStore>> store =
       OpenStore(o, "skeletons");

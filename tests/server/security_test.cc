@@ -903,6 +903,41 @@ TEST(DataDirTest, OneServerPerDataDirectory) {
   EXPECT_TRUE(second.ok()) << second.status();
 }
 
+// The private copies of the TLS files live in the data directory (the k8s
+// manifest's root filesystem is read-only), and copies a server killed
+// with -9 left there are removed by the next one.
+TEST(DataDirTest, TlsCopiesLiveInTheDataDirectoryAndStaleOnesGo) {
+  const std::filesystem::path dir = TempDir("data-dir-tls");
+  Pki pki{dir};
+  pki.MakeCa("ca");
+  pki.MakeLeaf("server", "ca", "serverAuth");
+  const std::filesystem::path data = dir / "data";
+  std::filesystem::create_directories(data / "reach-tls-stale");
+  WriteFile(data / "reach-tls-stale" / "key.pem", "old key");
+  ServerOptions options = TestServerOptions();
+  options.in_memory_store = false;
+  options.data_dir = data.string();
+  options.tls_cert = pki.PemPath("server");
+  options.tls_key = pki.KeyPath("server");
+  const auto copies = [&] {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(data)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("reach-tls-", 0) == 0) names.push_back(name);
+    }
+    return names;
+  };
+  {
+    absl::StatusOr<std::unique_ptr<ReachServer>> server =
+        ReachServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    const std::vector<std::string> live = copies();
+    ASSERT_EQ(live.size(), 1u);
+    EXPECT_NE(live[0], "reach-tls-stale");
+  }
+  EXPECT_TRUE(copies().empty());
+}
+
 // Issue 39, 7: gRPC's SO_REUSEPORT let a second server start silently on
 // the same port and take half the connections.
 TEST(ListenTest, ASecondServerOnTheSamePortIsRefused) {
