@@ -186,9 +186,7 @@ std::string PeerOwner(absl::string_view peer) {
   }
   // Every loopback address is this machine: one owner, or any local
   // process could take a fresh quota from 127.0.0.2, 127.0.0.3, ...
-  absl::string_view host = address;
-  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
-  if (!absl::StartsWith(peer, "unix:") && IsLoopbackHost(host)) {
+  if (!absl::StartsWith(peer, "unix:") && IsLoopbackHost(HostOf(address))) {
     return "peer:loopback";
   }
   return absl::StrCat("peer:", address);

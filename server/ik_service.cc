@@ -43,6 +43,12 @@ int64_t ResponseBound(int joints, int goals, bool return_globals) {
 
 }  // namespace
 
+std::string OwnerOf(const grpc::CallbackServerContext& context,
+                    const Caller& caller) {
+  // Without auth, solves are not charged to anyone (no name): the peer.
+  return caller.name.empty() ? PeerOwner(context.peer()) : caller.name;
+}
+
 std::shared_ptr<MemoryBudget> IkService::ShareOf(
     const grpc::CallbackServerContext& context, const Caller& caller) {
   if (budget_.limit() <= 0) {
@@ -50,9 +56,8 @@ std::shared_ptr<MemoryBudget> IkService::ShareOf(
   }
   const int64_t limit = options_.max_buffered_bytes_per_caller > 0
                             ? options_.max_buffered_bytes_per_caller
-                            : budget_.limit() / 4;
-  std::string owner =
-      caller.name.empty() ? PeerOwner(context.peer()) : caller.name;
+                            : budget_.limit() / kCallerShare;
+  const std::string owner = OwnerOf(context, caller);
   absl::MutexLock lock(&shares_mu_);
   std::weak_ptr<MemoryBudget>& slot = shares_[owner];
   std::shared_ptr<MemoryBudget> share = slot.lock();
@@ -744,11 +749,8 @@ IkService::OpenStream(grpc::CallbackServerContext* context, Rpc rpc,
                                   ")")));
   }
   StreamReactor* stream = make();
-  // Without auth, solves are not charged to anyone (no name): the viewer
-  // lists the stream under its peer's address.
-  stream->watched = stream_watch_.Add(
-      caller->name.empty() ? PeerOwner(context->peer()) : caller->name,
-      rpc == Rpc::kRetargetStream);
+  stream->watched =
+      stream_watch_.Add(OwnerOf(*context, *caller), rpc == Rpc::kRetargetStream);
   stream->share = ShareOf(*context, *caller);
   stream->caller = *std::move(caller);
   streams_.insert(stream);

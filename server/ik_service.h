@@ -75,6 +75,16 @@ struct ServiceOptions {
   bool peers_delete_any = false;
 };
 
+// A caller's quotas and shares are at most 1/kCallerShare of the server's
+// bound (byte budget, registry bytes, retarget profiles), so that no one
+// caller can fill the server.
+inline constexpr int kCallerShare = 4;
+
+// Who `caller` is charged as: its token's name, or without auth its peer
+// address (PeerOwner).
+std::string OwnerOf(const grpc::CallbackServerContext& context,
+                    const Caller& caller);
+
 // The owner a Delete of `caller`'s acts as: "" (delete outright) for an
 // admin token, or without auth when `peers_delete_any`; else its name
 // (only what it registered).

@@ -67,9 +67,6 @@ absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenStore(
 // scrape from waiting behind idle or slow connections.
 constexpr int kMetricsRequestTimeoutMs = 2000;
 
-// A caller's quota may be at most 1/kQuotaShare of the server's bound.
-constexpr int kQuotaShare = 4;
-
 // TLS (mTLS with a client CA) from files checked every
 // tls_reload_interval (TlsFiles: a bad file is logged and the last good
 // pair kept); plaintext only on loopback unless --insecure. With TLS,
@@ -219,7 +216,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   const auto share = [](auto quota, auto bound, const char* flag,
                         const char* bound_flag) {
     using T = decltype(quota);
-    const T most = std::max<T>(1, bound / kQuotaShare);
+    const T most = std::max<T>(1, bound / kCallerShare);
     if (quota <= 0 || bound <= 0 || quota <= most) return quota;
     LogInfo(absl::StrCat(flag, "=", quota, " lowered to ", most,
                          ", a quarter of ", bound_flag, "=", bound,

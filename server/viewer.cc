@@ -121,16 +121,6 @@ std::string QueryParam(const mg_request_info* info, const char* name) {
   return value;
 }
 
-// The host of a Host header ("localhost:9465", "[::1]:9465"): without its
-// port and brackets.
-absl::string_view HostHeaderHost(absl::string_view host) {
-  if (absl::StartsWith(host, "[")) {
-    const size_t end = host.find(']');
-    return end == absl::string_view::npos ? "" : host.substr(1, end - 1);
-  }
-  return host.substr(0, host.find(':'));
-}
-
 // What to quote of a header the client sent, in an error: its first bytes,
 // non-printable ones escaped.
 std::string Quote(absl::string_view text) {
@@ -162,7 +152,7 @@ const std::string* Viewer::GrantedOrigin(absl::string_view origin) const {
 std::string Viewer::RefusalOf(const mg_connection* conn) const {
   const char* host = mg_get_header(conn, "Host");
   if (loopback_ && host != nullptr &&
-      !IsLoopbackHost(HostHeaderHost(host))) {
+      !IsLoopbackHost(HostOf(host))) {
     return absl::StrCat(
         "Host: '", Quote(host),
         "' is not a loopback name, and this viewer listens on loopback only "
@@ -313,16 +303,17 @@ absl::StatusOr<std::string> Viewer::AuthorizationOf(
   return authorization;
 }
 
-absl::StatusOr<Caller> Viewer::CallerOf(const mg_connection* conn) const {
+absl::StatusOr<Caller> Viewer::CallerOf(const mg_connection* conn,
+                                        absl::string_view authorization) const {
   const mg_request_info* info = mg_get_request_info(conn);
-  absl::StatusOr<std::string> authorization = AuthorizationOf(conn);
-  if (!authorization.ok()) return authorization.status();
   absl::StatusOr<Caller> caller = auth_->Authenticate(
-      *authorization,
+      authorization,
       absl::StrCat("ipv4:", info->remote_addr, ":", info->remote_port));
-  if (caller.ok() && !caller->role.has_value()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "token '", caller->name, "' has no role that may watch streams"));
+  if (!caller.ok()) return caller;
+  // Everything the gateway serves needs at least `solve`.
+  if (absl::Status allowed = Authorize(*caller, Role::kSolve, "the viewer's API");
+      !allowed.ok()) {
+    return allowed;
   }
   return caller;
 }
@@ -331,18 +322,13 @@ bool Viewer::MayWatch(const Caller& caller, const std::string& owner) {
   return caller.role == Role::kAdmin || caller.name == owner;
 }
 
-void Viewer::ListStreams(mg_connection* conn) {
-  const absl::StatusOr<Caller> caller = CallerOf(conn);
-  if (!caller.ok()) {
-    SendStatus(conn, caller.status());
-    return;
-  }
+void Viewer::ListStreams(mg_connection* conn, const Caller& caller) {
   google::protobuf::Struct out;
   google::protobuf::ListValue* list =
       (*out.mutable_fields())["streams"].mutable_list_value();
   const absl::Time now = absl::Now();
   for (const std::shared_ptr<WatchedStream>& stream : streams_->List()) {
-    if (!MayWatch(*caller, stream->owner())) continue;
+    if (!MayWatch(caller, stream->owner())) continue;
     auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
     f["id"].set_number_value(static_cast<double>(stream->id()));
     f["owner"].set_string_value(stream->owner());
@@ -376,7 +362,10 @@ int Viewer::OnWatchConnect(const mg_connection* conn, void* self) {
     LogLimited("I", absl::StrCat("viewer: /api/watch refused: ", refusal));
     return 1;
   }
-  const absl::StatusOr<Caller> caller = v->CallerOf(conn);
+  const absl::StatusOr<std::string> authorization = AuthorizationOf(conn);
+  const absl::StatusOr<Caller> caller =
+      authorization.ok() ? v->CallerOf(conn, *authorization)
+                         : absl::StatusOr<Caller>(authorization.status());
   if (!caller.ok()) {
     // Refused before the handshake too: a socket refused in band is kept
     // until the client answers the close (or its pings time out), and
@@ -526,16 +515,10 @@ void Viewer::Api(mg_connection* conn) {
     SendStatus(conn, authorization.status());
     return;
   }
-  if (auth_->enabled()) {
-    const absl::StatusOr<Caller> caller = auth_->Authenticate(
-        *authorization,
-        absl::StrCat("ipv4:", info->remote_addr, ":", info->remote_port));
-    const absl::Status allowed =
-        caller.ok() ? Authorize(*caller, Role::kSolve, uri) : caller.status();
-    if (!allowed.ok()) {
-      SendStatus(conn, allowed);
-      return;
-    }
+  const absl::StatusOr<Caller> caller = CallerOf(conn, *authorization);
+  if (!caller.ok()) {
+    SendStatus(conn, caller.status());
+    return;
   }
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
@@ -569,7 +552,7 @@ void Viewer::Api(mg_connection* conn) {
       SendError(conn, 405, "METHOD_NOT_ALLOWED", "/api/streams: only GET");
       return;
     }
-    ListStreams(conn);
+    ListStreams(conn, *caller);
     return;
   }
   // A read-only collection at `base`: `list` for base (or base/), `get`

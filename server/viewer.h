@@ -126,12 +126,15 @@ class Viewer {
   // The same checks for a WebSocket handshake: the refusal, or "".
   std::string RefusalOf(const mg_connection* conn) const;
   void Api(mg_connection* conn);
-  void ListStreams(mg_connection* conn);
+  void ListStreams(mg_connection* conn, const Caller& caller);
   // The Authorization of an HTTP request: its header, else "Bearer " and
   // `access_token` from the query; InvalidArgument when not visible ASCII.
   static absl::StatusOr<std::string> AuthorizationOf(const mg_connection* conn);
-  // The caller of an HTTP request (AuthorizationOf).
-  absl::StatusOr<Caller> CallerOf(const mg_connection* conn) const;
+  // The caller of an HTTP request whose Authorization (AuthorizationOf) is
+  // `authorization`: Unauthenticated, or PermissionDenied without the
+  // `solve` role.
+  absl::StatusOr<Caller> CallerOf(const mg_connection* conn,
+                                  absl::string_view authorization) const;
   // Whether `caller` may see a stream `owner` opened.
   static bool MayWatch(const Caller& caller, const std::string& owner);
 
