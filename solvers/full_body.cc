@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "solvers/bend_plane.h"
+#include "solvers/body_model.h"
 #include "solvers/limits.h"
 #include "solvers/solve.h"
 
@@ -504,13 +505,16 @@ void AddTransposed(const double* J, Eigen::Index stride, int row,
 // The solve of one request's full-body goals.
 class FullBodySolve {
  public:
+  // `model`: the body model in use, or null.
   FullBodySolve(const Skeleton& skeleton, absl::Span<const Goal> goals,
-                const FullBodyOptions& options, FullBodyScratch& s, Pose* pose)
+                const FullBodyOptions& options, FullBodyScratch& s, Pose* pose,
+                const BodyModel* model)
       : skeleton_(skeleton),
         goals_(goals),
         options_(options),
         s_(s),
         pose_(*pose),
+        model_(model),
         body_(BodySize(skeleton)) {}
 
   // Sets up the problem; false when there is nothing to solve.
@@ -621,6 +625,7 @@ class FullBodySolve {
   const FullBodyOptions& options_;
   FullBodyScratch& s_;
   Pose& pose_;
+  const BodyModel* model_;
   const double body_;
   int root_ = -1;
   Transform root_parent_;
@@ -734,15 +739,18 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     if (!s_.active[j]) continue;
     s_.active_joints.push_back(j);
     const Joint& joint = skeleton_.joint(j);
-    if (!s_.drives[j] || joint.stiffness >= 1.0 ||
-        joint.type == JointType::kFixed || (j == root_ && pinned)) {
+    const double stiffness =
+        model_ != nullptr ? model_->stiffness[j] : joint.stiffness;
+    if (!s_.drives[j] || stiffness >= 1.0 ||
+        joint.type == JointType::kFixed || (j == root_ && pinned) ||
+        (model_ != nullptr && model_->fixed[j])) {
       continue;
     }
     s_.dof_start[j] = static_cast<int>(s_.dof_joint.size());
     const int count = joint.type == JointType::kBall ? 3 : 1;
     for (int a = 0; a < count; ++a) {
       s_.dof_joint.push_back(j);
-      s_.dof_weight.push_back(std::sqrt(1.0 - joint.stiffness));
+      s_.dof_weight.push_back(std::sqrt(1.0 - stiffness));
     }
   }
   cols_ = static_cast<int>(s_.dof_joint.size());
@@ -976,7 +984,7 @@ bool FullBodySolve::Evaluate() {
         excess += std::max(0.0, angle - s_.orientation_tolerance[i]);
       }
     }
-    if (excess > 0.0) all_reached = false;
+    if (excess > 0.0 && !s_.soft[i]) all_reached = false;
     s_.goal_excess[k] = goal.weight * excess * excess;
     level_excess_[level] += s_.goal_excess[k];
   }
@@ -993,9 +1001,9 @@ bool FullBodySolve::Evaluate() {
 bool FullBodySolve::NearlyReached() const {
   bool outside = false;
   for (size_t k = 0; k < s_.goal_order.size(); ++k) {
-    if (!(s_.goal_excess[k] > 0.0)) continue;
-    outside = true;
     const int i = s_.goal_order[k];
+    if (!(s_.goal_excess[k] > 0.0) || s_.soft[i]) continue;
+    outside = true;
     const Goal& goal = goals_[i];
     const Transform& ge = s_.globals[s_.effector[k]];
     double miss = 0.0, angle = 0.0;
@@ -1111,8 +1119,14 @@ void FullBodySolve::ApplyPoles() {
         !(want.norm() > 1e-9 * body_)) {
       continue;
     }
-    const double angle =
-        std::atan2(line.dot(bend.cross(want)), bend.dot(want));
+    double angle = std::atan2(line.dot(bend.cross(want)), bend.dot(want));
+    // A preferred bend (the body model's) leaves a cone free: the limb
+    // turns only to its edge.
+    const double cone = s_.pole_cone[s_.goal_order[k]];
+    if (cone > 0.0) {
+      if (std::abs(angle) <= cone) continue;
+      angle -= std::copysign(cone, angle);
+    }
     if (!(std::abs(angle) > 1e-9)) continue;
     if (std::abs(angle) > 0.1 && bend.norm() < 0.05 * length) {
       // A nearly straight limb: swivelling it to the pole would roll the
@@ -1566,6 +1580,8 @@ bool FullBodySolve::OnStall(const Levels& excess) {
     // stays near the last.
     int begin = 0;
     while (s_.goal_row[begin] < level_start_[level]) ++begin;
+    // The body model's own goals come last and never change the problem.
+    if (s_.soft[s_.goal_order[begin]]) break;
     int end = begin;
     while (end < m && s_.goal_row[end] < level_start_[level + 1]) ++end;
     if (end - begin >= 2 && !s_.demoted[s_.goal_order[begin]]) {
@@ -1884,20 +1900,46 @@ bool BetterByPriority(absl::Span<const Goal> goals,
 
 }  // namespace
 
-int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> goals,
+int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
                   const FullBodyOptions& options, const Deadline& deadline,
                   FullBodyScratch& scratch, Pose* pose,
-                  absl::Span<GoalResult> results) {
+                  absl::Span<GoalResult> request_results) {
   const Deadline budget = deadline.WithBudget(options.time_budget_ms);
   const int max_iterations =
       options.max_iterations > 0 ? options.max_iterations : kDefaultIterations;
   int iterations = 0;
+  // The body model (BodyMode::kHuman on a humanoid): the request's goals
+  // with preferred bends, then the pelvis' goals (AddBodyGoals), solved in
+  // place of the request's.
+  const BodyModel& body = skeleton.body_model();
+  const BodyModel* model =
+      options.body == BodyMode::kHuman && body.human ? &body : nullptr;
+  absl::Span<const Goal> goals = request;
+  absl::Span<GoalResult> results = request_results;
+  if (model != nullptr) {
+    scratch.body_goals.assign(request.begin(), request.end());
+    const bool free_root =
+        options.root_joint < 0 && options.root_mode != RootMode::kPinned;
+    if (free_root) {
+      AddBodyGoals(skeleton, body, scratch.globals, scratch.body_goals,
+                   scratch.soft, scratch.pole_cone, pose);
+    } else {
+      scratch.soft.assign(request.size(), 0);
+      scratch.pole_cone.assign(request.size(), 0.0);
+    }
+    scratch.body_results.resize(scratch.body_goals.size());
+    goals = scratch.body_goals;
+    results = absl::MakeSpan(scratch.body_results);
+  } else {
+    scratch.soft.assign(request.size(), 0);
+    scratch.pole_cone.assign(request.size(), 0.0);
+  }
   {
     // A new character (every joint below a root at rest; a stream's frame
     // almost never is, and the check stops at its first joint off rest).
     const bool from_rest = AtRest(skeleton, pose->local);
     if (from_rest) scratch.start_locals = pose->local;
-    FullBodySolve solve(skeleton, goals, options, scratch, pose);
+    FullBodySolve solve(skeleton, goals, options, scratch, pose, model);
     if (solve.Setup(results)) {
       iterations = solve.Run(budget, max_iterations);
       // A new character's straight limbs can settle into bends no step
@@ -1915,7 +1957,7 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> goals,
         if (!solve.BendRestingHinges(scratch.start_locals)) {
           pose->local = scratch.first_locals;
         } else {
-          FullBodySolve again(skeleton, goals, options, scratch, pose);
+          FullBodySolve again(skeleton, goals, options, scratch, pose, model);
           bool better = false;
           if (again.Setup(results)) {
             iterations += again.Run(budget, max_iterations);
@@ -1928,8 +1970,13 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> goals,
       }
     }
   }
-  for (size_t i = 0; i < goals.size(); ++i) {
-    if (IsFullBody(goals[i])) results[i].iterations = iterations;
+  if (model != nullptr) {
+    for (size_t i = 0; i < request.size(); ++i) {
+      if (IsFullBody(request[i])) request_results[i] = scratch.body_results[i];
+    }
+  }
+  for (size_t i = 0; i < request.size(); ++i) {
+    if (IsFullBody(request[i])) request_results[i].iterations = iterations;
   }
   return iterations;
 }

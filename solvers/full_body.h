@@ -119,6 +119,14 @@ struct FullBodyScratch {
   std::vector<Transform> first_locals;
   std::vector<double> first_excess;
   std::vector<double> second_excess;
+  // The body model's goals (BodyMode::kHuman): the request's, with
+  // preferred bends where they give no pole, then the pelvis' own; their
+  // results; and per goal of those, whether it is the model's (soft: never
+  // keeps a solve going), and the cone (radians) its pole leaves free.
+  std::vector<Goal> body_goals;
+  std::vector<GoalResult> body_results;
+  std::vector<char> soft;
+  std::vector<double> pole_cone;
 };
 
 // Checks the full-body goals of `goals` (solver kFullBody) and `options`

@@ -140,6 +140,19 @@ enum class RootMode : int {
 };
 
 // Options of the full-body problem (one per request).
+// What the full-body solver fills in that the goals leave open.
+enum class BodyMode : int {
+  // The default: on a humanoid skeleton (solvers/body_model.h), the body
+  // moves like a person: pelvis helper joints never turn, the spine, neck
+  // and clavicles are stiffer than hips and knees, knees bend forward and
+  // elbows back when no pole is given, and the pelvis is placed and turned
+  // from the head, hands and feet (lowered, knees bent, before the spine
+  // folds). Other skeletons solve as with kNone.
+  kHuman = 0,
+  // The goals alone: every joint as the skeleton gives it.
+  kNone = 1,
+};
+
 struct FullBodyOptions {
   // The solver's root: the joints it turns are those on the paths from it
   // to the effectors (every effector must be it or below it). -1: the
@@ -158,6 +171,7 @@ struct FullBodyOptions {
   // Wall-clock budget in milliseconds, [0, 60000]; 0: none (the deadline
   // passed to Solve still bounds it).
   double time_budget_ms = 0.0;
+  BodyMode body = BodyMode::kHuman;
 };
 
 // Outcome of one goal. Errors are measured by forward kinematics of the

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "solvers/body_model.h"
 
 namespace reach {
 namespace {
@@ -249,6 +250,8 @@ absl::StatusOr<Skeleton> Skeleton::Create(SkeletonDef def,
     skeleton.rest_globals_[i] =
         parent < 0 ? local : skeleton.rest_globals_[parent] * local;
   }
+  skeleton.body_model_ =
+      std::make_shared<const BodyModel>(BuildBodyModel(skeleton));
   return skeleton;
 }
 

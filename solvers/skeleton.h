@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "solvers/transform.h"
 
 namespace reach {
+
+struct BodyModel;  // solvers/body_model.h
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -155,6 +158,10 @@ class Skeleton {
   absl::Span<const Transform> rest_locals() const { return rest_locals_; }
   absl::Span<const Transform> rest_globals() const { return rest_globals_; }
 
+  // What the skeleton says about how its body moves, when it is a
+  // humanoid (solvers/body_model.h), derived once by Create.
+  const BodyModel& body_model() const { return *body_model_; }
+
  private:
   std::vector<Joint> joints_;
   std::vector<Transform> rest_locals_;
@@ -162,6 +169,7 @@ class Skeleton {
   std::vector<Chain> chains_;
   absl::flat_hash_map<std::string, int> joint_index_;
   absl::flat_hash_map<std::string, int> chain_index_;
+  std::shared_ptr<const BodyModel> body_model_;
 };
 
 // Names a field in an error message, e.g. "goals[2].target". Formatted only

@@ -752,7 +752,12 @@ TEST(FullBodyTest, UnreachableEverythingStaysValidAndHonoursPriorities) {
   goals[0].target_orientation = Quaterniond(0, 1, 0, 0);
   goals[4].aim_axis = Vector3d(0, 0, -1);
   for (Goal& g : goals) g.options.tolerance = kTolerance;
-  const Outcome all = SolveBody(skeleton, goals, RestPose(skeleton));
+  // Iterations enough for every solve to stop creeping toward its
+  // unreachable targets (64 leave the body model's stiff spine creeping:
+  // 1.3% apart at the cap, 0.01% once converged).
+  FullBodyOptions many;
+  many.max_iterations = 2000;
+  const Outcome all = SolveBody(skeleton, goals, RestPose(skeleton), many);
   ASSERT_TRUE(all.status.ok());
   ExpectValidPose(skeleton, all);
   for (const GoalResult& r : all.results) {
@@ -765,15 +770,15 @@ TEST(FullBodyTest, UnreachableEverythingStaysValidAndHonoursPriorities) {
   EXPECT_TRUE(all.results[1].reached);
   for (int i = 2; i < 5; ++i) EXPECT_FALSE(all.results[i].reached) << i;
   // Each goal is as close as it gets with only the levels above it asked
-  // for (reached if it is reached then, else within 1%: both solves creep
-  // toward unreachable targets until their iterations run out): a later
-  // level never costs an earlier one accuracy.
+  // for (reached if it is reached then, else within 1%, both converged):
+  // a later level never costs an earlier one accuracy.
   for (int levels = 1; levels <= 2; ++levels) {
     std::vector<Goal> upper;
     for (const Goal& g : goals) {
       if (g.priority < levels) upper.push_back(g);
     }
-    const Outcome alone = SolveBody(skeleton, upper, RestPose(skeleton));
+    const Outcome alone = SolveBody(skeleton, upper, RestPose(skeleton), many);
+
     for (size_t i = 0; i < upper.size(); ++i) {
       if (upper[i].priority != levels - 1) continue;
       if (alone.results[i].reached) {
@@ -921,9 +926,13 @@ TEST_P(FullBodyStreamTest, FollowsTheClipWithoutFlipsOrPops) {
       }
       goals.push_back(g);
     }
-    // The first frame starts from the rest pose, far from the clip.
+    // The first frame starts from the rest pose, far from the clip. The
+    // goals alone (BodyMode::kNone), with the caller's poles and
+    // stiffness: the body model is judged against the performer in
+    // full_body_motion_test.
     FullBodyOptions options;
     options.max_iterations = 256;
+    options.body = BodyMode::kNone;
     ASSERT_TRUE(Solve(skeleton, goals, ws, &pose, absl::MakeSpan(results), {},
                       {}, options)
                     .ok());

@@ -1,4 +1,4 @@
-#include "retarget/characterize.h"
+#include "solvers/characterize.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "solvers/pose.h"
 
-namespace reach::retarget {
+namespace reach {
 namespace {
 
 using Eigen::Vector3d;
@@ -726,4 +726,4 @@ std::string FormatCharacterization(const Skeleton& skeleton,
   return out;
 }
 
-}  // namespace reach::retarget
+}  // namespace reach

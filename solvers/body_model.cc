@@ -1,0 +1,295 @@
+#include "solvers/body_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace reach {
+namespace {
+
+using Eigen::Quaterniond;
+using Eigen::Vector3d;
+
+void Forward(const Skeleton& skeleton, const Pose& pose,
+             std::vector<Transform>& globals) {
+  const int n = skeleton.num_joints();
+  globals.resize(n);
+  for (int j = 0; j < n; ++j) {
+    const int parent = skeleton.joint(j).parent;
+    globals[j] = parent < 0 ? pose.local[j] : globals[parent] * pose.local[j];
+  }
+}
+
+int EffectorOf(const Skeleton& skeleton, const Goal& goal) {
+  return goal.chain >= 0 ? skeleton.chain(goal.chain).joints.back()
+                         : goal.tip_joint;
+}
+
+// The joint a goal's pole turns its limb from (as the full-body solver
+// reads it).
+int LimbRootOf(const Skeleton& skeleton, const Goal& goal) {
+  if (goal.chain >= 0) return skeleton.chain(goal.chain).joints.front();
+  if (goal.root_joint >= 0) return goal.root_joint;
+  const int parent = skeleton.joint(goal.tip_joint).parent;
+  return parent < 0 ? -1 : skeleton.joint(parent).parent;
+}
+
+// `v` without its part along unit `up`.
+Vector3d Flat(const Vector3d& v, const Vector3d& up) {
+  return v - v.dot(up) * up;
+}
+
+// The unit model axis nearest `v` (zero when `v` is zero).
+Vector3d NearestAxis(const Vector3d& v) {
+  Eigen::Index axis = 0;
+  v.cwiseAbs().maxCoeff(&axis);
+  Vector3d out = Vector3d::Zero();
+  if (v[axis] != 0.0) out[axis] = v[axis] > 0.0 ? 1.0 : -1.0;
+  return out;
+}
+
+// Gives goal `i` (on a foot or hand) a preferred bend toward `direction`
+// from its limb's middle joint `mid`, its limb starting at `limb_root`,
+// unless it has a pole or names another limb.
+void PreferBend(const Skeleton& skeleton, int limb_root, int mid,
+                const Vector3d& direction, double length,
+                const std::vector<Transform>& globals, Goal& goal,
+                double& cone) {
+  if (goal.pole || goal.aim_axis) return;
+  if (goal.chain >= 0 || goal.root_joint >= 0) {
+    if (LimbRootOf(skeleton, goal) != limb_root) {
+      if (goal.root_joint >= 0) return;  // The caller's limb.
+      goal.tip_joint = EffectorOf(skeleton, goal);
+      goal.chain = -1;
+      goal.root_joint = limb_root;
+    }
+  } else if (LimbRootOf(skeleton, goal) != limb_root) {
+    goal.root_joint = limb_root;
+  }
+  goal.pole = globals[mid].translation + length * direction;
+  cone = kPreferredBendCone;
+}
+
+// Length of the rest pose's path from `ancestor` down to `j`.
+double PathLength(const Skeleton& skeleton, int ancestor, int j) {
+  const absl::Span<const Transform> at = skeleton.rest_globals();
+  double length = 0.0;
+  for (; j >= 0 && j != ancestor; j = skeleton.joint(j).parent) {
+    const int parent = skeleton.joint(j).parent;
+    if (parent < 0) break;
+    length += (at[j].translation - at[parent].translation).norm();
+  }
+  return length;
+}
+
+}  // namespace
+
+BodyModel BuildBodyModel(const Skeleton& skeleton,
+                         const RoleStiffness& roles) {
+  BodyModel model;
+  const int n = skeleton.num_joints();
+  model.stiffness.resize(n);
+  model.fixed.assign(n, 0);
+  for (int j = 0; j < n; ++j) model.stiffness[j] = skeleton.joint(j).stiffness;
+  const absl::StatusOr<Characterization> found = Characterize(skeleton);
+  if (!found.ok()) return model;
+  const Characterization& c = *found;
+  for (int side = 0; side < 2; ++side) {
+    const Leg& leg = c.legs[side];
+    const Arm& arm = c.arms[side];
+    if (leg.thigh < 0 || leg.shin < 0 || leg.foot < 0 || arm.upper_arm < 0 ||
+        arm.forearm < 0 || arm.hand < 0) {
+      return model;
+    }
+  }
+  if (c.pelvis < 0 || c.head < 0 || c.spine.empty()) return model;
+  model.human = true;
+  model.pelvis = c.pelvis;
+  model.head = c.head;
+  model.chest = c.spine.back();
+  model.arms = c.arms;
+  model.legs = c.legs;
+
+  // Stiffness by role, where the skeleton sets none.
+  auto stiffen = [&](int j, double s) {
+    if (j >= 0 && skeleton.joint(j).stiffness == 0.0) model.stiffness[j] = s;
+  };
+  for (int j : c.spine) stiffen(j, roles.spine);
+  for (int j : c.neck) stiffen(j, roles.neck);
+  stiffen(c.pelvis, roles.pelvis);
+  for (const Arm& arm : c.arms) stiffen(arm.clavicle, roles.clavicle);
+
+  // Pelvis helpers: joints strictly between the pelvis and one thigh
+  // whose subtree holds that leg only (a joint above both legs, like a
+  // Character Creator rig's CC_Base_Pelvis, turns the pelvis as a whole
+  // and keeps its sockets together).
+  for (int side = 0; side < 2; ++side) {
+    const int other = c.legs[1 - side].thigh;
+    for (int j = skeleton.joint(c.legs[side].thigh).parent;
+         j >= 0 && j != c.pelvis; j = skeleton.joint(j).parent) {
+      bool holds_other = false;
+      for (int k = other; k >= 0; k = skeleton.joint(k).parent) {
+        if (k == j) holds_other = true;
+      }
+      if (!holds_other) model.fixed[j] = 1;
+    }
+  }
+
+  const absl::Span<const Transform> at = skeleton.rest_globals();
+  for (int side = 0; side < 2; ++side) {
+    model.leg_length[side] =
+        PathLength(skeleton, c.legs[side].thigh, c.legs[side].foot);
+    model.arm_length[side] =
+        PathLength(skeleton, c.arms[side].upper_arm, c.arms[side].hand);
+    model.foot_forward[side] =
+        at[c.legs[side].foot].rotation.conjugate() * c.forward;
+  }
+  model.trunk_length = PathLength(skeleton, c.pelvis, c.head);
+  model.trunk_height =
+      (at[c.head].translation - at[c.pelvis].translation).dot(c.up);
+  if (!(model.trunk_height > 0.5 * model.trunk_length)) {
+    model.trunk_height = 0.95 * model.trunk_length;
+  }
+  model.pelvis_forward = at[c.pelvis].rotation.conjugate() * c.forward;
+  model.pelvis_left = at[c.pelvis].rotation.conjugate() * c.left;
+  model.head_forward = at[c.head].rotation.conjugate() * c.forward;
+  return model;
+}
+
+void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
+                  std::vector<Transform>& globals, std::vector<Goal>& goals,
+                  std::vector<char>& soft, std::vector<double>& cone,
+                  Pose* pose) {
+  const int requested = static_cast<int>(goals.size());
+  soft.assign(requested, 0);
+  cone.assign(requested, 0.0);
+  Forward(skeleton, *pose, globals);
+  int head = -1;
+  std::array<int, 2> foot = {-1, -1}, hand = {-1, -1};
+  int last_priority = 0;
+  for (int i = 0; i < requested; ++i) {
+    const Goal& g = goals[i];
+    if (g.solver != SolverKind::kFullBody) continue;
+    last_priority = std::max(last_priority, g.priority);
+    if (g.aim_axis) continue;
+    const int e = EffectorOf(skeleton, g);
+    if (e == model.head && head < 0) head = i;
+    for (int side = 0; side < 2; ++side) {
+      if (e == model.legs[side].foot && foot[side] < 0) foot[side] = i;
+      if (e == model.arms[side].hand && hand[side] < 0) hand[side] = i;
+    }
+  }
+  std::array<Vector3d, 2> feet;
+  for (int side = 0; side < 2; ++side) {
+    feet[side] = foot[side] >= 0 ? goals[foot[side]].target
+                                 : globals[model.legs[side].foot].translation;
+  }
+  const Vector3d feet_mid = 0.5 * (feet[0] + feet[1]);
+  const Transform& pelvis = globals[model.pelvis];
+  Vector3d up = NearestAxis(
+      (head >= 0 ? goals[head].target : globals[model.head].translation) -
+      feet_mid);
+  if (up.isZero()) return;
+
+  // The heading: where the feet and the head face, the lines across the
+  // hands and the feet, and where the pelvis faces now.
+  const Vector3d facing = Flat(pelvis.rotation * model.pelvis_forward, up);
+  Vector3d heading = facing.normalized();
+  for (int side = 0; side < 2; ++side) {
+    if (foot[side] >= 0 && goals[foot[side]].target_orientation) {
+      const Vector3d f = Flat(goals[foot[side]].target_orientation->normalized() *
+                                  model.foot_forward[side],
+                              up);
+      if (f.norm() > 1e-9) heading += f.normalized();
+    }
+  }
+  if (head >= 0 && goals[head].target_orientation) {
+    const Vector3d f = Flat(
+        goals[head].target_orientation->normalized() * model.head_forward, up);
+    if (f.norm() > 1e-9) heading += f.normalized();
+  }
+  Vector3d across = Flat(feet[0] - feet[1], up);
+  if (hand[0] >= 0 && hand[1] >= 0) {
+    across += Flat(goals[hand[0]].target - goals[hand[1]].target, up);
+  }
+  if (across.norm() > 1e-9) heading += across.cross(up).normalized();
+  if (!(heading.norm() > 1e-9)) heading = facing;
+  heading.normalize();
+
+  if (head >= 0 && last_priority < kMaxPriority &&
+      facing.norm() > 1e-9) {
+    // The pelvis pass. Horizontally under the head (keeping half of the
+    // lean the start pose has), as high as the trunk upright puts it, no
+    // higher than the legs reach the feet, no lower than a deep squat.
+    const Vector3d head_target = goals[head].target;
+    const Vector3d lean =
+        0.5 * Flat(pelvis.translation - globals[model.head].translation, up);
+    Vector3d target = Flat(head_target, up) + lean;
+    double height = head_target.dot(up) - model.trunk_height;
+    double lowest = -std::numeric_limits<double>::infinity();
+    for (int side = 0; side < 2; ++side) {
+      const Vector3d socket =
+          globals[model.legs[side].thigh].translation - pelvis.translation;
+      const double reach = model.leg_length[side];
+      const double across_foot =
+          (Flat(target + socket, up) - Flat(feet[side], up)).norm();
+      const double rise =
+          std::sqrt(std::max(0.0, reach * reach - across_foot * across_foot));
+      height = std::min(height, feet[side].dot(up) + rise - socket.dot(up));
+      lowest = std::max(lowest, feet[side].dot(up) + 0.25 * reach -
+                                    socket.dot(up));
+    }
+    height = std::max(height, lowest);
+    target += height * up;
+    // Turn the whole body about up through the pelvis to the heading, then
+    // move it there (the top root carries everything).
+    const double turn = std::atan2(up.dot(facing.normalized().cross(heading)),
+                                   facing.normalized().dot(heading));
+    const Quaterniond spin(Eigen::AngleAxisd(turn, up));
+    int top = model.pelvis;
+    while (skeleton.joint(top).parent >= 0) top = skeleton.joint(top).parent;
+    Transform& root = pose->local[top];
+    root.translation = target + spin * (root.translation - pelvis.translation);
+    root.rotation = (spin * root.rotation).normalized();
+    Forward(skeleton, *pose, globals);
+
+    Goal place;
+    place.solver = SolverKind::kFullBody;
+    place.tip_joint = model.pelvis;
+    place.target = target;
+    place.priority = last_priority + 1;
+    Goal face = place;
+    face.aim_axis = model.pelvis_forward;
+    face.target = target + model.leg_length[0] * heading;
+    goals.push_back(place);
+    goals.push_back(face);
+    soft.push_back(1);
+    soft.push_back(1);
+    cone.push_back(0.0);
+    cone.push_back(0.0);
+  }
+
+  for (int side = 0; side < 2; ++side) {
+    if (foot[side] >= 0) {
+      Vector3d knee = heading;
+      if (goals[foot[side]].target_orientation) {
+        const Vector3d f =
+            Flat(goals[foot[side]].target_orientation->normalized() *
+                     model.foot_forward[side],
+                 up);
+        if (f.norm() > 1e-9) knee = (knee + f.normalized()).normalized();
+      }
+      PreferBend(skeleton, model.legs[side].thigh, model.legs[side].shin, knee,
+                 model.leg_length[side], globals, goals[foot[side]],
+                 cone[foot[side]]);
+    }
+    if (hand[side] >= 0) {
+      const Vector3d elbow = (-heading - 0.5 * up).normalized();
+      PreferBend(skeleton, model.arms[side].upper_arm,
+                 model.arms[side].forearm, elbow, model.arm_length[side],
+                 globals, goals[hand[side]], cone[hand[side]]);
+    }
+  }
+}
+
+}  // namespace reach

@@ -1,0 +1,103 @@
+// The body model of the full-body solver: what a humanoid skeleton says
+// about how a person moves, derived from the skeleton alone (its
+// characterisation, solvers/characterize.h) once, when it is created.
+//
+// - Helper joints that only split a leg off the pelvis (the CMU rigs'
+//   LHipJoint / RHipJoint: zero length, at the pelvis, one leg below) are
+//   part of the pelvis: turning one would move that hip socket alone (the
+//   hips "come apart"), so the solver keeps them at their pose.
+// - Stiffness by role where the skeleton gives none: the spine, neck and
+//   clavicles resist turning more than hips and knees (people lower the
+//   pelvis and bend their knees before they fold their back; clavicles
+//   barely move), the pelvis' own rotation a little.
+// - Lengths the pelvis pass needs: each leg from hip socket to ankle,
+//   each arm, and the trunk from pelvis to head.
+//
+// A skeleton that is not a humanoid (no two mirrored legs and arms) has
+// `human` false and the solver runs without a body model.
+#ifndef REACH_SOLVERS_BODY_MODEL_H_
+#define REACH_SOLVERS_BODY_MODEL_H_
+
+#include <array>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "solvers/characterize.h"
+#include "solvers/goal.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+
+namespace reach {
+
+// Default stiffness of each role (Joint::stiffness, where the skeleton
+// sets none), chosen by measuring against the performer on the CMU clips
+// (scripts/bench-full-body-motion): see docs/full-body.md.
+struct RoleStiffness {
+  double spine = 0.6;
+  double neck = 0.6;
+  double clavicle = 0.8;
+  double pelvis = 0.3;  // The root's rotation.
+};
+
+struct BodyModel {
+  bool human = false;
+  int pelvis = -1;
+  int head = -1;
+  int chest = -1;  // The last spine joint: where the arms branch.
+  std::array<Arm, 2> arms;
+  std::array<Leg, 2> legs;
+  // Per joint: the stiffness the solver uses (the skeleton's own where it
+  // sets one, else its role's), and whether it is a pelvis helper the
+  // solver never turns.
+  std::vector<double> stiffness;
+  std::vector<char> fixed;
+  // Path lengths of the rest pose: hip socket (thigh) to ankle (foot),
+  // shoulder (upper arm) to wrist (hand), per side; pelvis to head.
+  std::array<double, 2> leg_length{};
+  std::array<double, 2> arm_length{};
+  double trunk_length = 0.0;
+  // The rest pose's head above the pelvis along its own up (the trunk
+  // upright).
+  double trunk_height = 0.0;
+  // Unit directions in each joint's rest frame: the character's forward
+  // and left as seen from the pelvis and the head (their rest rotation's
+  // inverse applied to the characterisation's directions).
+  Eigen::Vector3d pelvis_forward = Eigen::Vector3d::UnitZ();
+  Eigen::Vector3d pelvis_left = Eigen::Vector3d::UnitX();
+  Eigen::Vector3d head_forward = Eigen::Vector3d::UnitZ();
+  std::array<Eigen::Vector3d, 2> foot_forward{
+      {Eigen::Vector3d::UnitZ(), Eigen::Vector3d::UnitZ()}};
+};
+
+// The body model of `skeleton` (human false when it is not a humanoid).
+BodyModel BuildBodyModel(const Skeleton& skeleton,
+                         const RoleStiffness& stiffness = {});
+
+// The body model's part of a full-body solve whose root is the skeleton's
+// top root (free), from `pose` (the start; `globals` is scratch for its
+// model-space transforms). `goals` holds the request's goals on entry;
+// `soft` and `cone` get one entry per goal on return.
+//
+// - The pelvis pass, when a goal puts the head somewhere: up is the model
+//   axis nearest the feet-to-head direction; the pelvis goes under the
+//   head by the rest pose's trunk height (the trunk upright: a lower head
+//   lowers the pelvis and bends the knees) but no higher than the legs
+//   reach the feet, and turns toward the heading of the feet, hands and
+//   head. The pose's root is moved there, and two goals of the body model
+//   (soft: solved after every goal of the request, in their null space,
+//   never keeping a solve going) hold the pelvis there and facing there.
+// - Preferred bends: a foot or hand goal without a pole gets one in front
+//   of the knee (the heading) or behind and below the elbow, with a cone of
+//   `kPreferredBendCone` left free: the limb turns only when its bend is
+//   further than that from the preferred side (a knee about to flip).
+void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
+                  std::vector<Transform>& globals, std::vector<Goal>& goals,
+                  std::vector<char>& soft, std::vector<double>& cone,
+                  Pose* pose);
+
+inline constexpr double kPreferredBendCone = 1.0;  // Radians.
+
+}  // namespace reach
+
+#endif  // REACH_SOLVERS_BODY_MODEL_H_

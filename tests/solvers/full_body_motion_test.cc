@@ -1,0 +1,74 @@
+// The full-body solver's body model judged against the performer, joint by
+// joint, on every clip of tests/data/mocap (tests/testing/motion_eval.h:
+// the clip's hands, feet and head as goals, no poles, warm-started, every
+// measure by the test's own forward kinematics). The full table, with the
+// issue's every measure, is scripts/bench-full-body-motion.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "solvers/goal.h"
+#include "tests/testing/motion_eval.h"
+
+namespace reach {
+namespace {
+
+using testing::EvaluateClip;
+using testing::MotionEvalOptions;
+using testing::MotionReport;
+
+const char* const kClips[] = {"cmu_01_01_jump.bvh", "cmu_02_01_walk.bvh",
+                              "cmu_06_15_shoot_ccrig.bvh",
+                              "cmu_131_03_hop.bvh", "cmu_141_16_wave.bvh"};
+
+MotionReport Evaluate(const std::string& clip, const std::string& mode,
+                      BodyMode body) {
+  MotionEvalOptions options = *testing::ModeOptions(mode);
+  options.solver.body = body;
+  options.cold_every = 0;
+  const absl::StatusOr<MotionReport> report =
+      EvaluateClip(absl::StrCat(REACH_TEST_DATA, "/mocap/", clip), options);
+  EXPECT_TRUE(report.ok()) << report.status();
+  return report.ok() ? *report : MotionReport();
+}
+
+class FullBodyMotionTest : public ::testing::TestWithParam<const char*> {};
+
+// What the body model holds on every clip and mode: every goal reached
+// (p99 within 1 mm), the hip sockets and every bone exactly as long as
+// they are, the chest never below the pelvis.
+TEST_P(FullBodyMotionTest, GoalsReachedAndTheBodyKeepsItsShape) {
+  for (const std::string mode : {"clip", "30hz", "clip-noorient", "sparse"}) {
+    const MotionReport r = Evaluate(GetParam(), mode, BodyMode::kHuman);
+    std::printf("%s\n", testing::FormatReport(r).c_str());
+    EXPECT_EQ(r.solve_errors, 0) << mode;
+    EXPECT_LE(r.effector_p99_cm, 0.1) << mode;
+    EXPECT_LE(r.hip_socket_change, 1e-9) << mode;
+    EXPECT_LE(r.bone_length_change, 1e-9) << mode;
+    EXPECT_EQ(r.chest_below_pelvis, 0) << mode;
+  }
+}
+
+// Against the goals alone (BodyMode::kNone) on the same clip: the body
+// model's answer is nearer the performer over the whole body, flips fewer
+// knees and elbows, and its pelvis follows the performer's turns closer.
+TEST_P(FullBodyMotionTest, NearerThePerformerThanTheGoalsAlone) {
+  for (const std::string mode : {"clip", "clip-noorient"}) {
+    const MotionReport human = Evaluate(GetParam(), mode, BodyMode::kHuman);
+    const MotionReport none = Evaluate(GetParam(), mode, BodyMode::kNone);
+    EXPECT_LT(human.mpjpe_cm, none.mpjpe_cm) << mode;
+    EXPECT_LE(human.flips, none.flips) << mode;
+    EXPECT_LT(human.heading_max_deg, none.heading_max_deg) << mode;
+    EXPECT_LT(human.trunk_mean_deg, none.trunk_mean_deg) << mode;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Clips, FullBodyMotionTest, ::testing::ValuesIn(kClips),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           return name.substr(0, name.find('.'));
+                         });
+
+}  // namespace
+}  // namespace reach
