@@ -120,9 +120,9 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
   for (const Arm& arm : c.arms) stiffen(arm.clavicle, roles.clavicle);
 
   // Pelvis helpers: joints strictly between the pelvis and one thigh
-  // whose subtree holds that leg only (a joint above both legs, like a
-  // Character Creator rig's CC_Base_Pelvis, turns the pelvis as a whole
-  // and keeps its sockets together).
+  // whose subtree holds that leg only. A joint above both legs (a
+  // Character Creator rig's CC_Base_Pelvis) keeps the sockets together
+  // and turns the legs against the trunk: stiff as the spine.
   for (int side = 0; side < 2; ++side) {
     const int other = c.legs[1 - side].thigh;
     for (int j = skeleton.joint(c.legs[side].thigh).parent;
@@ -131,7 +131,13 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
       for (int k = other; k >= 0; k = skeleton.joint(k).parent) {
         if (k == j) holds_other = true;
       }
-      if (!holds_other) model.fixed[j] = 1;
+      if (!holds_other) {
+        model.fixed[j] = 1;
+      } else {
+        // Above both legs: it turns the legs against the trunk, as the
+        // lower back turns the trunk against the legs.
+        stiffen(j, roles.spine);
+      }
     }
   }
 
@@ -208,6 +214,10 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
         goals[head].target_orientation->normalized() * model.head_forward, up);
     if (f.norm() > 1e-9) heading += f.normalized();
   }
+  // (Measured on the CMU clips without orientation targets: the lines
+  // across the hands and the feet together, one unit vector, followed the
+  // performer's hips best; the feet's line alone or weighted by its length
+  // turned the pelvis up to 60-110 degrees off.)
   Vector3d across = Flat(feet[0] - feet[1], up);
   if (hand[0] >= 0 && hand[1] >= 0) {
     across += Flat(goals[hand[0]].target - goals[hand[1]].target, up);
