@@ -310,6 +310,13 @@ absl::Status FromProto(const Skeleton& skeleton,
     case v1::RootMode_INT_MAX_SENTINEL_DO_NOT_USE_:
       break;
   }
+  if (!v1::BodyModel_IsValid(options.body())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("full_body.body: unknown body model ",
+                     static_cast<int>(options.body())));
+  }
+  out->body = options.body() == v1::BODY_MODEL_NONE ? BodyMode::kNone
+                                                    : BodyMode::kHuman;
   out->root_translation_stiffness = options.root_translation_stiffness();
   out->max_iterations = options.max_iterations();
   out->time_budget_ms = options.time_budget_ms();

@@ -157,6 +157,7 @@ TEST(ConvertTest, FullBodyOptionsResolveTheRootAndRejectUnknownValues) {
   EXPECT_EQ(out.root_translation_stiffness, 0.0);
   EXPECT_EQ(out.max_iterations, 0);
   EXPECT_EQ(out.time_budget_ms, 0.0);
+  EXPECT_EQ(out.body, BodyMode::kHuman);
 
   v1::FullBodyOptions in;
   in.set_root_joint("spine0");
@@ -176,6 +177,15 @@ TEST(ConvertTest, FullBodyOptionsResolveTheRootAndRejectUnknownValues) {
   EXPECT_EQ(out.root_translation_stiffness, 0.5);
   EXPECT_EQ(out.max_iterations, 200);
   EXPECT_EQ(out.time_budget_ms, 3.5);
+
+  in.set_body(v1::BODY_MODEL_NONE);
+  ASSERT_TRUE(FromProto(skeleton, in, &out).ok());
+  EXPECT_EQ(out.body, BodyMode::kNone);
+  in.set_body(static_cast<v1::BodyModel>(9));
+  absl::Status body_status = FromProto(skeleton, in, &out);
+  EXPECT_EQ(body_status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(body_status.message(), HasSubstr("full_body.body"));
+  in.set_body(v1::BODY_MODEL_HUMAN);
 
   in.set_root_mode(static_cast<v1::RootMode>(7));
   absl::Status status = FromProto(skeleton, in, &out);
