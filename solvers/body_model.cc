@@ -10,15 +10,35 @@ namespace {
 using Eigen::Quaterniond;
 using Eigen::Vector3d;
 
-void Forward(const Skeleton& skeleton, const Pose& pose,
-             std::vector<Transform>& globals) {
-  const int n = skeleton.num_joints();
-  globals.resize(n);
-  for (int j = 0; j < n; ++j) {
-    const int parent = skeleton.joint(j).parent;
-    globals[j] = parent < 0 ? pose.local[j] : globals[parent] * pose.local[j];
+// Model-space transforms of a pose, each computed when first asked for
+// (with its ancestors): the pass needs a dozen joints of a rig that may
+// have hundreds.
+class LazyGlobals {
+ public:
+  LazyGlobals(const Skeleton& skeleton, const Pose& pose,
+              std::vector<Transform>& globals, std::vector<char>& known)
+      : skeleton_(skeleton), pose_(pose), globals_(globals), known_(known) {
+    globals_.resize(skeleton.num_joints());
+    Reset();
   }
-}
+  // After the pose changed.
+  void Reset() { known_.assign(skeleton_.num_joints(), 0); }
+  const Transform& operator[](int j) {
+    if (!known_[j]) {
+      const int parent = skeleton_.joint(j).parent;
+      globals_[j] = parent < 0 ? pose_.local[j]
+                               : (*this)[parent] * pose_.local[j];
+      known_[j] = 1;
+    }
+    return globals_[j];
+  }
+
+ private:
+  const Skeleton& skeleton_;
+  const Pose& pose_;
+  std::vector<Transform>& globals_;
+  std::vector<char>& known_;
+};
 
 int EffectorOf(const Skeleton& skeleton, const Goal& goal) {
   return goal.chain >= 0 ? skeleton.chain(goal.chain).joints.back()
@@ -51,10 +71,9 @@ Vector3d NearestAxis(const Vector3d& v) {
 // Gives goal `i` (on a foot or hand) a preferred bend toward `direction`
 // from its limb's middle joint `mid`, its limb starting at `limb_root`,
 // unless it has a pole or names another limb.
-void PreferBend(const Skeleton& skeleton, int limb_root, int mid,
-                const Vector3d& direction, double length,
-                const std::vector<Transform>& globals, Goal& goal,
-                double& cone) {
+void PreferBend(const Skeleton& skeleton, int limb_root,
+                const Vector3d& mid, const Vector3d& direction,
+                double length, Goal& goal, double& cone) {
   if (goal.pole || goal.aim_axis) return;
   if (goal.chain >= 0 || goal.root_joint >= 0) {
     if (LimbRootOf(skeleton, goal) != limb_root) {
@@ -66,7 +85,7 @@ void PreferBend(const Skeleton& skeleton, int limb_root, int mid,
   } else if (LimbRootOf(skeleton, goal) != limb_root) {
     goal.root_joint = limb_root;
   }
-  goal.pole = globals[mid].translation + length * direction;
+  goal.pole = mid + length * direction;
   cone = kPreferredBendCone;
 }
 
@@ -160,13 +179,14 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 }
 
 void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
-                  std::vector<Transform>& globals, std::vector<Goal>& goals,
+                  bool plant_feet, std::vector<Transform>& scratch,
+                  std::vector<char>& known, std::vector<Goal>& goals,
                   std::vector<char>& soft, std::vector<double>& cone,
                   Pose* pose) {
   const int requested = static_cast<int>(goals.size());
   soft.assign(requested, 0);
   cone.assign(requested, 0.0);
-  Forward(skeleton, *pose, globals);
+  LazyGlobals globals(skeleton, *pose, scratch, known);
   int head = -1;
   std::array<int, 2> foot = {-1, -1}, hand = {-1, -1};
   int last_priority = 0;
@@ -188,7 +208,13 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                                  : globals[model.legs[side].foot].translation;
   }
   const Vector3d feet_mid = 0.5 * (feet[0] + feet[1]);
-  const Transform& pelvis = globals[model.pelvis];
+  // Sparse trackers: a foot without a goal stays where it stands (its
+  // place and turn before the pelvis pass moves the body).
+  std::array<Quaterniond, 2> stands;
+  for (int side = 0; side < 2; ++side) {
+    stands[side] = globals[model.legs[side].foot].rotation;
+  }
+  const Transform pelvis = globals[model.pelvis];
   Vector3d up = NearestAxis(
       (head >= 0 ? goals[head].target : globals[model.head].translation) -
       feet_mid);
@@ -223,7 +249,27 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
   if (!(heading.norm() > 1e-9)) heading = facing;
   heading.normalize();
 
-  if (head >= 0 && last_priority < kMaxPriority &&
+  // The body model's levels: planted feet first (sparse trackers), then
+  // the pelvis.
+  int soft_priority = last_priority + 1;
+  if (plant_feet && (foot[0] < 0 || foot[1] < 0) &&
+      soft_priority <= kMaxPriority) {
+    for (int side = 0; side < 2; ++side) {
+      if (foot[side] >= 0) continue;
+      Goal stand;
+      stand.solver = SolverKind::kFullBody;
+      stand.tip_joint = model.legs[side].foot;
+      stand.target = feet[side];
+      stand.target_orientation = stands[side];
+      stand.priority = soft_priority;
+      foot[side] = static_cast<int>(goals.size());
+      goals.push_back(stand);
+      soft.push_back(1);
+      cone.push_back(0.0);
+    }
+    ++soft_priority;
+  }
+  if (head >= 0 && soft_priority <= kMaxPriority &&
       facing.norm() > 1e-9) {
     // The pelvis pass. Horizontally under the head (keeping half of the
     // lean the start pose has), as high as the trunk upright puts it, no
@@ -258,13 +304,13 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
     Transform& root = pose->local[top];
     root.translation = target + spin * (root.translation - pelvis.translation);
     root.rotation = (spin * root.rotation).normalized();
-    Forward(skeleton, *pose, globals);
+    globals.Reset();
 
     Goal place;
     place.solver = SolverKind::kFullBody;
     place.tip_joint = model.pelvis;
     place.target = target;
-    place.priority = last_priority + 1;
+    place.priority = soft_priority;
     Goal face = place;
     face.aim_axis = model.pelvis_forward;
     face.target = target + model.leg_length[0] * heading;
@@ -286,15 +332,15 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                  up);
         if (f.norm() > 1e-9) knee = (knee + f.normalized()).normalized();
       }
-      PreferBend(skeleton, model.legs[side].thigh, model.legs[side].shin, knee,
-                 model.leg_length[side], globals, goals[foot[side]],
-                 cone[foot[side]]);
+      PreferBend(skeleton, model.legs[side].thigh,
+                 globals[model.legs[side].shin].translation, knee,
+                 model.leg_length[side], goals[foot[side]], cone[foot[side]]);
     }
     if (hand[side] >= 0) {
       const Vector3d elbow = (-heading - 0.5 * up).normalized();
       PreferBend(skeleton, model.arms[side].upper_arm,
-                 model.arms[side].forearm, elbow, model.arm_length[side],
-                 globals, goals[hand[side]], cone[hand[side]]);
+                 globals[model.arms[side].forearm].translation, elbow,
+                 model.arm_length[side], goals[hand[side]], cone[hand[side]]);
     }
   }
 }

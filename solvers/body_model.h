@@ -76,7 +76,7 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 
 // The body model's part of a full-body solve whose root is the skeleton's
 // top root (free), from `pose` (the start; `globals` is scratch for its
-// model-space transforms). `goals` holds the request's goals on entry;
+// model-space transforms, `known` scratch too). `goals` holds the request's goals on entry;
 // `soft` and `cone` get one entry per goal on return.
 //
 // - The pelvis pass, when a goal puts the head somewhere: up is the model
@@ -91,8 +91,12 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 //   of the knee (the heading) or behind and below the elbow, with a cone of
 //   `kPreferredBendCone` left free: the limb turns only when its bend is
 //   further than that from the preferred side (a knee about to flip).
+// - Sparse trackers (`plant_feet`): a foot the goals do not place stays
+//   where the start pose has it, position and turn (a soft goal, before
+//   the pelvis').
 void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
-                  std::vector<Transform>& globals, std::vector<Goal>& goals,
+                  bool plant_feet, std::vector<Transform>& globals,
+                  std::vector<char>& known, std::vector<Goal>& goals,
                   std::vector<char>& soft, std::vector<double>& cone,
                   Pose* pose);
 

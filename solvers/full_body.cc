@@ -568,8 +568,8 @@ class FullBodySolve {
   void SolveLevels();
   double MaxFraction() const;
   // Turns each pole limb's bend about its root-effector line to face its
-  // pole.
-  void ApplyPoles();
+  // pole; returns whether it turned any.
+  bool ApplyPoles();
   // The inner joint nearest the middle of the limb root..effector.
   int MiddleJoint(int effector, int root) const {
     int count = 0;
@@ -1080,7 +1080,8 @@ void FullBodySolve::FillJacobian() {
   }
 }
 
-void FullBodySolve::ApplyPoles() {
+bool FullBodySolve::ApplyPoles() {
+  bool turned = false;
   // Each pole limb's bend turns about the line from its root to its
   // effector (the swivel) until it faces the pole: the effector stays where
   // it is, and an effector with an orientation goal is turned back (within
@@ -1089,8 +1090,8 @@ void FullBodySolve::ApplyPoles() {
   // rolls as a whole about the line (a limited limb root takes the part of
   // the turn its limits allow). A nearly straight limb is bent across at
   // its middle joint instead (Unstraighten gives a straight one a bend
-  // first).
-  ForwardKinematics();
+  // first). The model-space transforms must be current (Run keeps them
+  // so: Unstraighten leaves them current, and so does every iteration).
   const int m = static_cast<int>(s_.goal_order.size());
   for (int k = 0; k < m; ++k) {
     const Goal& goal = goals_[s_.goal_order[k]];
@@ -1152,6 +1153,7 @@ void FullBodySolve::ApplyPoles() {
                                         pose_.local[mid].rotation))
               .normalized();
       ForwardKinematics();
+      turned = true;
       continue;
     }
     const Joint& joint = skeleton_.joint(lr);
@@ -1208,6 +1210,7 @@ void FullBodySolve::ApplyPoles() {
       pose_.local[mid].rotation = middle_local;
       ForwardKinematics();
       swung = true;
+      turned = true;
     }
     if (!swung) {
       // The limb rolls about the line (a hinge in it bends in its own
@@ -1229,6 +1232,7 @@ void FullBodySolve::ApplyPoles() {
             ConstrainRotation(joint, pose_.local[lr].rotation).normalized();
       }
       ForwardKinematics();
+      turned = true;
     }
     if (goal.target_orientation && s_.dof_start[e] >= 0) {
       const Joint& tip = skeleton_.joint(e);
@@ -1240,6 +1244,7 @@ void FullBodySolve::ApplyPoles() {
       ForwardKinematics();
     }
   }
+  return turned;
 }
 
 double FullBodySolve::MaxFraction() const {
@@ -1669,11 +1674,14 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
       // Converged: face the poles, and converge again if that cost a goal
       // (an orientation the limits would not turn back).
       --pole_rounds;
-      ApplyPoles();
-      factored = false;
-      reached = Evaluate();
-      current = level_excess_;
-      damping = kDamping;
+      if (ApplyPoles()) {
+        factored = false;
+        reached = Evaluate();
+        current = level_excess_;
+        damping = kDamping;
+      } else {
+        pole_rounds = 0;  // Every bend faces its pole: nothing changed.
+      }
     }
     if (reached || iterations >= max_iterations) break;
     if (iterations % 4 == 3 && deadline.Expired()) break;
@@ -1921,7 +1929,8 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
     const bool free_root =
         options.root_joint < 0 && options.root_mode != RootMode::kPinned;
     if (free_root) {
-      AddBodyGoals(skeleton, body, scratch.globals, scratch.body_goals,
+      AddBodyGoals(skeleton, body, options.plant_feet, scratch.globals,
+                   scratch.body_known, scratch.body_goals,
                    scratch.soft, scratch.pole_cone, pose);
     } else {
       scratch.soft.assign(request.size(), 0);

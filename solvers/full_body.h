@@ -127,6 +127,7 @@ struct FullBodyScratch {
   std::vector<GoalResult> body_results;
   std::vector<char> soft;
   std::vector<double> pole_cone;
+  std::vector<char> body_known;  // Scratch of AddBodyGoals.
 };
 
 // Checks the full-body goals of `goals` (solver kFullBody) and `options`

@@ -172,6 +172,10 @@ struct FullBodyOptions {
   // passed to Solve still bounds it).
   double time_budget_ms = 0.0;
   BodyMode body = BodyMode::kHuman;
+  // Sparse trackers (head and hands, maybe a pelvis or feet): with the body
+  // model, a foot no goal places stays planted where the start pose (a
+  // stream's previous answer) has it, after every requested goal.
+  bool plant_feet = false;
 };
 
 // Outcome of one goal. Errors are measured by forward kinematics of the

@@ -200,6 +200,49 @@ TEST(FullBodyTest, CrouchLowersThePelvisWithKneesTowardTheirPoles) {
   }
 }
 
+// Sparse trackers (FullBodyOptions::plant_feet): head and hands only, 0.2 m
+// lower; the feet, which no goal places, stay where they stand, and the
+// body lowers onto bent knees. Without plant_feet the feet are nobody's
+// goal and move with the pelvis.
+TEST(FullBodyTest, SparseTrackersKeepTheFeetPlanted) {
+  const Skeleton skeleton = LimitedHumanoid();
+  const Pose rest = RestPose(skeleton);
+  const IndependentGlobals start = IndependentFk(skeleton, rest);
+  std::vector<Goal> goals;
+  for (const char* name : {"head", "l_wrist", "r_wrist"}) {
+    const int j = skeleton.FindJoint(name);
+    Goal g = FullBodyGoal(j, start.position[j] - Vector3d(0, 0.2, 0), 0);
+    g.options.tolerance = kTolerance;
+    goals.push_back(g);
+  }
+  FullBodyOptions options;
+  options.plant_feet = true;
+  const Outcome planted = SolveBody(skeleton, goals, rest, options);
+  ASSERT_TRUE(planted.status.ok()) << planted.status;
+  ExpectReached(planted, goals);
+  ExpectValidPose(skeleton, planted);
+  double moved_planted = 0.0;
+  for (const char* name : {"l_ankle", "r_ankle"}) {
+    const int j = skeleton.FindJoint(name);
+    moved_planted = std::max(
+        moved_planted, (planted.fk.position[j] - start.position[j]).norm());
+  }
+  EXPECT_LT(moved_planted, 0.005);
+  const int hips = skeleton.FindJoint("hips");
+  EXPECT_GT(start.position[hips].y() - planted.fk.position[hips].y(), 0.1);
+
+  const Outcome free = SolveBody(skeleton, goals, rest);
+  ASSERT_TRUE(free.status.ok()) << free.status;
+  ExpectReached(free, goals);
+  double moved_free = 0.0;
+  for (const char* name : {"l_ankle", "r_ankle"}) {
+    const int j = skeleton.FindJoint(name);
+    moved_free =
+        std::max(moved_free, (free.fk.position[j] - start.position[j]).norm());
+  }
+  EXPECT_GT(moved_free, 0.05);
+}
+
 // A ball knee bent backwards with its pole in front: the bend is turned
 // round at the knee, with the least swing of the hip and ankle, not by
 // rolling the whole leg half a turn about its hip-ankle line (which faces
