@@ -317,6 +317,7 @@ absl::Status FromProto(const Skeleton& skeleton,
   }
   out->body = options.body() == v1::BODY_MODEL_NONE ? BodyMode::kNone
                                                     : BodyMode::kHuman;
+  out->plant_feet = options.plant_feet();
   out->root_translation_stiffness = options.root_translation_stiffness();
   out->max_iterations = options.max_iterations();
   out->time_budget_ms = options.time_budget_ms();

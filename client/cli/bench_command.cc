@@ -481,6 +481,10 @@ int RunBench(const Globals& globals, const BenchFlags& flags) {
     return Ms(lo) + Ms(hi - lo) * (b + 1) / kBuckets;
   };
   const int64_t ok = codes.count("OK") ? codes["OK"] : 0;
+  // Full-body frames solved per second: a request is one frame, a batch
+  // one per character.
+  const double frames_per_second =
+      rate * (flags.rpc == "batch" ? flags.batch_size : 1);
 
   if (flags.format == "json") {
     std::vector<std::string> code_json, hist_json;
@@ -497,12 +501,13 @@ int RunBench(const Globals& globals, const BenchFlags& flags) {
         "\"seconds\":%.4f,\"rps\":%.2f,\"latencyMs\":{\"min\":%.4f,"
         "\"mean\":%.4f,\"p50\":%.4f,\"p90\":%.4f,\"p99\":%.4f,\"max\":%.4f},"
         "\"histogram\":[%s],\"statusCodes\":{%s},"
-        "\"goals\":%d,\"goalsReached\":%d,\"meanIterations\":%.3f}\n",
+        "\"goals\":%d,\"goalsReached\":%d,\"meanIterations\":%.3f,"
+        "\"framesPerSecond\":%.2f}\n",
         flags.rpc, flags.full_body ? "true" : "false", flags.concurrency,
         flags.rpc == "batch" ? flags.batch_size : 1, count, seconds, rate,
         Ms(lo), Ms(mean), Ms(pct(0.5)), Ms(pct(0.9)), Ms(pct(0.99)), Ms(hi),
         absl::StrJoin(hist_json, ","), absl::StrJoin(code_json, ","), goals,
-        reached, mean_iterations);
+        reached, mean_iterations, frames_per_second);
   } else {
     absl::PrintF(
         "Summary:\n  RPC:          %s%s%s\n  Concurrency:  %d\n"
@@ -515,6 +520,9 @@ int RunBench(const Globals& globals, const BenchFlags& flags) {
         flags.full_body ? absl::StrCat(", full-body frames of ", skeleton_file)
                         : "",
         flags.concurrency, count, seconds, rate);
+    if (flags.full_body) {
+      absl::PrintF("  Frames/s:     %.2f\n", frames_per_second);
+    }
     absl::PrintF(
         "  Goals:        %d, %d reached (%.2f%%), %.1f iterations "
         "each on average\n",

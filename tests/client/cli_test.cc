@@ -540,6 +540,12 @@ TEST_F(CliTest, BenchFullBodySendsWholeBodyFrames) {
     EXPECT_EQ(report["goals"], 5 * frames);
     EXPECT_EQ(report["goalsReached"], report["goals"]);
     EXPECT_GT(report["meanIterations"].get<double>(), 0.0);
+    // Frames per second: requests per second, times the characters of a
+    // batch.
+    EXPECT_NEAR(report["framesPerSecond"].get<double>(),
+                report["rps"].get<double>() *
+                    (std::string(rpc) == "batch" ? 3 : 1),
+                0.05);  // Both printed to 0.01.
   }
   // The humanoid of the file was registered for them.
   CliRun list = Reach("list --json");
@@ -553,6 +559,7 @@ TEST_F(CliTest, BenchFullBodySendsWholeBodyFrames) {
   EXPECT_THAT(text.out, HasSubstr("full-body frames of "));
   EXPECT_THAT(text.out, HasSubstr("examples/humanoid"));
   EXPECT_THAT(text.out, HasSubstr("Goals:        50, "));
+  EXPECT_THAT(text.out, HasSubstr("Frames/s:     "));
   EXPECT_THAT(text.out, HasSubstr("OK: 10"));
 
   CliRun missing = Reach("bench --full-body --skeleton-file /nonexistent.json "

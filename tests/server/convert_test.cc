@@ -158,6 +158,7 @@ TEST(ConvertTest, FullBodyOptionsResolveTheRootAndRejectUnknownValues) {
   EXPECT_EQ(out.max_iterations, 0);
   EXPECT_EQ(out.time_budget_ms, 0.0);
   EXPECT_EQ(out.body, BodyMode::kHuman);
+  EXPECT_FALSE(out.plant_feet);
 
   v1::FullBodyOptions in;
   in.set_root_joint("spine0");
@@ -179,8 +180,11 @@ TEST(ConvertTest, FullBodyOptionsResolveTheRootAndRejectUnknownValues) {
   EXPECT_EQ(out.time_budget_ms, 3.5);
 
   in.set_body(v1::BODY_MODEL_NONE);
+  in.set_plant_feet(true);
   ASSERT_TRUE(FromProto(skeleton, in, &out).ok());
   EXPECT_EQ(out.body, BodyMode::kNone);
+  EXPECT_TRUE(out.plant_feet);
+  in.set_plant_feet(false);
   in.set_body(static_cast<v1::BodyModel>(9));
   absl::Status body_status = FromProto(skeleton, in, &out);
   EXPECT_EQ(body_status.code(), absl::StatusCode::kInvalidArgument);
