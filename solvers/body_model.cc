@@ -110,6 +110,15 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
   model.stiffness.resize(n);
   model.fixed.assign(n, 0);
   for (int j = 0; j < n; ++j) model.stiffness[j] = skeleton.joint(j).stiffness;
+  model.reach.assign(n, 0.0);
+  for (int j = 0; j < n; ++j) {
+    const int parent = skeleton.joint(j).parent;
+    if (parent < 0) continue;
+    model.reach[j] = model.reach[parent] +
+                     (skeleton.rest_globals()[j].translation -
+                      skeleton.rest_globals()[parent].translation)
+                         .norm();
+  }
   const absl::StatusOr<Characterization> found = Characterize(skeleton);
   if (!found.ok()) return model;
   const Characterization& c = *found;

@@ -42,6 +42,10 @@ struct RoleStiffness {
 };
 
 struct BodyModel {
+  // Per joint, on every skeleton (humanoid or not): the lengths of the
+  // rest pose's bones from its top root down to it (how far from the root
+  // it can ever be).
+  std::vector<double> reach;
   bool human = false;
   int pelvis = -1;
   int head = -1;

@@ -592,6 +592,15 @@ class FullBodySolve {
            StrictlyInside(joint, s_.ball_bounds[j], local);
   }
   void Unstraighten();
+  // Two position goals whose targets are further apart than the bones
+  // from the solver's root to their effectors can span, whatever the
+  // pose, cannot both be reached: the later one, or within a level the
+  // one further from its target, is solved after its level from the
+  // start (not only after a stall: a far hand dragged a reachable one of
+  // its level for the whole of the iterations).
+  // Returns whether it demoted any (then the goals must be evaluated
+  // again). After the start's Evaluate.
+  bool DemoteOutOfReach();
   void SaveLocals(std::vector<Transform>& to) const;
   // The Jacobian, errors and axes of the pose before a trial step, kept
   // so an undone step needs no second evaluation (the Jacobian's buffers
@@ -1534,6 +1543,47 @@ void FullBodySolve::Unstraighten() {
   }
 }
 
+bool FullBodySolve::DemoteOutOfReach() {
+  const int m = static_cast<int>(s_.goal_order.size());
+  if (m < 2) return false;
+  // Each goal's reach from the root (its bones' lengths), in
+  // saved_goal_excess (free until a step saves the evaluation).
+  const std::vector<double>& depth = skeleton_.body_model().reach;
+  std::vector<double>& reach = s_.saved_goal_excess;
+  for (int k = 0; k < m; ++k) reach[k] = depth[s_.effector[k]] - depth[root_];
+  bool any = false;
+  for (int a = 0; a < m; ++a) {
+    const Goal& ga = goals_[s_.goal_order[a]];
+    if (ga.aim_axis || s_.demoted[s_.goal_order[a]]) continue;
+    for (int b = a + 1; b < m; ++b) {
+      const Goal& gb = goals_[s_.goal_order[b]];
+      if (gb.aim_axis || s_.demoted[s_.goal_order[b]]) continue;
+      if (!((ga.target - gb.target).norm() >
+            reach[a] + reach[b] + s_.tolerance[s_.goal_order[a]] +
+                s_.tolerance[s_.goal_order[b]])) {
+        continue;
+      }
+      // Sorted by priority: a's is at most b's. Within a level, the one
+      // that asked for more at the start (as OnStall decides).
+      int later = b;
+      if (ga.priority == gb.priority &&
+          s_.start_excess[s_.goal_order[a]] >
+              s_.start_excess[s_.goal_order[b]]) {
+        later = a;
+      }
+      if (s_.soft[s_.goal_order[later]]) continue;
+      s_.demoted[s_.goal_order[later]] = 1;
+      any = true;
+      if (later == a) break;
+    }
+  }
+  if (any) {
+    Arrange();
+    PairColumns();
+  }
+  return any;
+}
+
 void FullBodySolve::SaveLocals(std::vector<Transform>& to) const {
   for (int j : s_.active_joints) to[j] = pose_.local[j];
 }
@@ -1648,6 +1698,7 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
   for (size_t k = 0; k < s_.goal_order.size(); ++k) {
     s_.start_excess[s_.goal_order[k]] = s_.goal_excess[k];
   }
+  if (DemoteOutOfReach()) reached = Evaluate();
   Levels current = level_excess_;
   int iterations = 0;
   int pole_rounds = num_poles_ > 0 ? 2 : 0;

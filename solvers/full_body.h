@@ -6,7 +6,12 @@
 // of the effector that should point at a point). Each goal has an integer
 // priority: levels are solved in order, each in the null space of the
 // levels before it, so a goal never gives up accuracy for a goal of a later
-// level; within a level, goals trade errors by weight. When the solve
+// level; within a level, goals trade errors by weight. Two position goals
+// whose targets lie further apart than the bones from the solver's root to
+// their effectors can span are never both reached: from the start, the
+// later one (within a level, the one that asked for more) is solved after
+// its level, so a hand far out of reach never drags the reachable one of
+// its level. When the solve
 // stalls with a level of several goals unreached, the goal that asked for
 // the most at the start is solved after the rest of its level (an
 // unreachable foot does not drag the planted one); a single goal that a
