@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "solvers/full_body.h"
+
 namespace reach {
 namespace {
 
@@ -40,19 +42,6 @@ class LazyGlobals {
   std::vector<char>& known_;
 };
 
-int EffectorOf(const Skeleton& skeleton, const Goal& goal) {
-  return goal.chain >= 0 ? skeleton.chain(goal.chain).joints.back()
-                         : goal.tip_joint;
-}
-
-// The joint a goal's pole turns its limb from (as the full-body solver
-// reads it).
-int LimbRootOf(const Skeleton& skeleton, const Goal& goal) {
-  if (goal.chain >= 0) return skeleton.chain(goal.chain).joints.front();
-  if (goal.root_joint >= 0) return goal.root_joint;
-  const int parent = skeleton.joint(goal.tip_joint).parent;
-  return parent < 0 ? -1 : skeleton.joint(parent).parent;
-}
 
 // `v` without its part along unit `up`.
 Vector3d Flat(const Vector3d& v, const Vector3d& up) {

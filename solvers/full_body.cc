@@ -73,19 +73,6 @@ bool IsFullBody(const Goal& goal) {
   return goal.solver == SolverKind::kFullBody;
 }
 
-int EffectorOf(const Skeleton& skeleton, const Goal& goal) {
-  return goal.chain >= 0 ? skeleton.chain(goal.chain).joints.back()
-                         : goal.tip_joint;
-}
-
-// The first joint of the limb a goal's pole turns: the chain's root, or
-// root_joint, or the effector's grandparent (-1 when it has none).
-int LimbRootOf(const Skeleton& skeleton, const Goal& goal) {
-  if (goal.chain >= 0) return skeleton.chain(goal.chain).joints.front();
-  if (goal.root_joint >= 0) return goal.root_joint;
-  const int parent = skeleton.joint(goal.tip_joint).parent;
-  return parent < 0 ? -1 : skeleton.joint(parent).parent;
-}
 
 int TopRoot(const Skeleton& skeleton, int j) {
   while (skeleton.joint(j).parent >= 0) j = skeleton.joint(j).parent;
@@ -135,8 +122,19 @@ auto SortKey(const Skeleton& skeleton, const Goal& g) {
       LimbRootOf(skeleton, g));
 }
 
-
 }  // namespace
+
+int EffectorOf(const Skeleton& skeleton, const Goal& goal) {
+  return goal.chain >= 0 ? skeleton.chain(goal.chain).joints.back()
+                         : goal.tip_joint;
+}
+
+int LimbRootOf(const Skeleton& skeleton, const Goal& goal) {
+  if (goal.chain >= 0) return skeleton.chain(goal.chain).joints.front();
+  if (goal.root_joint >= 0) return goal.root_joint;
+  const int parent = skeleton.joint(goal.tip_joint).parent;
+  return parent < 0 ? -1 : skeleton.joint(parent).parent;
+}
 
 double BodySize(const Skeleton& skeleton) {
   Vector3d lo = Vector3d::Constant(kInf), hi = Vector3d::Constant(-kInf);

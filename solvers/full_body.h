@@ -153,6 +153,13 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> goals,
                   FullBodyScratch& scratch, Pose* pose,
                   absl::Span<GoalResult> results);
 
+// A full-body goal's effector: its chain's tip, or tip_joint.
+int EffectorOf(const Skeleton& skeleton, const Goal& goal);
+
+// The first joint of the limb a goal's pole turns: the chain's root, or
+// root_joint, or the effector's grandparent (-1 when it has none).
+int LimbRootOf(const Skeleton& skeleton, const Goal& goal);
+
 // The size full-body tolerances are relative to: the largest extent of the
 // skeleton's rest pose along a model axis (a humanoid's height), at least
 // 1e-9. Default position tolerance: 1e-5 of it.
