@@ -165,6 +165,15 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
         at[c.legs[side].foot].rotation.conjugate() * c.forward;
   }
   model.trunk_length = PathLength(skeleton, c.pelvis, c.head);
+  for (int side = 0; side < 2; ++side) {
+    const int shoulder = c.arms[side].upper_arm;
+    const double path = PathLength(skeleton, c.pelvis, shoulder);
+    model.shoulder_height[side] =
+        (at[shoulder].translation - at[c.pelvis].translation).dot(c.up);
+    if (!(model.shoulder_height[side] > 0.5 * path)) {
+      model.shoulder_height[side] = 0.95 * path;
+    }
+  }
   model.trunk_height =
       (at[c.head].translation - at[c.pelvis].translation).dot(c.up);
   if (!(model.trunk_height > 0.5 * model.trunk_length)) {
@@ -267,16 +276,42 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
     }
     ++soft_priority;
   }
-  if (head >= 0 && soft_priority <= kMaxPriority &&
-      facing.norm() > 1e-9) {
+  if ((head >= 0 || hand[0] >= 0 || hand[1] >= 0) &&
+      soft_priority <= kMaxPriority && facing.norm() > 1e-9) {
     // The pelvis pass. Horizontally under the head (keeping half of the
-    // lean the start pose has), as high as the trunk upright puts it, no
-    // higher than the legs reach the feet, no lower than a deep squat.
-    const Vector3d head_target = goals[head].target;
-    const Vector3d lean =
-        0.5 * Flat(pelvis.translation - globals[model.head].translation, up);
-    Vector3d target = Flat(head_target, up) + lean;
-    double height = head_target.dot(up) - model.trunk_height;
+    // lean the start pose has; where it is without a head goal), as high
+    // as the trunk upright puts it under the head (without a head goal,
+    // low enough that the upright trunk's shoulders reach the hands: a
+    // reach to the floor is a squat before it is a fold), no higher than
+    // the legs reach the feet,
+    // no lower than a deep squat. Without a head goal, only hands too low
+    // for the pelvis where it stands move it, and only down.
+    Vector3d target = Flat(pelvis.translation, up);
+    double height = std::numeric_limits<double>::infinity();
+    if (head >= 0) {
+      const Vector3d head_target = goals[head].target;
+      const Vector3d lean =
+          0.5 * Flat(pelvis.translation - globals[model.head].translation, up);
+      target = Flat(head_target, up) + lean;
+      height = head_target.dot(up) - model.trunk_height;
+    }
+    // Without a head goal, both hands low: the pelvis goes down as far as
+    // the higher hand needs. (With a head goal the head decides: a hand
+    // limit there took the Character Creator clip's pelvis 3 cm further
+    // from the performer's. One low hand, or hands less than a tenth of a
+    // leg too low, leave it: on solver_bench's gameplay poses lowering for
+    // either hand slowed the warm stream by half.)
+    bool lower = false;
+    if (head < 0 && hand[0] >= 0 && hand[1] >= 0) {
+      double need = -std::numeric_limits<double>::infinity();
+      for (int side = 0; side < 2; ++side) {
+        need = std::max(need, goals[hand[side]].target.dot(up) +
+                                  model.arm_length[side] -
+                                  model.shoulder_height[side]);
+      }
+      lower = need < pelvis.translation.dot(up) - 0.1 * model.leg_length[0];
+      if (lower) height = need;
+    }
     double lowest = -std::numeric_limits<double>::infinity();
     for (int side = 0; side < 2; ++side) {
       const Vector3d socket =
@@ -291,33 +326,43 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                                     socket.dot(up));
     }
     height = std::max(height, lowest);
-    target += height * up;
-    // Turn the whole body about up through the pelvis to the heading, then
-    // move it there (the top root carries everything).
-    const double turn = std::atan2(up.dot(facing.normalized().cross(heading)),
-                                   facing.normalized().dot(heading));
-    const Quaterniond spin(Eigen::AngleAxisd(turn, up));
-    int top = model.pelvis;
-    while (skeleton.joint(top).parent >= 0) top = skeleton.joint(top).parent;
-    Transform& root = pose->local[top];
-    root.translation = target + spin * (root.translation - pelvis.translation);
-    root.rotation = (spin * root.rotation).normalized();
-    globals.Reset();
+    if (head >= 0 || lower) {
+      target += height * up;
+      // Turn the whole body about up through the pelvis to the heading, then
+      // move it there (the top root carries everything).
+      const double turn =
+          head < 0 ? 0.0
+                   : std::atan2(up.dot(facing.normalized().cross(heading)),
+                                facing.normalized().dot(heading));
+      const Quaterniond spin(Eigen::AngleAxisd(turn, up));
+      int top = model.pelvis;
+      while (skeleton.joint(top).parent >= 0) {
+        top = skeleton.joint(top).parent;
+      }
+      Transform& root = pose->local[top];
+      root.translation =
+          target + spin * (root.translation - pelvis.translation);
+      root.rotation = (spin * root.rotation).normalized();
+      globals.Reset();
 
-    Goal place;
-    place.solver = SolverKind::kFullBody;
-    place.tip_joint = model.pelvis;
-    place.target = target;
-    place.priority = soft_priority;
-    Goal face = place;
-    face.aim_axis = model.pelvis_forward;
-    face.target = target + model.leg_length[0] * heading;
-    goals.push_back(place);
-    goals.push_back(face);
-    soft.push_back(1);
-    soft.push_back(1);
-    cone.push_back(0.0);
-    cone.push_back(0.0);
+      Goal place;
+      place.solver = SolverKind::kFullBody;
+      place.tip_joint = model.pelvis;
+      place.target = target;
+      place.priority = soft_priority;
+      Goal face = place;
+      face.aim_axis = model.pelvis_forward;
+      // Facing the heading; without a head goal, where it faces (upright:
+      // a reach down is not a bow at the hips).
+      face.target = target + model.leg_length[0] *
+                                 (head >= 0 ? heading : facing.normalized());
+      goals.push_back(place);
+      goals.push_back(face);
+      soft.push_back(1);
+      soft.push_back(1);
+      cone.push_back(0.0);
+      cone.push_back(0.0);
+    }
   }
 
   for (int side = 0; side < 2; ++side) {

@@ -65,6 +65,8 @@ struct BodyModel {
   // The rest pose's head above the pelvis along its own up (the trunk
   // upright).
   double trunk_height = 0.0;
+  // Likewise each shoulder (upper arm) above the pelvis.
+  std::array<double, 2> shoulder_height{};
   // Unit directions in each joint's rest frame: the character's forward
   // and left as seen from the pelvis and the head (their rest rotation's
   // inverse applied to the characterisation's directions).
@@ -84,12 +86,13 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 // model-space transforms, `known` scratch too). `goals` holds the request's goals on entry;
 // `soft` and `cone` get one entry per goal on return.
 //
-// - The pelvis pass, when a goal puts the head somewhere: up is the model
-//   axis nearest the feet-to-head direction; the pelvis goes under the
-//   head by the rest pose's trunk height (the trunk upright: a lower head
-//   lowers the pelvis and bends the knees) but no higher than the legs
-//   reach the feet, and turns toward the heading of the feet, hands and
-//   head. The pose's root is moved there, and two goals of the body model
+// - The pelvis pass, when a goal puts the head or a hand somewhere: up is
+//   the model axis nearest the feet-to-head direction; the pelvis goes
+//   under the head by the rest pose's trunk height (the trunk upright: a
+//   lower head lowers the pelvis and bends the knees) and low enough for
+//   the upright trunk's shoulders to reach the hands, but no higher than
+//   the legs reach the feet, and turns toward the heading of the feet,
+//   hands and head. The pose's root is moved there, and two goals of the body model
 //   (soft: solved after every goal of the request, in their null space,
 //   never keeping a solve going) hold the pelvis there and facing there.
 // - Preferred bends: a foot or hand goal without a pole gets one in front
