@@ -115,35 +115,53 @@ Goal Hold(const Rig& r, int joint, const Vector3d& offset, int priority) {
   return g;
 }
 
+// Feet where they stand (priority 0); head and hands `metres` lower
+// (priority 1): goals 2 on are the lowered ones.
+std::vector<Goal> Crouch(const Rig& r, double metres) {
+  std::vector<Goal> goals;
+  for (int side = 0; side < 2; ++side) {
+    goals.push_back(Hold(r, r.roles.legs[side].foot, Vector3d::Zero(), 0));
+  }
+  const Vector3d down = -metres * r.metre * r.up;
+  goals.push_back(Hold(r, r.roles.head, down, 1));
+  for (int side = 0; side < 2; ++side) {
+    goals.push_back(Hold(r, r.roles.arms[side].hand, down, 1));
+  }
+  return goals;
+}
+
+// A stream from the standing pose whose frame f of `frames` lowers the
+// crouch's head and hands f / frames of the way; the last frame's pose and
+// results.
+Pose Lower(const Rig& r, const std::vector<Goal>& goals, double metres,
+           int frames, std::vector<GoalResult>& results) {
+  const Vector3d down = -metres * r.metre * r.up;
+  Pose pose = r.rest;
+  Workspace ws;
+  results.resize(goals.size());
+  for (int f = 1; f <= frames; ++f) {
+    std::vector<Goal> frame = goals;
+    for (size_t k = 2; k < frame.size(); ++k) {
+      frame[k].target -= down * (1.0 - static_cast<double>(f) / frames);
+    }
+    EXPECT_TRUE(Solve(r.skeleton, frame, ws, &pose, absl::MakeSpan(results),
+                      {}, {}, {})
+                    .ok());
+  }
+  return pose;
+}
+
 class FullBodyCrouchTest : public ::testing::TestWithParam<const char*> {};
 
 // VR crouch: feet where they stand, head and hands 0.4 m lower. The
 // pelvis goes down with bent knees and the spine stays upright.
 TEST_P(FullBodyCrouchTest, VrCrouchBendsTheKneesNotTheSpine) {
   const Rig r = MakeRig(GetParam());
-  std::vector<Goal> goals;
-  for (int side = 0; side < 2; ++side) {
-    goals.push_back(Hold(r, r.roles.legs[side].foot, Vector3d::Zero(), 0));
-  }
-  const Vector3d down = -0.4 * r.metre * r.up;
-  goals.push_back(Hold(r, r.roles.head, down, 1));
-  for (int side = 0; side < 2; ++side) {
-    goals.push_back(Hold(r, r.roles.arms[side].hand, down, 1));
-  }
+  const std::vector<Goal> goals = Crouch(r, 0.4);
   // From the standing pose, in one solve and as a 30-frame stream.
   for (const int frames : {1, 30}) {
-    Pose pose = r.rest;
-    Workspace ws;
-    std::vector<GoalResult> results(goals.size());
-    for (int f = 1; f <= frames; ++f) {
-      std::vector<Goal> frame = goals;
-      for (size_t k = 2; k < frame.size(); ++k) {
-        frame[k].target -= down * (1.0 - static_cast<double>(f) / frames);
-      }
-      ASSERT_TRUE(Solve(r.skeleton, frame, ws, &pose,
-                        absl::MakeSpan(results), {}, {}, {})
-                      .ok());
-    }
+    std::vector<GoalResult> results;
+    const Pose pose = Lower(r, goals, 0.4, frames, results);
     const IndependentGlobals g = IndependentFk(r.skeleton, pose);
     const double drop =
         (r.at.position[r.roles.pelvis] - g.position[r.roles.pelvis]).dot(r.up) /
@@ -249,32 +267,10 @@ TEST_P(FullBodyCrouchTest, FarHandAndWarmAgainstCold) {
     EXPECT_TRUE(results[0].reached);
     EXPECT_TRUE(results[1].reached);
   }
-  std::vector<Goal> goals;
-  for (int side = 0; side < 2; ++side) {
-    goals.push_back(Hold(r, r.roles.legs[side].foot, Vector3d::Zero(), 0));
-  }
-  const Vector3d down = -0.2 * r.metre * r.up;
-  goals.push_back(Hold(r, r.roles.head, down, 1));
-  for (int side = 0; side < 2; ++side) {
-    goals.push_back(Hold(r, r.roles.arms[side].hand, down, 1));
-  }
-  std::vector<GoalResult> results(goals.size());
-  Pose warm = r.rest;
-  Workspace ws;
-  for (int f = 1; f <= 10; ++f) {
-    std::vector<Goal> frame = goals;
-    for (size_t k = 2; k < frame.size(); ++k) {
-      frame[k].target -= down * (1.0 - f / 10.0);
-    }
-    ASSERT_TRUE(Solve(r.skeleton, frame, ws, &warm, absl::MakeSpan(results),
-                      {}, {}, {})
-                    .ok());
-  }
-  Pose cold = r.rest;
-  Workspace ws2;
-  ASSERT_TRUE(Solve(r.skeleton, goals, ws2, &cold, absl::MakeSpan(results),
-                    {}, {}, {})
-                  .ok());
+  const std::vector<Goal> goals = Crouch(r, 0.2);
+  std::vector<GoalResult> results;
+  const Pose warm = Lower(r, goals, 0.2, 10, results);
+  const Pose cold = Lower(r, goals, 0.2, 1, results);
   const IndependentGlobals a = IndependentFk(r.skeleton, warm);
   const IndependentGlobals b = IndependentFk(r.skeleton, cold);
   double worst = 0.0;
