@@ -358,7 +358,7 @@ FullBodyScenario* MakeFullBodyScenario(const std::string& file,
 }
 
 void RunFullBody(benchmark::State& state, const FullBodyScenario* scenario,
-                 bool warm) {
+                 bool warm, const FullBodyOptions& options = {}) {
   if (scenario == nullptr) {
     state.SkipWithError("skeleton file not found");
     return;
@@ -379,7 +379,8 @@ void RunFullBody(benchmark::State& state, const FullBodyScenario* scenario,
     i = (i + 1) % sets.size();
     const auto begin = std::chrono::steady_clock::now();
     const absl::Status status = Solve(scenario->skeleton, goals, ws, &pose,
-                                      absl::MakeSpan(results));
+                                      absl::MakeSpan(results), {}, {},
+                                      options);
     const auto end = std::chrono::steady_clock::now();
     if (!status.ok()) state.SkipWithError(status.ToString().c_str());
     if (micros.size() < micros.capacity()) {
@@ -424,6 +425,21 @@ void BM_FullBodyHumanoid31(benchmark::State& state) {
   RunFullBody(state, Humanoid31(), state.range(0) != 0);
 }
 BENCHMARK(BM_FullBodyHumanoid31)->ArgName("warm")->Arg(0)->Arg(1);
+// Sparse trackers on the limited humanoid: head and hands placed
+// (position, priority 1), the feet planted where they stand
+// (FullBodyOptions::plant_feet), the body model placing the pelvis.
+const FullBodyScenario* Humanoid31Sparse() {
+  static const FullBodyScenario* s = MakeFullBodyScenario(
+      testing::ExamplePath("humanoid_limited.skeleton.json"),
+      {{}, {"l_wrist", "r_wrist", "head"}, ""});
+  return s;
+}
+void BM_FullBodyHumanoid31Sparse(benchmark::State& state) {
+  FullBodyOptions options;
+  options.plant_feet = true;
+  RunFullBody(state, Humanoid31Sparse(), state.range(0) != 0, options);
+}
+BENCHMARK(BM_FullBodyHumanoid31Sparse)->ArgName("warm")->Arg(0)->Arg(1);
 void BM_FullBodyRig54(benchmark::State& state) {
   RunFullBody(state, Rig54(), state.range(0) != 0);
 }
