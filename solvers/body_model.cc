@@ -123,7 +123,6 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
   model.human = true;
   model.pelvis = c.pelvis;
   model.head = c.head;
-  model.chest = c.spine.back();
   model.arms = c.arms;
   model.legs = c.legs;
 
@@ -164,7 +163,7 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
     model.foot_forward[side] =
         at[c.legs[side].foot].rotation.conjugate() * c.forward;
   }
-  model.trunk_length = PathLength(skeleton, c.pelvis, c.head);
+  const double trunk_length = PathLength(skeleton, c.pelvis, c.head);
   for (int side = 0; side < 2; ++side) {
     const int shoulder = c.arms[side].upper_arm;
     const double path = PathLength(skeleton, c.pelvis, shoulder);
@@ -176,11 +175,10 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
   }
   model.trunk_height =
       (at[c.head].translation - at[c.pelvis].translation).dot(c.up);
-  if (!(model.trunk_height > 0.5 * model.trunk_length)) {
-    model.trunk_height = 0.95 * model.trunk_length;
+  if (!(model.trunk_height > 0.5 * trunk_length)) {
+    model.trunk_height = 0.95 * trunk_length;
   }
   model.pelvis_forward = at[c.pelvis].rotation.conjugate() * c.forward;
-  model.pelvis_left = at[c.pelvis].rotation.conjugate() * c.left;
   model.head_forward = at[c.head].rotation.conjugate() * c.forward;
   return model;
 }
@@ -191,8 +189,6 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                   std::vector<char>& soft, std::vector<double>& cone,
                   Pose* pose) {
   const int requested = static_cast<int>(goals.size());
-  soft.assign(requested, 0);
-  cone.assign(requested, 0.0);
   LazyGlobals globals(skeleton, *pose, scratch, known);
   int head = -1;
   std::array<int, 2> foot = {-1, -1}, hand = {-1, -1};

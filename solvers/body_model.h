@@ -49,7 +49,6 @@ struct BodyModel {
   bool human = false;
   int pelvis = -1;
   int head = -1;
-  int chest = -1;  // The last spine joint: where the arms branch.
   std::array<Arm, 2> arms;
   std::array<Leg, 2> legs;
   // Per joint: the stiffness the solver uses (the skeleton's own where it
@@ -58,20 +57,19 @@ struct BodyModel {
   std::vector<double> stiffness;
   std::vector<char> fixed;
   // Path lengths of the rest pose: hip socket (thigh) to ankle (foot),
-  // shoulder (upper arm) to wrist (hand), per side; pelvis to head.
+  // shoulder (upper arm) to wrist (hand), per side.
   std::array<double, 2> leg_length{};
   std::array<double, 2> arm_length{};
-  double trunk_length = 0.0;
   // The rest pose's head above the pelvis along its own up (the trunk
-  // upright).
+  // upright; 0.95 of the path between them where the rest pose is no
+  // stance).
   double trunk_height = 0.0;
   // Likewise each shoulder (upper arm) above the pelvis.
   std::array<double, 2> shoulder_height{};
   // Unit directions in each joint's rest frame: the character's forward
-  // and left as seen from the pelvis and the head (their rest rotation's
-  // inverse applied to the characterisation's directions).
+  // as seen from the pelvis, the head and each foot (their rest rotation's
+  // inverse applied to the characterisation's forward).
   Eigen::Vector3d pelvis_forward = Eigen::Vector3d::UnitZ();
-  Eigen::Vector3d pelvis_left = Eigen::Vector3d::UnitX();
   Eigen::Vector3d head_forward = Eigen::Vector3d::UnitZ();
   std::array<Eigen::Vector3d, 2> foot_forward{
       {Eigen::Vector3d::UnitZ(), Eigen::Vector3d::UnitZ()}};
@@ -82,9 +80,10 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
                          const RoleStiffness& stiffness = {});
 
 // The body model's part of a full-body solve whose root is the skeleton's
-// top root (free), from `pose` (the start; `globals` is scratch for its
-// model-space transforms, `known` scratch too). `goals` holds the request's goals on entry;
-// `soft` and `cone` get one entry per goal on return.
+// top root (free), from `pose` (the start; `globals` and `known` are
+// scratch for its model-space transforms). `goals` holds the request's
+// goals on entry, `soft` and `cone` one entry each (0); the goals the model
+// adds get theirs appended.
 //
 // - The pelvis pass, when a goal puts the head or a hand somewhere: up is
 //   the model axis nearest the feet-to-head direction; the pelvis goes

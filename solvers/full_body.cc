@@ -73,7 +73,6 @@ bool IsFullBody(const Goal& goal) {
   return goal.solver == SolverKind::kFullBody;
 }
 
-
 int TopRoot(const Skeleton& skeleton, int j) {
   while (skeleton.joint(j).parent >= 0) j = skeleton.joint(j).parent;
   return j;
@@ -1973,24 +1972,18 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
       options.body == BodyMode::kHuman && body.human ? &body : nullptr;
   absl::Span<const Goal> goals = request;
   absl::Span<GoalResult> results = request_results;
+  scratch.soft.assign(request.size(), 0);
+  scratch.pole_cone.assign(request.size(), 0.0);
   if (model != nullptr) {
     scratch.body_goals.assign(request.begin(), request.end());
-    const bool free_root =
-        options.root_joint < 0 && options.root_mode != RootMode::kPinned;
-    if (free_root) {
+    if (options.root_joint < 0 && options.root_mode != RootMode::kPinned) {
       AddBodyGoals(skeleton, body, options.plant_feet, scratch.globals,
-                   scratch.body_known, scratch.body_goals,
-                   scratch.soft, scratch.pole_cone, pose);
-    } else {
-      scratch.soft.assign(request.size(), 0);
-      scratch.pole_cone.assign(request.size(), 0.0);
+                   scratch.body_known, scratch.body_goals, scratch.soft,
+                   scratch.pole_cone, pose);
     }
     scratch.body_results.resize(scratch.body_goals.size());
     goals = scratch.body_goals;
     results = absl::MakeSpan(scratch.body_results);
-  } else {
-    scratch.soft.assign(request.size(), 0);
-    scratch.pole_cone.assign(request.size(), 0.0);
   }
   {
     // A new character (every joint below a root at rest; a stream's frame

@@ -139,7 +139,6 @@ enum class RootMode : int {
   kPrePull = 2,
 };
 
-// Options of the full-body problem (one per request).
 // What the full-body solver fills in that the goals leave open.
 enum class BodyMode : int {
   // The default: on a humanoid skeleton (solvers/body_model.h), the body
@@ -153,6 +152,7 @@ enum class BodyMode : int {
   kNone = 1,
 };
 
+// Options of the full-body problem (one per request).
 struct FullBodyOptions {
   // The solver's root: the joints it turns are those on the paths from it
   // to the effectors (every effector must be it or below it). -1: the
@@ -171,6 +171,7 @@ struct FullBodyOptions {
   // Wall-clock budget in milliseconds, [0, 60000]; 0: none (the deadline
   // passed to Solve still bounds it).
   double time_budget_ms = 0.0;
+  // How the body between the goals moves (above).
   BodyMode body = BodyMode::kHuman;
   // Sparse trackers (head and hands, maybe a pelvis or feet): with the body
   // model, a foot no goal places stays planted where the start pose (a

@@ -15,6 +15,7 @@
 #include "solvers/limits.h"
 #include "solvers/solve.h"
 #include "tests/testing/full_body.h"
+#include "tests/testing/motion_eval.h"
 #include "tests/testing/models.h"
 #include "tests/testing/sweep.h"
 
@@ -898,15 +899,6 @@ struct StreamCase {
 };
 class FullBodyStreamTest : public ::testing::TestWithParam<StreamCase> {};
 
-int FindHead(const Skeleton& skeleton) {
-  for (int j = 0; j < skeleton.num_joints(); ++j) {
-    std::string name = skeleton.joint(j).name;
-    std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-    if (name.size() >= 4 && name.substr(name.size() - 4) == "head") return j;
-  }
-  return -1;
-}
-
 TEST_P(FullBodyStreamTest, FollowsTheClipWithoutFlipsOrPops) {
   const absl::StatusOr<import::BvhClip> clip =
       import::ImportBvh(absl::StrCat(REACH_TEST_DATA, "/mocap/", GetParam().clip));
@@ -954,7 +946,7 @@ TEST_P(FullBodyStreamTest, FollowsTheClipWithoutFlipsOrPops) {
     effectors.push_back({joints.back(), leg ? joints[joints.size() - 2] : -1,
                          leg ? joints.front() : -1, leg});
   }
-  const int head = FindHead(skeleton);
+  const int head = testing::FindHeadJoint(skeleton);
   ASSERT_GE(head, 0);
   effectors.push_back({head});
 
