@@ -445,14 +445,7 @@ void PoleTable(const Config& config) {
       row(hinge ? "hinge knee" : "ball knee", leg, solver, false);
     }
   }
-  SkeletonDef def = testing::TwoBoneLegDef(/*hinge_knee=*/true);
-  def.joints[0].max_swing_rad = 100.0 * M_PI / 180.0;
-  def.joints[0].min_angle_rad = -40.0 * M_PI / 180.0;
-  def.joints[0].max_angle_rad = 40.0 * M_PI / 180.0;
-  def.joints[1].axis = -Eigen::Vector3d::UnitX();
-  def.joints[1].min_angle_rad = 0.0;
-  def.joints[1].max_angle_rad = 150.0 * M_PI / 180.0;
-  const Skeleton limited = MustCreate(def);
+  const Skeleton limited = MustCreate(testing::LimitedLegDef());
   for (SolverKind solver :
        {SolverKind::kAuto, SolverKind::kFabrik, SolverKind::kCcd,
         SolverKind::kJacobianTranspose, SolverKind::kJacobianPinv,

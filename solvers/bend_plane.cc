@@ -464,6 +464,8 @@ void AlignBend(const ChainProblem& problem, const BendReference& reference,
                Workspace& ws, Pose& pose) {
   constexpr double kNearlyStraight = 3e-4;
   constexpr double kKeep = 1e-5;
+  // A bend this close to the reference's side (radians) is on it.
+  constexpr double kSideSlack = 1e-6;
   const int n = static_cast<int>(problem.joints.size());
   const double length = problem.chain_length;
   if (reference.source == BendReference::Source::kNone || n < 3) return;
@@ -489,11 +491,15 @@ void AlignBend(const ChainProblem& problem, const BendReference& reference,
       error <= problem.tolerance
           ? std::min(0.1 * problem.tolerance, problem.tolerance - error)
           : 0.1 * problem.tolerance;
-  // Without a pole the solver's own bend stands unless it faces away from
-  // the start's side (a flip) or is too small to remember its side.
-  const bool wrong_side = bend.dot(want) < 0.0;
+  // Without a pole a limb's bend faces the side TWO_BONE gives it (the
+  // start's, carried by the smallest rotation): a solver free to put it
+  // anywhere about the line puts a nearly straight limb's bend where its
+  // damped steps drift (DLS: 90 degrees off within one frame past full
+  // extension), and only a flip to the far side used to be undone.
+  const bool off_side =
+      std::atan2(bend.cross(want).norm(), bend.dot(want)) > kSideSlack;
   if (!orientation && bend_norm < kNearlyStraight * length &&
-      (pole || wrong_side || bend_norm < kKeep * length)) {
+      (pole || off_side || bend_norm < kKeep * length)) {
     const Vector3d goal_bend = std::max(bend_norm, kKeep * length) * want;
     if (ShiftBend(problem, line, goal_bend - bend, max_tip_move, ws, pose)) {
       // On the reference's side now; a pole may still want a turn (a hinge
@@ -504,7 +510,7 @@ void AlignBend(const ChainProblem& problem, const BendReference& reference,
     }
   }
   if (!(bend.norm() > kSwivelBend * length)) return;
-  if (!pole && bend.dot(want) >= 0.0) return;
+  if (!pole && !off_side) return;
   Swivel(problem, line, std::atan2(line.dot(bend.cross(want)), bend.dot(want)),
          max_tip_move, ws, pose);
 }

@@ -316,6 +316,28 @@ void ChainKinematics::Randomize(uint64_t* state) {
   }
 }
 
+bool ChainKinematics::TargetWithinReach() const {
+  return (problem_.goal->target - ws_.chain_globals[0].translation).norm() <
+         problem_.chain_length;
+}
+
+bool ChainKinematics::MoveOffBounds() {
+  constexpr double kAtBound = 1e-3;
+  bool moved = false;
+  for (int k = 0; k < moving_joints_; ++k) {
+    const Joint& joint = problem_.skeleton->joint(problem_.joints[k]);
+    Eigen::Quaterniond& local = pose_.local[problem_.joints[k]].rotation;
+    if (!reach::MoveOffBounds(joint, &local, kAtBound)) continue;
+    moved = true;
+    if (joint.type == JointType::kHinge) {
+      ws_.dof_values[dof_start_[k]] = HingeAngleWithinLimits(joint, local);
+      WriteHinge(k, ws_.dof_values[dof_start_[k]]);
+    }
+  }
+  if (moved) maybe_on_bound_.fill(false);
+  return moved;
+}
+
 void ChainKinematics::SaveBest() {
   for (int k = 0; k < moving_joints_; ++k) {
     ws_.best_rotations[k] = pose_.local[problem_.joints[k]].rotation;

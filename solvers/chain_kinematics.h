@@ -87,6 +87,19 @@ class ChainKinematics {
   void SaveBest();
   void RestoreBest();
 
+  // Whether the goal's target lies within the chain's reach of its root
+  // (at the last Evaluate()).
+  bool TargetWithinReach() const;
+
+  // Moves every moving joint held at a bound of its limits (within 1e-3
+  // rad) into the middle of its range (MoveOffBounds in limits.h), where a
+  // solve that stalled against the bound can start again: a knee straight
+  // at its 0-degree bound bends the tip across the leg, to first order
+  // never towards the hip, so no step shortens the leg, and a step that
+  // would swing it through straight is clamped back onto the bound.
+  // Returns whether anything moved. Call Evaluate() afterwards.
+  bool MoveOffBounds();
+
   // Moves every DOF to a pseudo-random value within its limits: hinges
   // uniformly in their range ([-pi, pi] when unlimited), ball joints to a
   // uniformly random rotation projected onto their limits. `state` is a
@@ -119,24 +132,52 @@ class ChainKinematics {
 // Every restart first checks problem.deadline (time or cancellation); the
 // attempts' own StallGuards stop them inside. Keeps the best result; returns
 // the iterations of all attempts (saturating at INT_MAX).
+//
+// Before any restart (and without restarts too), a first attempt that
+// leaves a target within reach unreached with a joint held at a bound
+// makes one more attempt from its own result, those joints moved into the
+// middle of their ranges (ChainKinematics::MoveOffBounds): deterministic,
+// near the first answer, and the cure for a limb straight at a one-sided
+// hinge bound. A goal reached, or out of reach, never costs it.
 template <class Attempt>
 int RunWithRestarts(const ChainProblem& problem, ChainKinematics& kin,
                     Attempt attempt) {
   int iterations = attempt();
+  if (kin.dof() == 0 || kin.Converged()) return iterations;
+  auto add = [&iterations](int more) {
+    iterations = more > std::numeric_limits<int>::max() - iterations
+                     ? std::numeric_limits<int>::max()
+                     : iterations + more;
+  };
   const bool timed = problem.goal->options.time_budget_ms > 0.0 &&
                      problem.deadline.has_time_limit();
   const int restarts = timed ? std::numeric_limits<int>::max()
                              : problem.goal->options.max_restarts;
-  if (restarts == 0 || kin.dof() == 0 || kin.Converged()) return iterations;
   double best = kin.error().squaredNorm();
-  kin.SaveBest();
+  bool kept = true;  // The pose holds the best attempt so far.
+  if (kin.TargetWithinReach() && !problem.deadline.Expired()) {
+    kin.SaveBest();
+    if (kin.MoveOffBounds()) {
+      kin.Evaluate();
+      add(attempt());
+      if (kin.Converged()) return iterations;
+      kept = kin.error().squaredNorm() < best;
+      if (kept) best = kin.error().squaredNorm();
+      if (kept) kin.SaveBest();
+    }
+  }
+  if (restarts == 0) {
+    if (!kept) {
+      kin.RestoreBest();
+      kin.Evaluate();
+    }
+    return iterations;
+  }
+  if (kept) kin.SaveBest();
   uint64_t state = RestartSeed(*problem.goal);
   for (int r = 0; r < restarts && !problem.deadline.Expired(); ++r) {
     kin.Randomize(&state);
-    const int more = attempt();
-    iterations = more > std::numeric_limits<int>::max() - iterations
-                     ? std::numeric_limits<int>::max()
-                     : iterations + more;
+    add(attempt());
     if (kin.Converged()) return iterations;
     const double error = kin.error().squaredNorm();
     if (error < best) {

@@ -494,6 +494,10 @@ int FabrikSolver::Solve(const ChainProblem& problem, Workspace& ws,
     iterations += RefineTipPosition(
         problem, ws, pose,
         std::min(kRefineIterations, problem.max_iterations - iterations));
+    // Stalled against a bound (a knee straight at a one-sided limit).
+    iterations += RefineOffBounds(
+        problem, ws, pose,
+        std::min(kRefineIterations, problem.max_iterations - iterations));
   }
   ApplyTipOrientation(problem, ws, pose);
   return iterations;

@@ -760,6 +760,14 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     }
   }
   cols_ = static_cast<int>(s_.dof_joint.size());
+  // A start outside the limits is brought into them first: every joint
+  // the solve turns steps from a rotation its limits allow, and none is
+  // returned outside them.
+  for (int j : s_.active_joints) {
+    if (s_.dof_start[j] >= 0) {
+      ProjectIntoLimits(skeleton_.joint(j), &pose_.local[j].rotation);
+    }
+  }
   PairColumns();
   s_.ball_bounds.resize(n);
   constexpr double kNone = std::numeric_limits<double>::quiet_NaN();

@@ -241,4 +241,21 @@ int RefineTipPosition(const ChainProblem& problem, Workspace& ws, Pose& pose,
                 max_iterations, kRefineDamping);
 }
 
+int RefineOffBounds(const ChainProblem& problem, Workspace& ws, Pose& pose,
+                    int max_iterations) {
+  if (max_iterations <= 0) return 0;
+  ChainKinematics kin(problem, ws, pose, /*position_only=*/true);
+  const double first = kin.Evaluate();
+  if (kin.Converged() || !kin.TargetWithinReach()) return 0;
+  kin.SaveBest();
+  if (!kin.MoveOffBounds()) return 0;
+  const int iterations = Run<3>(problem, JacobianMethod::kDampedLeastSquares,
+                                kin, max_iterations, kRefineDamping);
+  if (!(kin.error().squaredNorm() < first)) {
+    kin.RestoreBest();
+    kin.Evaluate();
+  }
+  return iterations;
+}
+
 }  // namespace reach

@@ -57,6 +57,16 @@ class JacobianSolver final : public ChainSolver {
 int RefineTipPosition(const ChainProblem& problem, Workspace& ws, Pose& pose,
                       int max_iterations);
 
+// After the finishing pass: when the tip still misses a target within
+// reach and a joint is held at a bound of its limits (a knee straight at
+// its 0-degree bound, where FABRIK's and CCD's own passes and the steps
+// above all stall), those joints move into the middle of their ranges
+// (ChainKinematics::MoveOffBounds) and up to `max_iterations` damped least
+// squares steps run from there; the nearer of the two answers stands.
+// Same expectations and result as RefineTipPosition.
+int RefineOffBounds(const ChainProblem& problem, Workspace& ws, Pose& pose,
+                    int max_iterations);
+
 }  // namespace reach
 
 #endif  // REACH_SOLVERS_JACOBIAN_H_

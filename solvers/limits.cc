@@ -163,6 +163,69 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
   return local;
 }
 
+bool ProjectIntoLimits(const Joint& joint, Eigen::Quaterniond* local) {
+  if (!joint.IsConstrained()) return false;
+  constexpr double kOutside = 1e-12;
+  LimitExcess excess;
+  const Eigen::Quaterniond inside = ConstrainRotation(joint, *local, &excess);
+  if (!(excess.twist > kOutside || excess.swing > kOutside)) return false;
+  *local = inside.normalized();
+  return true;
+}
+
+namespace {
+
+// The middle of [lo, hi] (lo <= hi, at least one finite), or a radian in
+// from the finite bound of a half-open range.
+double RangeMiddle(double lo, double hi) {
+  constexpr double kOpenRangeBend = 1.0;
+  if (std::isfinite(lo) && std::isfinite(hi)) return 0.5 * (lo + hi);
+  return std::isfinite(lo) ? lo + kOpenRangeBend : hi - kOpenRangeBend;
+}
+
+bool NearBound(double angle, double lo, double hi, double within) {
+  return std::abs(angle - lo) <= within || std::abs(angle - hi) <= within;
+}
+
+}  // namespace
+
+bool MoveOffBounds(const Joint& joint, Eigen::Quaterniond* local,
+                   double within_rad) {
+  const double lo = joint.min_angle_rad;
+  const double hi = joint.max_angle_rad;
+  const bool ranged = std::isfinite(lo) || std::isfinite(hi);
+  if (joint.type == JointType::kHinge) {
+    if (!ranged ||
+        !NearBound(HingeAngleWithinLimits(joint, *local), lo, hi, within_rad)) {
+      return false;
+    }
+    *local = HingeRotation(joint, RangeMiddle(lo, hi));
+    return true;
+  }
+  if (joint.type != JointType::kBall || !joint.IsLimited()) return false;
+  const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * *local;
+  Eigen::Quaterniond swing;
+  double twist = WrapPi(SwingTwist(delta, joint.axis, &swing));
+  Eigen::Vector3d swing_axis;
+  double swing_angle = SwingAngle(swing, &swing_axis);
+  bool moved = false;
+  if (ranged && NearBound(TwistInRange(twist, lo, hi), lo, hi, within_rad)) {
+    twist = RangeMiddle(lo, hi);
+    moved = true;
+  }
+  if (std::isfinite(joint.max_swing_rad) &&
+      swing_angle >= joint.max_swing_rad - within_rad) {
+    swing_angle = 0.5 * joint.max_swing_rad;
+    moved = true;
+  }
+  if (!moved) return false;
+  *local = (joint.rest.rotation *
+            Eigen::Quaterniond(Eigen::AngleAxisd(swing_angle, swing_axis)) *
+            Eigen::Quaterniond(Eigen::AngleAxisd(twist, joint.axis)))
+               .normalized();
+  return true;
+}
+
 BallBounds HalfAngleBounds(const Joint& ball) {
   constexpr double kNarrowCone = 0.01;
   BallBounds b;

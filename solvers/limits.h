@@ -31,6 +31,23 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
                                      const Eigen::Quaterniond& local,
                                      LimitExcess* excess);
 
+// A start pose's rotation brought into the joint's limits before a solve:
+// when `local` lies outside them by more than 1e-12 rad (a hinge turned
+// off its axis counts), it becomes ConstrainRotation's nearest allowed
+// rotation (normalised) and true is returned; otherwise it is left
+// untouched, bit for bit. An unconstrained ball joint is never moved.
+bool ProjectIntoLimits(const Joint& joint, Eigen::Quaterniond* local);
+
+// Moves a rotation held at a bound of the joint's limits into the middle
+// of its range, where an iterative solver stalled against it can start
+// again: a hinge within `within_rad` of a bound of its angle turns to the
+// middle of its range (a radian in from a bound whose other side is open);
+// a limited ball's twist within `within_rad` of a bound of its range goes
+// to the middle of it, and its swing, within `within_rad` of its cone, to
+// half the cone about the same axis. Returns whether it moved `local`.
+bool MoveOffBounds(const Joint& joint, Eigen::Quaterniond* local,
+                   double within_rad);
+
 // Hinge angle of `local` about the joint's axis, from rest, in (-2pi, 2pi].
 // The quaternion's sign carries angles beyond +-pi. Any swing off the axis
 // is ignored.

@@ -503,6 +503,19 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in,
   const int n = static_cast<int>(chain.size());
   const SolverKind kind = ResolveSolver(skeleton, chain, goal);
 
+  // A start outside the limits (a client's pose, a transfer's) is brought
+  // into them first, joint by joint, so every solver steps from a pose the
+  // limits allow and none returns outside them: the joints the solver
+  // turns (all but the tip; the tip too when it is given an orientation).
+  const int turned = goal.target_orientation ? n : n - 1;
+  for (int k = 0; k < turned; ++k) {
+    if (ProjectIntoLimits(skeleton.joint(chain[k]),
+                          &pose->local[chain[k]].rotation)) {
+      ws.moved_at[chain[k]] = ++ws.clock;
+      ws.last_move = ws.clock;
+    }
+  }
+
   ChainProblem problem;
   problem.skeleton = &skeleton;
   problem.joints = chain;

@@ -34,27 +34,6 @@ std::string CaseName(const ::testing::TestParamInfo<PropertyCase>& info) {
          (info.param.orientation ? "_pose" : "");
 }
 
-// Adds limits: every other chain joint a hinge about a random axis with a
-// random range around its rest angle, the rest cone/twist-limited balls.
-void AddRandomLimits(Rng& rng, SkeletonDef* def) {
-  std::uniform_real_distribution<double> range(0.6, 2.0);
-  std::normal_distribution<double> n(0.0, 1.0);
-  const int first = def->joints[0].name == "base" ? 1 : 0;
-  for (int k = first; k + 1 < static_cast<int>(def->joints.size()); ++k) {
-    JointDef& j = def->joints[k];
-    if ((k - first) % 2 == 1) {
-      j.type = JointType::kHinge;
-      j.axis = Vector3d(n(rng), n(rng), n(rng)).normalized();
-      j.min_angle_rad = -range(rng);
-      j.max_angle_rad = range(rng);
-    } else {
-      j.max_swing_rad = range(rng);
-      j.min_angle_rad = -range(rng) / 2;
-      j.max_angle_rad = range(rng) / 2;
-    }
-  }
-}
-
 class PropertyTest : public ::testing::TestWithParam<PropertyCase> {};
 
 TEST_P(PropertyTest, SolvesRandomReachableTargetsOnRandomChains) {
@@ -70,7 +49,7 @@ TEST_P(PropertyTest, SolvesRandomReachableTargetsOnRandomChains) {
     testing::RandomChainOptions options;
     options.joints = two_bone ? 3 : joint_count(rng);
     SkeletonDef def = testing::RandomChainDef(rng, options);
-    if (c.limited) AddRandomLimits(rng, &def);
+    if (c.limited) testing::AddRandomLimits(rng, &def);
     auto skeleton = Skeleton::Create(def);
     ASSERT_TRUE(skeleton.ok()) << skeleton.status();
     const int tip = skeleton->chain(0).joints.back();

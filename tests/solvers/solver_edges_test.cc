@@ -91,22 +91,9 @@ TEST(PoleTest, EverySolverPutsTheKneeOnThePolePlane) {
   }
 }
 
-// A leg with real limits: the hip a ball with a 100-degree swing cone and
-// +-40 degrees of twist, the knee a hinge bending forward in [0, 150]
-// degrees.
-SkeletonDef RealisticLegDef() {
-  SkeletonDef def = testing::TwoBoneLegDef(/*hinge_knee=*/true);
-  def.joints[0].max_swing_rad = 100.0 * M_PI / 180.0;
-  def.joints[0].min_angle_rad = -40.0 * M_PI / 180.0;
-  def.joints[0].max_angle_rad = 40.0 * M_PI / 180.0;
-  def.joints[1].axis = -Vector3d::UnitX();  // Positive angles: knee forward.
-  def.joints[1].min_angle_rad = 0.0;
-  def.joints[1].max_angle_rad = 150.0 * M_PI / 180.0;
-  return def;
-}
-
+// A leg with real limits (testing::LimitedLegDef).
 TEST(PoleTest, RealisticLimitedLegKeepsThePoleWhereTheLimitsAllowIt) {
-  const Skeleton leg = MustCreate(RealisticLegDef());
+  const Skeleton leg = MustCreate(testing::LimitedLegDef());
   Rng rng(12);
   for (SolverKind solver :
        {SolverKind::kAuto, SolverKind::kFabrik, SolverKind::kCcd,

@@ -1,5 +1,6 @@
 #include "tests/testing/models.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -233,6 +234,127 @@ SkeletonDef TwoBoneLegDef(bool hinge_knee) {
   def.joints = {hip, knee, ankle};
   def.chains.push_back({"leg", "hip", "ankle"});
   return def;
+}
+
+void AddRandomLimits(Rng& rng, SkeletonDef* def) {
+  std::uniform_real_distribution<double> range(0.6, 2.0);
+  std::normal_distribution<double> n(0.0, 1.0);
+  const int first = def->joints[0].name == "base" ? 1 : 0;
+  for (int k = first; k + 1 < static_cast<int>(def->joints.size()); ++k) {
+    JointDef& j = def->joints[k];
+    if ((k - first) % 2 == 1) {
+      j.type = JointType::kHinge;
+      j.axis = Eigen::Vector3d(n(rng), n(rng), n(rng)).normalized();
+      j.min_angle_rad = -range(rng);
+      j.max_angle_rad = range(rng);
+    } else {
+      j.max_swing_rad = range(rng);
+      j.min_angle_rad = -range(rng) / 2;
+      j.max_angle_rad = range(rng) / 2;
+    }
+  }
+}
+
+SkeletonDef LimitedLegDef() {
+  SkeletonDef def = TwoBoneLegDef(/*hinge_knee=*/true);
+  def.joints[0].max_swing_rad = 100.0 * M_PI / 180.0;
+  def.joints[0].min_angle_rad = -40.0 * M_PI / 180.0;
+  def.joints[0].max_angle_rad = 40.0 * M_PI / 180.0;
+  def.joints[1].axis = -Eigen::Vector3d::UnitX();
+  def.joints[1].min_angle_rad = 0.0;
+  def.joints[1].max_angle_rad = 150.0 * M_PI / 180.0;
+  return def;
+}
+
+namespace {
+
+// `angle` (radians) within [lo - slack, hi + slack] modulo 2pi.
+bool InRangeModulo(double angle, double lo, double hi, double slack) {
+  for (double a : {angle, angle - 2 * M_PI, angle + 2 * M_PI,
+                   angle - 4 * M_PI, angle + 4 * M_PI}) {
+    if (a >= lo - slack && a <= hi + slack) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string LimitViolation(const Joint& joint, const Eigen::Quaterniond& local,
+                           double slack_rad) {
+  const Eigen::Quaterniond d = joint.rest.rotation.conjugate() * local;
+  const Eigen::Vector3d a = joint.axis.normalized();
+  // Angle of a turn about a (sign from the quaternion), and its part off a.
+  auto angle_about_a = [&a](const Eigen::Quaterniond& q) {
+    return 2.0 * std::atan2(q.vec().dot(a), q.w());
+  };
+  switch (joint.type) {
+    case JointType::kFixed: {
+      const double angle = 2.0 * std::atan2(d.vec().norm(), std::abs(d.w()));
+      return angle <= slack_rad ? ""
+                                : absl::StrCat("fixed joint turned ", angle);
+    }
+    case JointType::kHinge: {
+      const double off = 2.0 * std::asin(std::min(1.0, d.vec().cross(a).norm()));
+      if (off > slack_rad) return absl::StrCat("hinge turned off its axis ", off);
+      const double angle = angle_about_a(d);
+      if (!InRangeModulo(angle, joint.min_angle_rad, joint.max_angle_rad,
+                         slack_rad)) {
+        return absl::StrCat("hinge angle ", angle, " outside [",
+                            joint.min_angle_rad, ", ", joint.max_angle_rad,
+                            "]");
+      }
+      return "";
+    }
+    case JointType::kBall:
+      break;
+  }
+  const Eigen::Vector3d b = d.toRotationMatrix() * a;
+  const double swing = std::acos(std::clamp(a.dot(b), -1.0, 1.0));
+  if (swing > joint.max_swing_rad + slack_rad) {
+    return absl::StrCat("swing ", swing, " > cone ", joint.max_swing_rad);
+  }
+  const Eigen::Quaterniond twist =
+      Eigen::Quaterniond::FromTwoVectors(a, b).conjugate() * d;
+  if (twist.vec().cross(a).norm() > 1e-9) {
+    return "the rest after the swing is not a twist about the axis";
+  }
+  const double angle = std::remainder(angle_about_a(twist), 2.0 * M_PI);
+  if (!InRangeModulo(angle, joint.min_angle_rad, joint.max_angle_rad,
+                     slack_rad)) {
+    return absl::StrCat("twist ", angle, " outside [", joint.min_angle_rad,
+                        ", ", joint.max_angle_rad, "]");
+  }
+  return "";
+}
+
+Pose RandomPoseWithinLimits(const Skeleton& skeleton,
+                            const std::vector<int>& joints, Pose pose,
+                            Rng& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int j : joints) {
+    const Joint& joint = skeleton.joint(j);
+    const double lo =
+        std::isfinite(joint.min_angle_rad) ? joint.min_angle_rad : -M_PI;
+    const double hi =
+        std::isfinite(joint.max_angle_rad) ? joint.max_angle_rad : M_PI;
+    const Eigen::Vector3d axis = joint.axis.normalized();
+    Eigen::Quaterniond delta = Eigen::Quaterniond::Identity();
+    if (joint.type == JointType::kHinge) {
+      delta = Eigen::AngleAxisd(lo + (hi - lo) * u(rng), axis);
+    } else if (joint.type == JointType::kBall) {
+      const double cone =
+          std::isfinite(joint.max_swing_rad) ? joint.max_swing_rad : M_PI;
+      const Eigen::Vector3d a = axis.unitOrthogonal();
+      const Eigen::Vector3d b = axis.cross(a);
+      const double azimuth = 2 * M_PI * u(rng);
+      const Eigen::Quaterniond swing(Eigen::AngleAxisd(
+          cone * u(rng), std::cos(azimuth) * a + std::sin(azimuth) * b));
+      delta = swing * Eigen::Quaterniond(
+                          Eigen::AngleAxisd(lo + (hi - lo) * u(rng), axis));
+    }
+    pose.local[j].rotation = (joint.rest.rotation * delta).normalized();
+  }
+  return pose;
 }
 
 SkeletonDef HumanoidDef() {

@@ -4,6 +4,7 @@
 #define REACH_TESTS_TESTING_MODELS_H_
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -124,6 +125,33 @@ Pose PandaMidLimitPose(const Skeleton& skeleton);
 
 // Indices of panda_joint1..7 in PandaDef().
 std::vector<int> PandaJointIndices(const Skeleton& skeleton);
+
+// Adds limits to a RandomChainDef: every other chain joint a hinge about a
+// random axis with a random range around its rest angle ([-a, b], a and b
+// in [0.6, 2]), the rest balls with a random cone ([0.6, 2]) and twist
+// range ([-a/2, b/2]).
+void AddRandomLimits(Rng& rng, SkeletonDef* def);
+
+// TwoBoneLegDef(/*hinge_knee=*/true) with real limits: the hip a ball with
+// a 100-degree swing cone and +-40 degrees of twist, the knee a hinge about
+// -X (positive angles bend it forward) limited to [0, 150] degrees.
+SkeletonDef LimitedLegDef();
+
+// Why `local` breaks `joint`'s type and limits, or "" when it does not,
+// checked here apart from the library's limits code: delta = rest^-1 local;
+// a fixed joint's delta is the identity; a hinge's is a turn about its axis
+// by an angle (modulo 2pi) in [min, max]; a ball's swing (the angle between
+// the twist axis a and delta a) is within its cone and what remains (a
+// turn about a) within its twist range. Angles get `slack_rad`.
+std::string LimitViolation(const Joint& joint, const Eigen::Quaterniond& local,
+                           double slack_rad = 1e-6);
+
+// `pose` with each of `joints` turned to a random rotation its limits
+// allow: a hinge to an angle uniform in its range ([-pi, pi] when
+// unlimited), a ball to a swing uniform in its cone about a uniform
+// azimuth and a twist uniform in its range, a fixed joint to rest.
+Pose RandomPoseWithinLimits(const Skeleton& skeleton, const std::vector<int>& joints,
+                            Pose pose, Rng& rng);
 
 // Joint names and parent indices of a definition, in joint order: for
 // comparing imported hierarchies.
