@@ -641,8 +641,10 @@ void SolveGoal(const Skeleton& skeleton, const Goal& goal_in,
 // joint that an earlier one of them turns (no tip descends from another
 // goal's root or mid joint). Their results equal solving them one by one,
 // bit for bit: same inputs, and the kernel's result does not depend on
-// its lane. Returns how many goals it solved: 0 when fewer than two
-// qualify.
+// its lane. A single goal takes this path too: it skips the general
+// path's set-up, which cost a two-bone Solve more than the kernel. As
+// there, a goal already met with no pole leaves its chain as it found it.
+// Returns how many goals it solved: 0 when none qualifies.
 size_t SolveTwoBoneGroup(const Skeleton& skeleton, absl::Span<const Goal> goals,
                          size_t first, const Deadline& deadline, Workspace& ws,
                          Pose* pose, absl::Span<GoalResult> results) {
@@ -674,7 +676,7 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton, absl::Span<const Goal> goals,
     }
     if (depends) break;
   }
-  if (count < 2) return 0;
+  if (count == 0) return 0;
 
   std::array<TwoBoneLimb, kMaxGroup>& limbs = ws.group_limbs;
   std::array<TwoBoneLimbResult, kMaxGroup>& solved = ws.group_results;
@@ -695,8 +697,6 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton, absl::Span<const Goal> goals,
       SolveGoal(skeleton, goal, deadline, ws, pose, &results[e]);
       continue;
     }
-    pose->local[chain[0]].rotation = solved[e].root_local;
-    pose->local[chain[1]].rotation = solved[e].mid_local;
     const TwoBoneLimb& limb = limbs[e];
     double chain_length = 0.0;
     chain_length += (limb.mid.translation - limb.root.translation).norm();
@@ -704,9 +704,16 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton, absl::Span<const Goal> goals,
     GoalResult& result = results[e];
     result = GoalResult();
     result.solver = SolverKind::kTwoBone;
-    result.iterations = 1;
     result.tolerance = PositionTolerance(goal, chain_length);
     result.orientation_tolerance_rad = OrientationTolerance(goal);
+    if (!goal.pole && (limb.tip.translation - goal.target).squaredNorm() <=
+                          result.tolerance * result.tolerance) {
+      solved[e].solved = false;  // Nothing moved: no transforms to stamp.
+      continue;
+    }
+    result.iterations = 1;
+    pose->local[chain[0]].rotation = solved[e].root_local;
+    pose->local[chain[1]].rotation = solved[e].mid_local;
     const uint32_t now = ++ws.clock;
     for (int j : chain) ws.moved_at[j] = now;
     ws.last_move = now;

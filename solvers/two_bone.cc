@@ -505,14 +505,6 @@ int TwoBoneSolver::Solve(const ChainProblem& problem, Workspace& ws,
   return 1;
 }
 
-bool TwoBoneFastPathApplies(const Skeleton& skeleton,
-                            absl::Span<const int> chain, const Goal& goal) {
-  return chain.size() == 3 && !skeleton.joint(chain[0]).IsConstrained() &&
-         !skeleton.joint(chain[1]).IsConstrained() &&
-         !goal.target_orientation && !(goal.options.soft > 0.0) &&
-         !(goal.options.max_stretch > 1.0);
-}
-
 void FillTwoBoneLimb(const Quaterniond& parent_rotation,
                      const Transform& root, const Transform& mid,
                      const Transform& tip, const Quaterniond& mid_local,

@@ -33,8 +33,14 @@ namespace reach {
 // TwoBoneSolver then tries the kernel first, and Solve groups such goals;
 // a limb the kernel leaves (TwoBoneLimbResult::solved false) goes to the
 // general path.
-bool TwoBoneFastPathApplies(const Skeleton& skeleton,
-                            absl::Span<const int> chain, const Goal& goal);
+inline bool TwoBoneFastPathApplies(const Skeleton& skeleton,
+                                   absl::Span<const int> chain,
+                                   const Goal& goal) {
+  return chain.size() == 3 && !skeleton.joint(chain[0]).IsConstrained() &&
+         !skeleton.joint(chain[1]).IsConstrained() &&
+         !goal.target_orientation && !(goal.options.soft > 0.0) &&
+         !(goal.options.max_stretch > 1.0);
+}
 
 // Writes every field of `limb` for `goal` from its chain's model-space
 // transforms (root, mid, tip), its parent's model-space rotation, the mid
