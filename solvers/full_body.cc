@@ -760,14 +760,6 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     }
   }
   cols_ = static_cast<int>(s_.dof_joint.size());
-  // A start outside the limits is brought into them first: every joint
-  // the solve turns steps from a rotation its limits allow, and none is
-  // returned outside them.
-  for (int j : s_.active_joints) {
-    if (s_.dof_start[j] >= 0) {
-      ProjectIntoLimits(skeleton_.joint(j), &pose_.local[j].rotation);
-    }
-  }
   PairColumns();
   s_.ball_bounds.resize(n);
   constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
@@ -781,6 +773,17 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
       s_.ball_bounds[j] = HalfAngleBounds(joint);
       s_.bounds_of[j] = limits;
     }
+  }
+  // A start outside the limits is brought into them first: every joint
+  // the solve turns steps from a rotation its limits allow, and none is
+  // returned outside them.
+  for (int j : s_.active_joints) {
+    const Joint& joint = skeleton_.joint(j);
+    if (s_.dof_start[j] < 0 || !joint.IsConstrained() ||
+        InsideBallLimits(j, pose_.local[j].rotation)) {
+      continue;
+    }
+    ProjectIntoLimits(joint, &pose_.local[j].rotation);
   }
   s_.locked.assign(cols_, 0);
   s_.scale.resize(cols_);

@@ -166,6 +166,20 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
 bool ProjectIntoLimits(const Joint& joint, Eigen::Quaterniond* local) {
   if (!joint.IsConstrained()) return false;
   constexpr double kOutside = 1e-12;
+  if (joint.type == JointType::kHinge) {
+    // The common case, a hinge on its axis inside its range, with one
+    // atan2 (ConstrainRotation would rebuild the rotation).
+    const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * *local;
+    const Eigen::Vector3d v = delta.vec();
+    const double p = v.dot(joint.axis);
+    // |v across the axis| is sin(swing / 2): below 1e-13 the swing is
+    // under kOutside.
+    if ((v - p * joint.axis).squaredNorm() <= 1e-26 &&
+        AngleWithin(2.0 * std::atan2(p, delta.w()), joint.min_angle_rad,
+                    joint.max_angle_rad, 0.0)) {
+      return false;
+    }
+  }
   LimitExcess excess;
   const Eigen::Quaterniond inside = ConstrainRotation(joint, *local, &excess);
   if (!(excess.twist > kOutside || excess.swing > kOutside)) return false;

@@ -669,7 +669,8 @@ size_t SolveTwoBoneGroup(const Skeleton& skeleton, absl::Span<const Goal> goals,
       break;
     }
     bool depends = false;
-    for (int a = chain[2]; a >= 0 && !depends; a = skeleton.joint(a).parent) {
+    for (int a = count > 0 ? chain[2] : -1; a >= 0 && !depends;
+         a = skeleton.joint(a).parent) {
       for (size_t e = 0; e < count; ++e) {
         depends = depends || a == chains[e][0] || a == chains[e][1];
       }
