@@ -50,17 +50,14 @@ Skeleton MustCreate(SkeletonDef def) {
   return created.ok() ? *std::move(created) : Skeleton();
 }
 
-struct Outcome {
-  absl::Status status;
-  Pose pose;
-  GoalResult result;
-};
-Outcome SolveFrom(const Skeleton& skeleton, const Goal& goal,
-                  const Pose& start) {
-  Outcome out{absl::OkStatus(), start, GoalResult()};
-  Workspace ws;
-  out.status = Solve(skeleton, {goal}, ws, &out.pose, {&out.result, 1});
-  return out;
+// One goal solved from `start` (a fresh workspace); the test fails on an
+// error status.
+testing::Solved SolveFrom(const Skeleton& skeleton, const Goal& goal,
+                          const Pose& start) {
+  absl::StatusOr<testing::Solved> solved =
+      testing::SolveOne(skeleton, goal, start);
+  EXPECT_TRUE(solved.ok()) << solved.status();
+  return solved.ok() ? *std::move(solved) : testing::Solved{start, {}};
 }
 
 // The first limit `joints` break in `pose`, or "".
@@ -84,6 +81,25 @@ Pose LegPose(const Skeleton& leg, double knee_deg) {
   return pose;
 }
 
+// The limited leg solved towards `target` from `start` by `solver`: the
+// answer's limits checked, its tip's distance from the target by the
+// test's forward kinematics.
+struct LegAnswer {
+  double error;
+  GoalResult result;
+};
+LegAnswer SolveLeg(const Skeleton& leg, SolverKind solver,
+                   const Vector3d& target, const Pose& start) {
+  Goal goal;
+  goal.chain = 0;
+  goal.solver = solver;
+  goal.target = target;
+  const testing::Solved out = SolveFrom(leg, goal, start);
+  EXPECT_EQ(FirstViolation(leg, out.pose, leg.chain(0).joints), "");
+  return {(IndependentFk(leg, out.pose).position[2] - target).norm(),
+          out.result};
+}
+
 // Item 1: the knee at -40 degrees (range [0, 150]). With the
 // target at its tip, every solver used to return the -40 degree knee as
 // "reached"; with the target 7 cm away, six stopped straight at the bound.
@@ -101,22 +117,14 @@ TEST(StartOutsideLimitsTest, EverySolverProjectsTheStartIntoTheLimits) {
     for (SolverKind solver : kEveryChainSolver) {
       int reached = 0, reachable = 0;
       for (size_t t = 0; t < targets.size(); ++t) {
-        Goal goal;
-        goal.chain = 0;
-        goal.solver = solver;
-        goal.target = targets[t];
-        const Outcome out = SolveFrom(leg, goal, start);
-        ASSERT_TRUE(out.status.ok()) << out.status;
         SCOPED_TRACE(absl::StrCat(Name(solver), " knee from ", knee_deg,
                                   " target ", t));
-        EXPECT_EQ(FirstViolation(leg, out.pose, joints), "");
-        const double error =
-            (IndependentFk(leg, out.pose).position[2] - goal.target).norm();
-        EXPECT_NEAR(error, out.result.position_error, 1e-12);
+        const LegAnswer out = SolveLeg(leg, solver, targets[t], start);
+        EXPECT_NEAR(out.error, out.result.position_error, 1e-12);
         // Reachable: within the leg's reach of the hip (0.87), and no
         // nearer than the knee's 150 degrees fold it (0.227).
-        const double d = (goal.target - IndependentFk(leg, start).position[0])
-                             .norm();
+        const double d =
+            (targets[t] - IndependentFk(leg, start).position[0]).norm();
         if (d > 0.87 - 1e-6 || d < 0.23) continue;
         ++reachable;
         reached += out.result.reached;
@@ -185,20 +193,13 @@ TEST(OneSidedHingeTest, EverySolverReachesEveryReachableTargetFromABentKnee) {
       for (int t = 0; t < 100; ++t) {
         const Pose want =
             testing::RandomPoseWithinLimits(leg, {0, 1}, RestPose(leg), rng);
-        Goal goal;
-        goal.chain = 0;
-        goal.solver = solver;
-        goal.target = IndependentFk(leg, want).position[2];
-        const Outcome out = SolveFrom(leg, goal, start);
-        ASSERT_TRUE(out.status.ok()) << out.status;
         SCOPED_TRACE(absl::StrCat(Name(solver), " knee from ", knee_deg,
                                   " target ", t));
-        EXPECT_EQ(FirstViolation(leg, out.pose, joints), "");
-        const double error =
-            (IndependentFk(leg, out.pose).position[2] - goal.target).norm();
+        const LegAnswer out = SolveLeg(
+            leg, solver, IndependentFk(leg, want).position[2], start);
         ++total;
-        reached += error <= out.result.tolerance;
-        worst = std::max(worst, error / 0.87);
+        reached += out.error <= out.result.tolerance;
+        worst = std::max(worst, out.error / 0.87);
       }
     }
     std::printf("%-18s reached %d of %d, worst miss %.4f of the leg\n",
@@ -247,8 +248,7 @@ TEST(OneSidedHingeTest, AutoReachesEveryReachableTargetOfTheLimitedHumanoid) {
       goal.root_joint = root;
       goal.tip_joint = tip;
       goal.target = IndependentFk(body, want).position[tip];
-      const Outcome out = SolveFrom(body, goal, RestPose(body));
-      ASSERT_TRUE(out.status.ok()) << out.status;
+      const testing::Solved out = SolveFrom(body, goal, RestPose(body));
       SCOPED_TRACE(absl::StrCat(root_name, "->", tip_name, " target ", t));
       EXPECT_EQ(FirstViolation(body, out.pose, turned), "");
       const double error =
@@ -303,12 +303,9 @@ TEST(StraightOutOfReachTest, DlsKeepsTheBendOnTwoBonesSideOnAnObliquePath) {
       goal.chain = 0;
       goal.target = target;
       goal.solver = SolverKind::kTwoBone;
-      Outcome a = SolveFrom(leg, goal, two_bone);
+      two_bone = SolveFrom(leg, goal, two_bone).pose;
       goal.solver = solver;
-      Outcome b = SolveFrom(leg, goal, other);
-      ASSERT_TRUE(a.status.ok() && b.status.ok());
-      two_bone = a.pose;
-      other = b.pose;
+      other = SolveFrom(leg, goal, other).pose;
       const Vector3d want = BendAcross(leg, two_bone, target);
       const Vector3d got = BendAcross(leg, other, target);
       // Compared where both are bent (a straight leg has no side; the
@@ -378,8 +375,7 @@ TEST(LongLimitedChainTest, CcdReachesLongLimitedChains) {
       goal.chain = 0;
       goal.solver = SolverKind::kCcd;
       goal.target = IndependentFk(chain, want).position[joints.back()];
-      const Outcome out = SolveFrom(chain, goal, start);
-      ASSERT_TRUE(out.status.ok()) << out.status;
+      const testing::Solved out = SolveFrom(chain, goal, start);
       EXPECT_EQ(FirstViolation(chain, out.pose, turned), "") << "chain " << t;
       const auto rest = IndependentFk(chain, RestPose(chain));
       double length = 0.0;
