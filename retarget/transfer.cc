@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "solvers/limits.h"
 
 namespace reach::retarget {
 namespace {
@@ -333,8 +334,15 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
       const Quaterniond model =
           (align_ * turn * align_inverse * target_ref_[j]).normalized();
       local.rotation = (parent.conjugate() * model).normalized();
-      scratch.target_rotations[j] = model;
+      // Within the target joint's limits (the nearest rotation they allow);
+      // its children then turn from where it is, so their own model-space
+      // rotations stay the source's where their limits allow.
+      scratch.target_rotations[j] =
+          ProjectIntoLimits(target_->joint(j), &local.rotation)
+              ? (parent * local.rotation).normalized()
+              : model;
     } else {
+      ProjectIntoLimits(target_->joint(j), &local.rotation);
       scratch.target_rotations[j] = (parent * local.rotation).normalized();
     }
   }
