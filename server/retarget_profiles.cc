@@ -91,6 +91,7 @@ void DescribeSide(const Skeleton& skeleton,
   for (const int joint : roles.unmapped) {
     out->add_unmapped(skeleton.joint(joint).name);
   }
+  for (const std::string& warning : roles.warnings) out->add_warnings(warning);
   ToProto(roles.up, out->mutable_up());
   ToProto(roles.forward, out->mutable_forward());
   ToProto(roles.left, out->mutable_left());

@@ -271,28 +271,54 @@ struct Shape {
 // Two child branches of one joint that mirror each other: long (a fifth
 // of the body at least), as many joints, and the bones along their
 // longest paths alike within 15% (legs, arms; not a leg and the spine).
+// `lenient`, for rigs no pair of which passes that (fingers 22% apart left
+// to right, a helper bone on one side): only the limbs proper must be alike
+// (the bones down to where each ends, at the hand or foot, within 15%);
+// below the end, and in side branches shorter than half of what the limb
+// reaches on from there (a helper bone, not an arm off a spine), the two
+// may differ. CompareMirror then says how, as a warning.
 struct Pair {
   int junction = -1;
   int a = -1, b = -1;
   double length = 0.0;
 };
 
-bool Mirrored(const Shape& s, int a, int b) {
+bool BonesAlike(const Shape& s, int a, int b) {
+  return std::abs(s.bone[a] - s.bone[b]) <=
+         0.15 * std::max(s.bone[a], s.bone[b]) + 1e-3 * s.size;
+}
+
+bool Mirrored(const Shape& s, int a, int b, bool lenient) {
   const double la = s.Branch(a), lb = s.Branch(b);
   if (std::abs(la - lb) > 0.15 * std::max(la, lb)) return false;
-  if (s.count[a] != s.count[b]) return false;
+  if (!lenient && s.count[a] != s.count[b]) return false;
   const std::vector<int> pa = s.PathDown(a), pb = s.PathDown(b);
-  if (pa.size() != pb.size()) return false;
-  for (size_t i = 0; i < pa.size(); ++i) {
-    if (std::abs(s.bone[pa[i]] - s.bone[pb[i]]) >
-        0.15 * std::max(s.bone[pa[i]], s.bone[pb[i]]) + 1e-3 * s.size) {
-      return false;
+  if (!lenient) {
+    if (pa.size() != pb.size()) return false;
+    for (size_t i = 0; i < pa.size(); ++i) {
+      if (!BonesAlike(s, pa[i], pb[i])) return false;
+    }
+    return true;
+  }
+  const int end = s.LimbEnd(pa);
+  if (end < 0 || end != s.LimbEnd(pb)) return false;
+  for (int i = 0; i <= end; ++i) {
+    if (!BonesAlike(s, pa[i], pb[i])) return false;
+  }
+  for (const std::vector<int>* path : {&pa, &pb}) {
+    for (int i = 0; i < end; ++i) {
+      const int j = (*path)[i];
+      for (int c : s.children[j]) {
+        if (c != (*path)[i + 1] && s.Branch(c) >= 0.5 * s.reach[j]) {
+          return false;
+        }
+      }
     }
   }
   return true;
 }
 
-std::vector<Pair> FindPairs(const Shape& s) {
+std::vector<Pair> FindPairs(const Shape& s, bool lenient) {
   std::vector<Pair> pairs;
   for (int j = 0; j < s.skeleton.num_joints(); ++j) {
     Pair best;
@@ -301,7 +327,7 @@ std::vector<Pair> FindPairs(const Shape& s) {
       for (size_t y = x + 1; y < kids.size(); ++y) {
         const int a = kids[x], b = kids[y];
         const double length = std::min(s.Branch(a), s.Branch(b));
-        if (length < 0.2 * s.size || !Mirrored(s, a, b)) continue;
+        if (length < 0.2 * s.size || !Mirrored(s, a, b, lenient)) continue;
         if (length > best.length) best = {j, a, b, length};
       }
     }
@@ -310,6 +336,59 @@ std::vector<Pair> FindPairs(const Shape& s) {
   std::sort(pairs.begin(), pairs.end(),
             [](const Pair& x, const Pair& y) { return x.length > y.length; });
   return pairs;
+}
+
+// Walks two mirrored branches from `a` and `b` together, each joint's
+// children paired longest branch first: writes the bones that differ by
+// more than 15% to `differ` and the joints one side has and the other
+// lacks (with what hangs below them) to `extra`.
+void CompareMirror(const Shape& s, int a, int b,
+                   std::vector<std::string>* differ,
+                   std::vector<std::string>* extra) {
+  const auto name = [&s](int j) { return s.skeleton.joint(j).name; };
+  if (!BonesAlike(s, a, b)) {
+    differ->push_back(absl::StrCat("'", name(a), "' ", s.bone[a], " / '",
+                                   name(b), "' ", s.bone[b]));
+  }
+  auto sorted = [&s](int j) {
+    std::vector<int> kids = s.children[j];
+    std::stable_sort(kids.begin(), kids.end(), [&s](int x, int y) {
+      return s.Branch(x) > s.Branch(y);
+    });
+    return kids;
+  };
+  const std::vector<int> ka = sorted(a), kb = sorted(b);
+  const size_t both = std::min(ka.size(), kb.size());
+  for (size_t i = 0; i < both; ++i) CompareMirror(s, ka[i], kb[i], differ, extra);
+  for (const std::vector<int>* kids : {&ka, &kb}) {
+    for (size_t i = both; i < kids->size(); ++i) {
+      const int k = (*kids)[i];
+      extra->push_back(s.count[k] > 1 ? absl::StrCat("'", name(k), "' (and ",
+                                                     s.count[k] - 1, " below)")
+                                      : absl::StrCat("'", name(k), "'"));
+    }
+  }
+}
+
+// A warning when the two branches of `pair` (`what`: "arms", "legs") are
+// not mirror images of each other, naming what differs; "" when they are.
+std::string MirrorWarning(const Shape& s, const Pair& pair,
+                          absl::string_view what) {
+  std::vector<std::string> differ, extra;
+  CompareMirror(s, pair.a, pair.b, &differ, &extra);
+  if (differ.empty() && extra.empty()) return "";
+  std::string out = absl::StrCat("the ", what, " are not mirror images (",
+                                 "retargeted by their limbs proper):");
+  if (!differ.empty()) {
+    absl::StrAppend(&out, " bones more than 15% apart: ",
+                    absl::StrJoin(differ, ", "), ";");
+  }
+  if (!extra.empty()) {
+    absl::StrAppend(&out, " on one side only: ", absl::StrJoin(extra, ", "),
+                    ";");
+  }
+  out.pop_back();
+  return out;
 }
 
 // How well the limb roles `roles` (in order along the limb) sit at
@@ -384,7 +463,8 @@ absl::StatusOr<Characterization> Characterize(
   }
   const Shape s(skeleton, reference);
   const int n = skeleton.num_joints();
-  const std::vector<Pair> pairs = FindPairs(s);
+  std::vector<Pair> pairs = FindPairs(s, /*lenient=*/false);
+  if (pairs.size() < 2) pairs = FindPairs(s, /*lenient=*/true);
   if (pairs.size() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "skeleton: not a humanoid: found ", pairs.size(),
@@ -432,6 +512,10 @@ absl::StatusOr<Characterization> Characterize(
   }
 
   Characterization c;
+  for (const auto& [pair, what] : {std::pair{arms, "arms"}, std::pair{legs, "legs"}}) {
+    std::string warning = MirrorWarning(s, pair, what);
+    if (!warning.empty()) c.warnings.push_back(std::move(warning));
+  }
   c.pelvis = s.CommonAncestor(legs.junction, arms.junction);
   for (int j = arms.junction; j != c.pelvis; j = skeleton.joint(j).parent) {
     c.spine.push_back(j);
@@ -723,6 +807,9 @@ std::string FormatCharacterization(const Skeleton& skeleton,
   for (int j : c.unmapped) names.push_back(skeleton.joint(j).name);
   absl::StrAppend(&out, "unmapped (", c.unmapped.size(), "): ",
                   absl::StrJoin(names, " "), "\n");
+  for (const std::string& warning : c.warnings) {
+    absl::StrAppend(&out, "warning: ", warning, "\n");
+  }
   return out;
 }
 

@@ -74,6 +74,10 @@ struct Characterization {
   // head, left arm, right arm, left leg, right leg).
   std::vector<RoleAssignment> roles;
   std::vector<int> unmapped;  // Joints with no role, ascending.
+  // What the characterisation accepted but a user should know: left and
+  // right limbs that are not mirror images (fingers, helper bones, extra
+  // toes), naming the joints and bones that differ.
+  std::vector<std::string> warnings;
 };
 
 // A caller's choice for one role: "left.hand" = "LeftHandIndex1".

@@ -204,6 +204,13 @@ int RunRetarget(const Globals& globals, const RetargetFlags& flags) {
                 r.source.joints_size(), r.target.name().c_str(),
                 r.target.joints_size(), r.profile.pelvis_scale(),
                 r.profile.target().unmapped_size());
+    for (const auto* side : {&r.profile.source(), &r.profile.target()}) {
+      for (const std::string& warning : side->warnings()) {
+        std::printf("warning (%s): %s\n",
+                    side == &r.profile.source() ? "source" : "target",
+                    warning.c_str());
+      }
+    }
     std::printf("retargeted %zu frames %s: %d skipped, %d errors%s%s, %d "
                 "hand/foot goals not reached%s\n",
                 r.answers.size(),

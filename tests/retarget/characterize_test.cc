@@ -3,11 +3,13 @@
 // tests/data/rigs, the clips' own headers), not computed.
 #include "retarget/characterize.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "importers/bvh.h"
@@ -472,6 +474,82 @@ TEST(CharacterizeTest, ANonHumanoidIsRefusedWithTheReason) {
   const absl::StatusOr<Characterization> c = Characterize(*s);
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(c.status().message(), HasSubstr("not a humanoid"));
+}
+
+// Real clips are asymmetric below the hands and feet and carry helper
+// bones: a CMU clip whose left finger bones are 60% longer than its right
+// (one exercise clip differs by 22%), a helper bone on one forearm only, a
+// second toe on one foot. Each is accepted with the roles of the clean
+// clip and a warning naming what differs. (Before: "not a humanoid".)
+TEST(CharacterizeTest, AsymmetricFingersAndHelperBonesAreAcceptedWithAWarning) {
+  absl::StatusOr<import::BvhClip> clip =
+      import::ImportBvh(Data("mocap/cmu_02_01_walk.bvh"));
+  ASSERT_TRUE(clip.ok()) << clip.status();
+  const SkeletonDef clean = clip->skeleton.def;
+  const Skeleton clean_skeleton = *Skeleton::Create(clean);
+  const absl::StatusOr<Characterization> want = Characterize(clean_skeleton);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_THAT(want->warnings, ::testing::IsEmpty());
+  auto index = [&clean](const std::string& name) {
+    for (size_t j = 0; j < clean.joints.size(); ++j) {
+      if (clean.joints[j].name == name) return static_cast<int>(j);
+    }
+    ADD_FAILURE() << "no joint " << name;
+    return 0;
+  };
+  struct Edit {
+    const char* what;
+    std::function<void(SkeletonDef*)> apply;
+    const char* warned;  // A joint name the warning must contain.
+  };
+  const std::vector<Edit> edits = {
+      {"longer left fingers",
+       [&](SkeletonDef* def) {
+         for (size_t j = 0; j < def->joints.size(); ++j) {
+           for (int a = def->joints[j].parent; a >= 0;
+                a = def->joints[a].parent) {
+             if (a == index("LeftHand")) {
+               def->joints[j].rest.translation *= 1.6;
+               break;
+             }
+           }
+         }
+       },
+       "LeftHand"},
+      {"a helper bone on the left forearm",
+       [&](SkeletonDef* def) {
+         JointDef helper;
+         helper.name = "LeftForeArmRoll";
+         helper.parent = index("LeftForeArm");
+         helper.rest.translation =
+             0.5 * def->joints[index("LeftHand")].rest.translation;
+         def->joints.push_back(helper);
+       },
+       "LeftForeArmRoll"},
+      {"a second toe on the right foot",
+       [&](SkeletonDef* def) {
+         JointDef toe = def->joints[index("RightToeBase")];
+         toe.name = "RightToe2";
+         toe.rest.translation =
+             0.6 * toe.rest.translation + Eigen::Vector3d(0.3, 0.0, 0.0);
+         def->joints.push_back(toe);
+       },
+       "RightToe2"},
+  };
+  for (const Edit& edit : edits) {
+    SCOPED_TRACE(edit.what);
+    SkeletonDef def = clean;
+    edit.apply(&def);
+    absl::StatusOr<Skeleton> skeleton = Skeleton::Create(def);
+    ASSERT_TRUE(skeleton.ok()) << skeleton.status();
+    const absl::StatusOr<Characterization> got = Characterize(*skeleton);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(Roles(*skeleton, *got), Roles(clean_skeleton, *want));
+    ASSERT_THAT(got->warnings, ::testing::Not(::testing::IsEmpty()));
+    EXPECT_THAT(absl::StrJoin(got->warnings, "\n"), HasSubstr(edit.warned));
+    EXPECT_THAT(FormatCharacterization(*skeleton, *got),
+                HasSubstr(got->warnings[0]));
+  }
 }
 
 }  // namespace

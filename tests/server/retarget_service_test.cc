@@ -251,6 +251,33 @@ TEST_F(RetargetServiceTest, ProfileIsCreatedFoundListedAndDeleted) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// A source with a helper bone on one forearm only (real clips carry such)
+// is accepted, and the profile's report says what differs.
+TEST_F(RetargetServiceTest, AnAsymmetricRigIsAcceptedWithAWarning) {
+  v1::Skeleton edited = source_.skeleton();
+  edited.set_name("walk with a helper bone");
+  int forearm = -1;
+  for (int j = 0; j < edited.joints_size(); ++j) {
+    if (edited.joints(j).name() == "LeftForeArm") forearm = j;
+  }
+  ASSERT_GE(forearm, 0);
+  v1::Joint* helper = edited.add_joints();
+  helper->set_name("LeftForeArmRoll");
+  helper->set_parent(forearm);
+  helper->mutable_rest()->mutable_translation()->set_x(1.5);
+  helper->mutable_rest()->mutable_rotation()->set_w(1.0);
+  v1::RetargetProfileSpec spec = Spec();
+  spec.mutable_source()->set_skeleton_id(
+      testing::MustRegister(*server_.stub, edited));
+  v1::CreateRetargetProfileResponse created;
+  const grpc::Status status = Create(spec, &created);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(created.profile().source().warnings_size(), 1);
+  EXPECT_THAT(created.profile().source().warnings(0),
+              HasSubstr("'LeftForeArmRoll'"));
+  EXPECT_EQ(created.profile().target().warnings_size(), 0);
+}
+
 TEST_F(RetargetServiceTest, BadSpecsAreRefusedNamingTheField) {
   struct Case {
     std::string what;
