@@ -13,6 +13,7 @@ using ::reach::Characterization;
 using ::reach::Characterize;
 using ::reach::Decided;
 using ::reach::DecidedName;
+using ::reach::Finger;
 using ::reach::FormatCharacterization;
 using ::reach::kLeft;
 using ::reach::kRight;

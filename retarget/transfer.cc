@@ -270,6 +270,52 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
                &t.source_next_, &t.weight_);
   }
 
+  // Fingers: thumb to thumb, the others by name (index to index), else by
+  // their place across the hand; along each finger by arc length.
+  for (int k = 0; k < 2; ++k) {
+    const std::vector<Finger>& from = sc.fingers[k];
+    const std::vector<Finger>& to = tc.fingers[k];
+    const int hand = sc.arms[k].hand;
+    if (from.empty() || hand < 0) continue;
+    const Finger* source_thumb = nullptr;
+    std::vector<const Finger*> others;
+    for (const Finger& f : from) {
+      if (f.name == "thumb") {
+        source_thumb = &f;
+      } else {
+        others.push_back(&f);
+      }
+    }
+    int target_others = 0;
+    for (const Finger& f : to) target_others += f.name != "thumb";
+    int nth = 0;  // Of the target's fingers that are no thumb.
+    for (const Finger& f : to) {
+      const Finger* match = nullptr;
+      if (f.name == "thumb") {
+        match = source_thumb;
+      } else {
+        for (const Finger* o : others) {
+          if (o->name == f.name) match = o;
+        }
+        if (match == nullptr && !others.empty()) {
+          // Its place among the target's fingers, on the source's.
+          const size_t at =
+              target_others > 1
+                  ? static_cast<size_t>(std::lround(
+                        static_cast<double>(nth) * (others.size() - 1) /
+                        (target_others - 1)))
+                  : others.size() / 2;
+          match = others[std::min(at, others.size() - 1)];
+        }
+        ++nth;
+      }
+      if (match == nullptr) continue;
+      PairChains(hand, match->joints, ArcFractions(match->joints, ss, sg),
+                 f.joints, ArcFractions(f.joints, ts, tg), &t.source_of_,
+                 &t.source_next_, &t.weight_);
+    }
+  }
+
   const Matrix3d source_frame = BodyFrame(sc, sg);
   const Matrix3d target_frame = BodyFrame(tc, tg);
   t.align_ = Align(source_frame, target_frame);

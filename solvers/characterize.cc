@@ -439,6 +439,91 @@ int PlaceLimb(const Shape& s, const std::vector<int>& path,
 
 std::string SideName(int side) { return side == kLeft ? "left" : "right"; }
 
+// The fingers below `hand`: chains that follow single children from each
+// of the hand's children, and from each child of a joint where a chain
+// forks (the forking joint, a palm, is no finger's); joints in `taken`
+// (other roles) stop a chain. Named as Finger says.
+std::vector<Finger> FindFingers(const Shape& s, int hand,
+                                const std::vector<char>& taken) {
+  std::vector<Finger> fingers;
+  std::vector<int> starts;
+  for (int c : s.children[hand]) starts.push_back(c);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    std::vector<int> chain;
+    int j = starts[i];
+    while (j >= 0 && !taken[j]) {
+      chain.push_back(j);
+      const std::vector<int>& kids = s.children[j];
+      if (kids.size() == 1) {
+        j = kids[0];
+        continue;
+      }
+      if (kids.size() > 1) {
+        starts.insert(starts.end(), kids.begin(), kids.end());
+        chain.clear();  // A palm: its fingers start below it.
+      }
+      j = -1;
+    }
+    if (!chain.empty()) fingers.push_back({"", std::move(chain), false});
+  }
+  // Names: the word in the joints' names, else the shape.
+  auto lower = [](std::string text) {
+    for (char& ch : text) ch = static_cast<char>(std::tolower(ch));
+    return text;
+  };
+  int thumb = -1;
+  for (size_t f = 0; f < fingers.size(); ++f) {
+    std::string name;
+    for (int j : fingers[f].joints) {
+      absl::StrAppend(&name, lower(s.skeleton.joint(j).name), " ");
+    }
+    for (const auto& [word, role] :
+         {std::pair{"thumb", "thumb"}, std::pair{"pollex", "thumb"},
+          std::pair{"index", "index"}, std::pair{"middle", "middle"},
+          std::pair{"ring", "ring"}, std::pair{"pinky", "pinky"},
+          std::pair{"little", "pinky"}}) {
+      if (name.find(word) != std::string::npos) {
+        fingers[f].name = role;
+        fingers[f].named = true;
+        break;
+      }
+    }
+    if (fingers[f].name == "thumb") thumb = static_cast<int>(f);
+  }
+  if (thumb < 0 && fingers.size() >= 2) {
+    // The thumb leaves the hand farthest from the others' mean direction.
+    Vector3d mean = Vector3d::Zero();
+    for (const Finger& f : fingers) {
+      mean += (s.at[f.joints.back()] - s.at[hand]).normalized();
+    }
+    double widest = -1.0;
+    for (size_t f = 0; f < fingers.size(); ++f) {
+      const Vector3d d = (s.at[fingers[f].joints.back()] - s.at[hand]).normalized();
+      const double off = (d - mean.normalized()).norm();
+      if (fingers[f].name.empty() && off > widest) {
+        widest = off;
+        thumb = static_cast<int>(f);
+      }
+    }
+    if (thumb >= 0) fingers[thumb].name = "thumb";
+  }
+  // Thumb first, then nearest it (or in the hand's order).
+  const Vector3d from = thumb >= 0 ? s.at[fingers[thumb].joints[0]] : s.at[hand];
+  std::stable_sort(fingers.begin(), fingers.end(),
+                   [&](const Finger& a, const Finger& b) {
+                     if ((a.name == "thumb") != (b.name == "thumb")) {
+                       return a.name == "thumb";
+                     }
+                     return (s.at[a.joints[0]] - from).norm() <
+                            (s.at[b.joints[0]] - from).norm();
+                   });
+  int unnamed = 0;
+  for (Finger& f : fingers) {
+    if (f.name.empty()) f.name = absl::StrCat("finger", ++unnamed);
+  }
+  return fingers;
+}
+
 }  // namespace
 
 absl::string_view DecidedName(Decided how) {
@@ -774,6 +859,18 @@ absl::StatusOr<Characterization> Characterize(
 
   std::vector<char> mapped(n, 0);
   for (const RoleAssignment& r : c.roles) mapped[r.joint] = 1;
+  for (int k = 0; k < 2; ++k) {
+    if (c.arms[k].hand < 0) continue;
+    c.fingers[k] = FindFingers(s, c.arms[k].hand, mapped);
+    for (const Finger& f : c.fingers[k]) {
+      for (size_t i = 0; i < f.joints.size(); ++i) {
+        const int j = f.joints[i];
+        c.roles.push_back({absl::StrCat(SideName(k), ".", f.name, ".", i), j,
+                           f.named ? Decided::kName : Decided::kShape});
+        mapped[j] = 1;
+      }
+    }
+  }
   for (int j = 0; j < n; ++j) {
     if (!mapped[j]) c.unmapped.push_back(j);
   }

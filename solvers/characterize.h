@@ -56,6 +56,16 @@ struct RoleAssignment {
   Decided how = Decided::kShape;
 };
 
+// A finger: its joints from the hand outwards. `name` is "thumb",
+// "index", "middle", "ring" or "pinky" where the joints' names say so,
+// "thumb" for the finger set apart from the others by shape, else
+// "finger1", "finger2", ... nearest the thumb first.
+struct Finger {
+  std::string name;
+  std::vector<int> joints;
+  bool named = false;  // `name` from the joints' names (else the shape).
+};
+
 struct Characterization {
   int pelvis = -1;        // Where the legs and the spine meet.
   std::vector<int> spine;  // Pelvis side first; the last is the chest,
@@ -73,6 +83,10 @@ struct Characterization {
   // Every role that has a joint, in a fixed order (pelvis, spine, neck,
   // head, left arm, right arm, left leg, right leg).
   std::vector<RoleAssignment> roles;
+  // Per hand ([kLeft], [kRight]), thumb first: the chains below the hand
+  // (a joint where a chain forks, a palm, is no finger's). Their joints
+  // have the roles SIDE.NAME.I (I along the finger from 0).
+  std::array<std::vector<Finger>, 2> fingers;
   std::vector<int> unmapped;  // Joints with no role, ascending.
   // What the characterisation accepted but a user should know: left and
   // right limbs that are not mirror images (fingers, helper bones, extra

@@ -3,8 +3,11 @@
 // tests/data/rigs, the clips' own headers), not computed.
 #include "retarget/characterize.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -51,11 +54,24 @@ Skeleton FromJson(const std::string& path) {
   return *std::move(s);
 }
 
-// role -> joint name, as the characterisation found them.
+// role -> joint name, as the characterisation found them: the body's
+// roles (fingers apart: FingerRoles).
 std::map<std::string, std::string> Roles(const Skeleton& skeleton,
                                          const Characterization& c) {
   std::map<std::string, std::string> out;
   for (const RoleAssignment& r : c.roles) {
+    if (std::count(r.role.begin(), r.role.end(), '.') == 2) continue;
+    out[r.role] = skeleton.joint(r.joint).name;
+  }
+  return out;
+}
+
+// The finger roles (SIDE.FINGER.I) alone.
+std::map<std::string, std::string> FingerRoles(const Skeleton& skeleton,
+                                               const Characterization& c) {
+  std::map<std::string, std::string> out;
+  for (const RoleAssignment& r : c.roles) {
+    if (std::count(r.role.begin(), r.role.end(), '.') != 2) continue;
     out[r.role] = skeleton.joint(r.joint).name;
   }
   return out;
@@ -160,10 +176,12 @@ TEST(CharacterizeTest, CharacterCreatorNames) {
   ExpectRoles(cc, m);
   const absl::StatusOr<Characterization> c = Characterize(cc);
   ASSERT_TRUE(c.ok());
-  // Twist, share, finger, toe, face and breast bones and the End Sites
-  // stay unmapped: 100 joints and 41 End Sites, 23 roles.
-  EXPECT_EQ(c->roles.size(), 23u);
-  EXPECT_EQ(c->unmapped.size(), 141u - 23u);
+  // Twist, share, toe, face and breast bones and the End Sites stay
+  // unmapped: 100 joints and 41 End Sites, 23 body roles and 30 finger
+  // joints (five fingers of three joints a hand).
+  EXPECT_EQ(Roles(cc, *c).size(), 23u);
+  EXPECT_EQ(FingerRoles(cc, *c).size(), 30u);
+  EXPECT_EQ(c->unmapped.size(), 141u - 53u);
 }
 
 // The BCN rig's legs hang off B_LowerPelvis and its spine off
@@ -264,9 +282,22 @@ TEST(CharacterizeTest, ShapeAloneMatchesTheNamesOnCmu) {
     const absl::StatusOr<Characterization> by_shape =
         Characterize(*unnamed, {}, reference);
     ASSERT_TRUE(by_name.ok() && by_shape.ok()) << clip;
+    // Fingers: the same joints and thumbs (the others are named by their
+    // place when the names say nothing).
     std::map<std::string, int> a, b;
-    for (const RoleAssignment& r : by_name->roles) a[r.role] = r.joint;
-    for (const RoleAssignment& r : by_shape->roles) b[r.role] = r.joint;
+    std::set<int> fingers_a, fingers_b;
+    for (const auto& [c, roles, fingers] :
+         {std::tuple{&*by_name, &a, &fingers_a},
+          std::tuple{&*by_shape, &b, &fingers_b}}) {
+      for (const RoleAssignment& r : c->roles) {
+        const bool finger = std::count(r.role.begin(), r.role.end(), '.') == 2;
+        if (finger) fingers->insert(r.joint);
+        if (!finger || r.role.find(".thumb.") != std::string::npos) {
+          (*roles)[r.role] = r.joint;
+        }
+      }
+    }
+    EXPECT_EQ(fingers_a, fingers_b) << clip;
     // The head of a rig whose head has face bones is found by its name;
     // by shape, it is the joint they fork from.
     if (std::string(clip).find("ccrig") != std::string::npos) {
@@ -550,6 +581,89 @@ TEST(CharacterizeTest, AsymmetricFingersAndHelperBonesAreAcceptedWithAWarning) {
     EXPECT_THAT(FormatCharacterization(*skeleton, *got),
                 HasSubstr(got->warnings[0]));
   }
+}
+
+// Fingers by role, written out by hand from each file's hierarchy: the
+// thumb by name or set apart by shape, the others by name or their place,
+// each joint by its order along the finger.
+TEST(CharacterizeTest, FingersByRole) {
+  const Skeleton cmu = FromBvh("mocap/cmu_02_01_walk.bvh");
+  const absl::StatusOr<Characterization> c = Characterize(cmu);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(FingerRoles(cmu, *c),
+            (std::map<std::string, std::string>{
+                {"left.thumb.0", "LThumb"},
+                {"left.index.0", "LeftFingerBase"},
+                {"left.index.1", "LeftHandIndex1"},
+                {"right.thumb.0", "RThumb"},
+                {"right.index.0", "RightFingerBase"},
+                {"right.index.1", "RightHandIndex1"}}));
+  const Skeleton bcn = FromGltf(Data("rigs/BCN_Epileptic.glb"));
+  const absl::StatusOr<Characterization> b = Characterize(bcn);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(FingerRoles(bcn, *b),
+            (std::map<std::string, std::string>{
+                {"left.thumb.0", "B_Thumb1_Left"},
+                {"left.thumb.1", "B_Thumb2_Left"},
+                {"left.finger1.0", "B_Finger1_Left"},
+                {"left.finger1.1", "B_Finger2_Left"},
+                {"left.finger1.2", "B_Finger3_Left"},
+                {"right.thumb.0", "B_Thumb1_Right"},
+                {"right.thumb.1", "B_Thumb2_Right"},
+                {"right.finger1.0", "B_Finger1_Right"},
+                {"right.finger1.1", "B_Finger2_Right"},
+                {"right.finger1.2", "B_Finger3_Right"}}));
+  // Unnamed: a hand with five two-joint fingers fanned out in its plane
+  // and the thumb off to the side: the thumb by shape, the rest in order
+  // from it.
+  SkeletonDef def = testing::HumanoidDef();
+  const int hand = [&def] {
+    for (size_t j = 0; j < def.joints.size(); ++j) {
+      if (def.joints[j].name == "l_wrist") return static_cast<int>(j);
+    }
+    return -1;
+  }();
+  ASSERT_GE(hand, 0);
+  // HumanoidDef's own finger joints below the wrist go; five fingers come.
+  std::vector<JointDef> kept;
+  std::vector<int> index_of(def.joints.size(), -1);
+  for (size_t j = 0; j < def.joints.size(); ++j) {
+    const int p = def.joints[j].parent;
+    bool below = false;
+    for (int a = p; a >= 0; a = def.joints[a].parent) below |= a == hand;
+    if (below) continue;
+    index_of[j] = static_cast<int>(kept.size());
+    kept.push_back(def.joints[j]);
+    if (p >= 0) kept.back().parent = index_of[p];
+  }
+  def.joints = kept;
+  const int new_hand = index_of[hand];
+  const Eigen::Vector3d out = def.joints[new_hand].rest.translation.normalized();
+  const Eigen::Vector3d forward(0, 0, 1);
+  for (int f = 0; f < 5; ++f) {
+    const Eigen::Vector3d dir =
+        f == 0 ? Eigen::Vector3d(forward + 0.3 * out).normalized()
+               : Eigen::Vector3d(out + 0.12 * (f - 2) * forward).normalized();
+    int parent = new_hand;
+    for (int i = 0; i < 2; ++i) {
+      JointDef joint;
+      joint.name = absl::StrCat("n", f, "_", i);
+      joint.parent = parent;
+      joint.rest.translation = 0.03 * dir;
+      parent = static_cast<int>(def.joints.size());
+      def.joints.push_back(joint);
+    }
+  }
+  absl::StatusOr<Skeleton> fan = Skeleton::Create(def);
+  ASSERT_TRUE(fan.ok()) << fan.status();
+  const absl::StatusOr<Characterization> h = Characterize(*fan);
+  ASSERT_TRUE(h.ok()) << h.status();
+  const std::map<std::string, std::string> roles = FingerRoles(*fan, *h);
+  EXPECT_EQ(roles.at("left.thumb.0"), "n0_0");
+  EXPECT_EQ(roles.at("left.thumb.1"), "n0_1");
+  // Nearest the thumb first.
+  EXPECT_EQ(roles.at("left.finger1.0"), "n4_0");
+  EXPECT_EQ(roles.at("left.finger4.1"), "n1_1");
 }
 
 }  // namespace
