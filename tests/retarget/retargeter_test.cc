@@ -129,18 +129,25 @@ struct Figures {
   int frames = 0;
 };
 
+// The retargeter from `source` onto `target` with default options, the
+// target's limbs aligned to the source's first (AlignLimbs).
+absl::StatusOr<Retargeter> MakeRetargeter(const Rig& source,
+                                          const Rig& target) {
+  const RetargetSide source_side{&source.skeleton, &source.roles,
+                                 source.reference};
+  const absl::StatusOr<Pose> aligned = AlignLimbs(
+      source_side, {&target.skeleton, &target.roles, target.reference});
+  if (!aligned.ok()) return aligned.status();
+  return Retargeter::Create(source_side,
+                            {&target.skeleton, &target.roles, *aligned}, {});
+}
+
 class RetargeterPairTest : public ::testing::TestWithParam<Pair> {};
 
 TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
   const Rig source = LoadRig(GetParam().source);
   const Rig target = LoadRig(GetParam().target);
-  const RetargetSide source_side{&source.skeleton, &source.roles,
-                                 source.reference};
-  const absl::StatusOr<Pose> aligned = AlignLimbs(
-      source_side, {&target.skeleton, &target.roles, target.reference});
-  ASSERT_TRUE(aligned.ok()) << aligned.status();
-  const absl::StatusOr<Retargeter> made = Retargeter::Create(
-      source_side, {&target.skeleton, &target.roles, *aligned}, {});
+  const absl::StatusOr<Retargeter> made = MakeRetargeter(source, target);
   ASSERT_TRUE(made.ok()) << made.status();
   const Retargeter& retargeter = *made;
   const Transfer& transfer = retargeter.transfer();
@@ -490,13 +497,7 @@ class LimitedTargetTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(LimitedTargetTest, EveryFrameStaysWithinTheLimits) {
   const Rig source = LoadRig(GetParam());
   const Rig target = LoadRig("humanoid_limited.skeleton.json");
-  const RetargetSide source_side{&source.skeleton, &source.roles,
-                                 source.reference};
-  const absl::StatusOr<Pose> aligned = AlignLimbs(
-      source_side, {&target.skeleton, &target.roles, target.reference});
-  ASSERT_TRUE(aligned.ok()) << aligned.status();
-  const absl::StatusOr<Retargeter> made = Retargeter::Create(
-      source_side, {&target.skeleton, &target.roles, *aligned}, {});
+  const absl::StatusOr<Retargeter> made = MakeRetargeter(source, target);
   ASSERT_TRUE(made.ok()) << made.status();
   RetargetState state;
   RetargetScratch scratch;
