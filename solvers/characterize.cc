@@ -351,9 +351,11 @@ void CompareMirror(const Shape& s, int a, int b,
                                    name(b), "' ", s.bone[b]));
   }
   auto sorted = [&s](int j) {
+    // Longest first; ties in joint order. (std::sort: stable_sort's
+    // temporary buffer is allocated where the allocation tests count.)
     std::vector<int> kids = s.children[j];
-    std::stable_sort(kids.begin(), kids.end(), [&s](int x, int y) {
-      return s.Branch(x) > s.Branch(y);
+    std::sort(kids.begin(), kids.end(), [&s](int x, int y) {
+      return s.Branch(x) != s.Branch(y) ? s.Branch(x) > s.Branch(y) : x < y;
     });
     return kids;
   };
@@ -509,14 +511,15 @@ std::vector<Finger> FindFingers(const Shape& s, int hand,
   }
   // Thumb first, then nearest it (or in the hand's order).
   const Vector3d from = thumb >= 0 ? s.at[fingers[thumb].joints[0]] : s.at[hand];
-  std::stable_sort(fingers.begin(), fingers.end(),
-                   [&](const Finger& a, const Finger& b) {
-                     if ((a.name == "thumb") != (b.name == "thumb")) {
-                       return a.name == "thumb";
-                     }
-                     return (s.at[a.joints[0]] - from).norm() <
-                            (s.at[b.joints[0]] - from).norm();
-                   });
+  std::sort(fingers.begin(), fingers.end(),
+            [&](const Finger& a, const Finger& b) {
+              if ((a.name == "thumb") != (b.name == "thumb")) {
+                return a.name == "thumb";
+              }
+              const double da = (s.at[a.joints[0]] - from).norm();
+              const double db = (s.at[b.joints[0]] - from).norm();
+              return da != db ? da < db : a.joints[0] < b.joints[0];
+            });
   int unnamed = 0;
   for (Finger& f : fingers) {
     if (f.name.empty()) f.name = absl::StrCat("finger", ++unnamed);
