@@ -1,6 +1,28 @@
 // Internal to the full-body solver (solvers/full_body/problem.h): the
 // Cholesky factorisation of its levels' Gram matrices, in place on blocks
 // of its column-major scratch matrices (no copies, no allocation).
+//
+// Why not Eigen's (issue 40): each was measured in Factor and SolveLevels
+// (solvers/full_body/steps.cc) in place of these, on the same blocks, with
+//   taskset -c 1 scripts/bench-compare OLD NEW BM_FullBody 8
+// (OLD and NEW: build/bench/solver_bench of each, Release; the ratio of
+// the smallest CPU time of 8 rounds, Eigen / own, for
+// BM_FullBodyHumanoid31 warm:0 / warm:1, ...Sparse warm:0 / warm:1,
+// BM_FullBodyRig54 warm:0 / warm:1), and none was as fast:
+// - Eigen::LLT<Eigen::Ref<MatrixXd>> in place on each level's block and
+//   Eigen's triangular solves: 1.016 1.012 1.046 1.025 1.040 1.035.
+// - That LLT with CholeskySolveInPlace: 1.031 1.016 1.041 1.021 1.015
+//   1.006.
+// - CholeskyInPlace with the triangular solves
+//   (triangularView<Lower>().solveInPlace and its transpose's): 1.005
+//   1.010 1.010 1.005 0.999 0.989, and again 1.007 0.995 1.029 1.017
+//   1.011 1.001: slower on the whole, by up to 3%.
+// - Eigen::LLT of the whole stacked Gram matrix in place of
+//   CholeskyWithSchur, each level's Schur complement then formed as
+//   L_bb L_bb^T (LLT does not hand it over): 0.997 1.091 1.149 1.117
+//   1.143 1.101. LLT also has no floor for the pivots of a rank-deficient
+//   stack (it stops), and LDLT pivots, which breaks the levels' block
+//   order the projection relies on.
 #ifndef REACH_SOLVERS_FULL_BODY_CHOLESKY_H_
 #define REACH_SOLVERS_FULL_BODY_CHOLESKY_H_
 

@@ -23,6 +23,7 @@ constexpr double kMaxDamping = 10.0;
 // Iterations between checks for a stalled solve, and the share of the
 // merit those iterations must remove.
 constexpr int kStallWindow = 8;
+constexpr double kStallProgress = 0.5;
 // Chord steps: after a full step whose largest joint rotation (radians) or
 // root move (body sizes) was below kChordStep and which cut the merit to
 // below kChordProgress of what it was (Gauss-Newton's fast regime, where
@@ -32,7 +33,6 @@ constexpr int kStallWindow = 8;
 // step before one, cost more iterations than they saved.)
 constexpr double kChordStep = 0.05;
 constexpr double kChordProgress = 0.01;
-constexpr double kStallProgress = 0.5;
 
 }  // namespace
 
@@ -243,6 +243,7 @@ namespace {
 using full_body_internal::FullBodySolve;
 using full_body_internal::IsFullBody;
 
+// An attempt's iterations when FullBodyOptions::max_iterations is 0.
 constexpr int kDefaultIterations = 64;
 
 // Whether every joint below a root is at its rest rotation in `locals`
