@@ -3,7 +3,8 @@
 // thigh / shin / foot / toe per side), found from the skeleton's shape and
 // its joint names, for retargeting between rigs that name and proportion
 // their bones differently, and for the full-body solver's body model
-// (solvers/body_model.h). Part of the solver library: no transport.
+// (solvers/full_body/body_model.h). Part of the solver library: no
+// transport.
 #ifndef REACH_SOLVERS_CHARACTERIZE_H_
 #define REACH_SOLVERS_CHARACTERIZE_H_
 

@@ -141,12 +141,12 @@ enum class RootMode : int {
 
 // What the full-body solver fills in that the goals leave open.
 enum class BodyMode : int {
-  // The default: on a humanoid skeleton (solvers/body_model.h), the body
-  // moves like a person: pelvis helper joints never turn, the spine, neck
-  // and clavicles are stiffer than hips and knees, knees bend forward and
-  // elbows back when no pole is given, and the pelvis is placed and turned
-  // from the head, hands and feet (lowered, knees bent, before the spine
-  // folds). Other skeletons solve as with kNone.
+  // The default: on a humanoid skeleton (solvers/full_body/body_model.h),
+  // the body moves like a person: pelvis helper joints never turn, the
+  // spine, neck and clavicles are stiffer than hips and knees, knees bend
+  // forward and elbows back when no pole is given, and the pelvis is placed
+  // and turned from the head, hands and feet (lowered, knees bent, before
+  // the spine folds). Other skeletons solve as with kNone.
   kHuman = 0,
   // The goals alone: every joint as the skeleton gives it.
   kNone = 1,

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "solvers/body_model.h"
+#include "solvers/full_body/body_model.h"
 
 namespace reach {
 namespace {

@@ -21,7 +21,7 @@
 
 namespace reach {
 
-struct BodyModel;  // solvers/body_model.h
+struct BodyModel;  // solvers/full_body/body_model.h
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -159,7 +159,7 @@ class Skeleton {
   absl::Span<const Transform> rest_globals() const { return rest_globals_; }
 
   // What the skeleton says about how its body moves, when it is a
-  // humanoid (solvers/body_model.h), derived once by Create.
+  // humanoid (solvers/full_body/body_model.h), derived once by Create.
   const BodyModel& body_model() const { return *body_model_; }
 
  private:

@@ -1,4 +1,4 @@
-#include "solvers/body_model.h"
+#include "solvers/full_body/body_model.h"
 
 #include <algorithm>
 #include <cmath>

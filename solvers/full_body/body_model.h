@@ -15,8 +15,8 @@
 //
 // A skeleton that is not a humanoid (no two mirrored legs and arms) has
 // `human` false and the solver runs without a body model.
-#ifndef REACH_SOLVERS_BODY_MODEL_H_
-#define REACH_SOLVERS_BODY_MODEL_H_
+#ifndef REACH_SOLVERS_FULL_BODY_BODY_MODEL_H_
+#define REACH_SOLVERS_FULL_BODY_BODY_MODEL_H_
 
 #include <array>
 #include <vector>
@@ -111,4 +111,4 @@ inline constexpr double kPreferredBendCone = 1.0;  // Radians.
 
 }  // namespace reach
 
-#endif  // REACH_SOLVERS_BODY_MODEL_H_
+#endif  // REACH_SOLVERS_FULL_BODY_BODY_MODEL_H_
