@@ -154,16 +154,17 @@ int RunWithRestarts(const ChainProblem& problem, ChainKinematics& kin,
   const int restarts = timed ? std::numeric_limits<int>::max()
                              : problem.goal->options.max_restarts;
   double best = kin.error().squaredNorm();
+  kin.SaveBest();
   bool kept = true;  // The pose holds the best attempt so far.
-  if (kin.TargetWithinReach() && !problem.deadline.Expired()) {
-    kin.SaveBest();
-    if (kin.MoveOffBounds()) {
-      kin.Evaluate();
-      add(attempt());
-      if (kin.Converged()) return iterations;
-      kept = kin.error().squaredNorm() < best;
-      if (kept) best = kin.error().squaredNorm();
-      if (kept) kin.SaveBest();
+  if (kin.TargetWithinReach() && !problem.deadline.Expired() &&
+      kin.MoveOffBounds()) {
+    kin.Evaluate();
+    add(attempt());
+    if (kin.Converged()) return iterations;
+    kept = kin.error().squaredNorm() < best;
+    if (kept) {
+      best = kin.error().squaredNorm();
+      kin.SaveBest();
     }
   }
   if (restarts == 0) {
@@ -173,7 +174,6 @@ int RunWithRestarts(const ChainProblem& problem, ChainKinematics& kin,
     }
     return iterations;
   }
-  if (kept) kin.SaveBest();
   uint64_t state = RestartSeed(*problem.goal);
   for (int r = 0; r < restarts && !problem.deadline.Expired(); ++r) {
     kin.Randomize(&state);

@@ -56,25 +56,30 @@ Skeleton FromJson(const std::string& path) {
 
 // role -> joint name, as the characterisation found them: the body's
 // roles (fingers apart: FingerRoles).
-std::map<std::string, std::string> Roles(const Skeleton& skeleton,
-                                         const Characterization& c) {
+bool IsFingerRole(const std::string& role) {
+  return std::count(role.begin(), role.end(), '.') == 2;  // SIDE.FINGER.I
+}
+
+// role -> joint name of the roles that are (`fingers`) or are not finger
+// roles, as the characterisation found them.
+std::map<std::string, std::string> RolesWhere(const Skeleton& skeleton,
+                                              const Characterization& c,
+                                              bool fingers) {
   std::map<std::string, std::string> out;
   for (const RoleAssignment& r : c.roles) {
-    if (std::count(r.role.begin(), r.role.end(), '.') == 2) continue;
-    out[r.role] = skeleton.joint(r.joint).name;
+    if (IsFingerRole(r.role) == fingers) {
+      out[r.role] = skeleton.joint(r.joint).name;
+    }
   }
   return out;
 }
-
-// The finger roles (SIDE.FINGER.I) alone.
+std::map<std::string, std::string> Roles(const Skeleton& skeleton,
+                                         const Characterization& c) {
+  return RolesWhere(skeleton, c, /*fingers=*/false);
+}
 std::map<std::string, std::string> FingerRoles(const Skeleton& skeleton,
                                                const Characterization& c) {
-  std::map<std::string, std::string> out;
-  for (const RoleAssignment& r : c.roles) {
-    if (std::count(r.role.begin(), r.role.end(), '.') != 2) continue;
-    out[r.role] = skeleton.joint(r.joint).name;
-  }
-  return out;
+  return RolesWhere(skeleton, c, /*fingers=*/true);
 }
 
 struct Expected {
@@ -290,7 +295,7 @@ TEST(CharacterizeTest, ShapeAloneMatchesTheNamesOnCmu) {
          {std::tuple{&*by_name, &a, &fingers_a},
           std::tuple{&*by_shape, &b, &fingers_b}}) {
       for (const RoleAssignment& r : c->roles) {
-        const bool finger = std::count(r.role.begin(), r.role.end(), '.') == 2;
+        const bool finger = IsFingerRole(r.role);
         if (finger) fingers->insert(r.joint);
         if (!finger || r.role.find(".thumb.") != std::string::npos) {
           (*roles)[r.role] = r.joint;
