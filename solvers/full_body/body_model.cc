@@ -78,6 +78,16 @@ void PreferBend(const Skeleton& skeleton, int limb_root,
   cone = kPreferredBendCone;
 }
 
+// A full-body goal of the body model's on `joint`.
+Goal BodyGoal(int joint, const Vector3d& target, int priority) {
+  Goal goal;
+  goal.solver = SolverKind::kFullBody;
+  goal.tip_joint = joint;
+  goal.target = target;
+  goal.priority = priority;
+  return goal;
+}
+
 // Length of the rest pose's path from `ancestor` down to `j`.
 double PathLength(const Skeleton& skeleton, int ancestor, int j) {
   const absl::Span<const Transform> at = skeleton.rest_globals();
@@ -88,6 +98,87 @@ double PathLength(const Skeleton& skeleton, int ancestor, int j) {
     length += (at[j].translation - at[parent].translation).norm();
   }
   return length;
+}
+
+// The share of the body's mass that moves along with the pelvis (most
+// of the trunk and the thighs, a little of the arms).
+constexpr double kMovesWithPelvis = 0.6;
+
+// Segment masses as shares of the body's (de Leva 1996, "Adjustments to
+// Zatsiorsky-Seluyanov's segment inertia parameters", J. Biomech. 29(9),
+// male), each at its segment's centre of mass.
+struct SegmentMasses {
+  double head = 0.0694;
+  double trunk = 0.4346;  // Centre halfway from pelvis to shoulders.
+  double upper_arm = 0.0271, forearm = 0.0162, hand = 0.0061;
+  double thigh = 0.1416, shank = 0.0433, foot = 0.0137;
+  double thigh_centre = 0.4095;  // From the hip toward the knee.
+  double shank_centre = 0.4459;  // From the knee toward the ankle.
+};
+
+// What the balance of a body standing on both feet needs from the pelvis
+// pass.
+struct BalanceInput {
+  Vector3d up, forward;  // Unit; forward is the heading (knees bend there).
+  Vector3d head;
+  std::array<Vector3d, 2> hands, feet, sockets;  // Sockets: from the pelvis.
+};
+
+// The centre of mass of a body whose pelvis is at `pelvis`, its trunk
+// straight to the head, each arm straight from its shoulder to its hand
+// (elbow halfway) and each leg bent forward from its socket to its foot.
+Vector3d CentreOfMass(const BodyModel& model, const BalanceInput& in,
+                      const Vector3d& pelvis) {
+  const SegmentMasses m;
+  const Vector3d trunk = in.head - pelvis;
+  Vector3d c = m.head * in.head;
+  for (int side = 0; side < 2; ++side) {
+    const Vector3d shoulder =
+        pelvis + (model.shoulder_height[side] / model.trunk_height) * trunk;
+    c += 0.5 * m.trunk * 0.5 * (pelvis + shoulder);  // Half the trunk.
+    const Vector3d& hand = in.hands[side];
+    c += m.upper_arm * (0.75 * shoulder + 0.25 * hand) +
+         m.forearm * (0.25 * shoulder + 0.75 * hand) + m.hand * hand;
+    const Vector3d hip = pelvis + in.sockets[side];
+    const Vector3d& foot = in.feet[side];
+    const Vector3d line = foot - hip;
+    const double d = line.norm();
+    Vector3d knee = 0.5 * (hip + foot);
+    if (d > 1e-12) {
+      const double a = model.thigh_length[side], b = model.shin_length[side];
+      const Vector3d dir = line / d;
+      const double x = std::clamp((a * a - b * b + d * d) / (2.0 * d), 0.0, a);
+      Vector3d bend = in.forward - in.forward.dot(dir) * dir;
+      if (bend.norm() > 1e-9) bend.normalize();
+      knee = hip + x * dir + std::sqrt(std::max(0.0, a * a - x * x)) * bend;
+    }
+    c += m.thigh * (hip + m.thigh_centre * (knee - hip)) +
+         m.shank * (knee + m.shank_centre * (foot - knee)) + m.foot * foot;
+  }
+  return c;
+}
+
+// How far (along the floor, a vector) the centre of mass `com` lies outside
+// the base of support of two standing feet: each a disc of half a foot's
+// length about the foot's middle (a quarter of a foot in front of the
+// ankle), and the area between them. Zero inside.
+Vector3d OutsideSupport(const BodyModel& model, const BalanceInput& in,
+                        const Vector3d& com) {
+  // A foot is about 15% of the standing height, the ankle near its back.
+  const double foot = 0.15 * model.height;
+  const double radius = 0.5 * foot;
+  const Vector3d a = Flat(in.feet[0], in.up) + 0.25 * foot * in.forward;
+  const Vector3d ab =
+      Flat(in.feet[1], in.up) + 0.25 * foot * in.forward - a;
+  const Vector3d c = Flat(com, in.up);
+  const double t =
+      ab.squaredNorm() > 0.0
+          ? std::clamp((c - a).dot(ab) / ab.squaredNorm(), 0.0, 1.0)
+          : 0.0;
+  const Vector3d away = c - (a + t * ab);
+  const double distance = away.norm();
+  if (distance <= radius) return Vector3d::Zero();
+  return (1.0 - radius / distance) * away;
 }
 
 }  // namespace
@@ -158,6 +249,10 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
   for (int side = 0; side < 2; ++side) {
     model.leg_length[side] =
         PathLength(skeleton, c.legs[side].thigh, c.legs[side].foot);
+    model.thigh_length[side] =
+        PathLength(skeleton, c.legs[side].thigh, c.legs[side].shin);
+    model.shin_length[side] =
+        PathLength(skeleton, c.legs[side].shin, c.legs[side].foot);
     model.arm_length[side] =
         PathLength(skeleton, c.arms[side].upper_arm, c.arms[side].hand);
     model.foot_forward[side] =
@@ -178,6 +273,8 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
   if (!(model.trunk_height > 0.5 * trunk_length)) {
     model.trunk_height = 0.95 * trunk_length;
   }
+  model.height = (at[c.head].translation - at[c.legs[0].foot].translation)
+                     .dot(c.up);
   model.pelvis_forward = at[c.pelvis].rotation.conjugate() * c.forward;
   model.head_forward = at[c.head].rotation.conjugate() * c.forward;
   return model;
@@ -205,6 +302,8 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       if (e == model.arms[side].hand && hand[side] < 0) hand[side] = i;
     }
   }
+  // The feet the request places (the others may be in the air).
+  const std::array<bool, 2> placed = {foot[0] >= 0, foot[1] >= 0};
   std::array<Vector3d, 2> feet;
   for (int side = 0; side < 2; ++side) {
     feet[side] = foot[side] >= 0 ? goals[foot[side]].target
@@ -308,10 +407,50 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       lower = need < pelvis.translation.dot(up) - 0.1 * model.leg_length[0];
       if (lower) height = need;
     }
+    std::array<Vector3d, 2> sockets;
+    for (int side = 0; side < 2; ++side) {
+      sockets[side] =
+          globals[model.legs[side].thigh].translation - pelvis.translation;
+    }
+    if (head >= 0 && placed[0] && placed[1] && model.height > 0.0) {
+      // Balance: a body standing on both feet keeps its centre of mass
+      // over them (a crouch pushes the pelvis back and leans the trunk
+      // forward; the hips sway out from a head leaning over one foot).
+      // The pelvis moves along the floor until it is, the trunk straight
+      // from it to the head. (Against the performer on the CMU clips,
+      // both feet placed: the crouching jump's pelvis height error max
+      // 11.2 -> 7.5 cm and trunk 59 -> 35 degrees, the shoot's 11.9 ->
+      // 4.9 cm and 37 -> 26 degrees; README, "A body that moves like a
+      // person".)
+      BalanceInput in;
+      in.up = up;
+      in.forward = heading;
+      in.head = goals[head].target;
+      for (int side = 0; side < 2; ++side) {
+        in.hands[side] = hand[side] >= 0
+                             ? goals[hand[side]].target
+                             : globals[model.arms[side].hand].translation;
+        in.feet[side] = feet[side];
+        in.sockets[side] = sockets[side];
+      }
+      const double t = model.trunk_height;
+      for (int round = 0; round < 4; ++round) {
+        const Vector3d across = target - Flat(in.head, up);
+        const double drop =
+            std::sqrt(std::max(0.25 * t * t, t * t - across.squaredNorm()));
+        const Vector3d place = target + (in.head.dot(up) - drop) * up;
+        const Vector3d out =
+            OutsideSupport(model, in, CentreOfMass(model, in, place));
+        if (out.squaredNorm() < 1e-12 * model.height * model.height) break;
+        // About 0.6 of the mass moves with the pelvis (trunk, thighs, part
+        // of the arms): a little less than a full correction per round,
+        // from outside.
+        target -= out / kMovesWithPelvis;
+      }
+    }
     double lowest = -std::numeric_limits<double>::infinity();
     for (int side = 0; side < 2; ++side) {
-      const Vector3d socket =
-          globals[model.legs[side].thigh].translation - pelvis.translation;
+      const Vector3d& socket = sockets[side];
       const double reach = model.leg_length[side];
       const double across_foot =
           (Flat(target + socket, up) - Flat(feet[side], up)).norm();
@@ -341,12 +480,8 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       root.rotation = (spin * root.rotation).normalized();
       globals.Reset();
 
-      Goal place;
-      place.solver = SolverKind::kFullBody;
-      place.tip_joint = model.pelvis;
-      place.target = target;
-      place.priority = soft_priority;
-      Goal face = place;
+      Goal place = BodyGoal(model.pelvis, target, soft_priority);
+      Goal face = BodyGoal(model.pelvis, target, soft_priority);
       face.aim_axis = model.pelvis_forward;
       // Facing the heading; without a head goal, where it faces (upright:
       // a reach down is not a bow at the hips).

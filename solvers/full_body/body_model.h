@@ -60,6 +60,11 @@ struct BodyModel {
   // shoulder (upper arm) to wrist (hand), per side.
   std::array<double, 2> leg_length{};
   std::array<double, 2> arm_length{};
+  // Hip socket to knee, knee to ankle (thigh to shin, shin to foot).
+  std::array<double, 2> thigh_length{};
+  std::array<double, 2> shin_length{};
+  // The rest pose's standing height (lowest foot to head along up).
+  double height = 0.0;
   // The rest pose's head above the pelvis along its own up (the trunk
   // upright; 0.95 of the path between them where the rest pose is no
   // stance).
