@@ -129,7 +129,7 @@ class Goals:
         if weights is None:
             self.weights = None
         else:
-            self.weights = as_array(np.asarray(weights, float)[..., None], "weights", (1,), lead + (1,))[..., 0]
+            self.weights = as_array(np.asarray(weights, float)[..., None], "weights", (1,), lead)[..., 0]
         self.solvers = self._per_goal(solver, "solver", _types.solver_value)
         self.priorities = self._per_goal(priorities, "priorities", int)
         opts = options if (options is None or isinstance(options, Mapping)) else list(options)

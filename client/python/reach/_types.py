@@ -24,8 +24,9 @@ Quat = Tuple[float, float, float, float]  # w, x, y, z
 GoalLike = Union[Mapping[str, Any], solve_pb2.Goal]
 SkeletonLike = Union[str, os.PathLike, Mapping[str, Any], skeleton_pb2.Skeleton]
 
-# "goals[0].chain: unknown chain" -> "goals[0].chain"
-_FIELD = re.compile(r"^(?:[A-Za-z]+: )?([A-Za-z_][\w]*(?:\[\d+\])?(?:\.[A-Za-z_]\w*(?:\[\d+\])?)*): ")
+# "goals[0].chain: unknown chain" -> "goals[0].chain";
+# "goals[1].priority = 1 applies to ..." -> "goals[1].priority"
+_FIELD = re.compile(r"^(?:[A-Za-z]+: )?([A-Za-z_][\w]*(?:\[\d+\])*(?:\.[A-Za-z_]\w*(?:\[\d+\])*)*)(?:: | = )")
 
 
 class ReachError(Exception):
