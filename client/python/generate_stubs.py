@@ -3,13 +3,13 @@
 
     generate_stubs.py OUT_DIR [PROTO_DIR]
 
-Writes OUT_DIR/reach/v1/{skeleton,solve,ik_service}_pb2.py and
-ik_service_pb2_grpc.py, and OUT_DIR/reach/_health/health_pb2(_grpc).py (the
+Writes OUT_DIR/reach/v1/{skeleton,solve,ik_service,retarget}_pb2(_grpc).py and
+OUT_DIR/reach/_health/health_pb2(_grpc).py (the
 standard grpc.health.v1 service, kept out of the `grpc` package's name).
 Uses the system `protoc` and `grpc_python_plugin` (Debian's
 protobuf-compiler and protobuf-compiler-grpc): Debian's python3-grpc-tools
-is too old for proto3 `optional`. PROTO_DIR defaults to the repository's
-proto/ (or $REACH_PROTO_DIR). The stubs are never checked in.
+is too old for proto3 `optional`. PROTO_DIR: see proto_dir(). The stubs are
+never checked in.
 """
 import os
 import shutil
@@ -20,10 +20,19 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def proto_dir():
+    """$REACH_PROTO_DIR, else proto/ beside this file (an sdist), else the
+    repository's proto/."""
+    for candidate in (os.environ.get("REACH_PROTO_DIR"), os.path.join(HERE, "proto"),
+                      os.path.join(HERE, "..", "..", "proto")):
+        if candidate and os.path.isdir(os.path.join(candidate, "reach", "v1")):
+            return os.path.abspath(candidate)
+    raise SystemExit("generate_stubs: no proto/ directory with reach/v1 (set REACH_PROTO_DIR "
+                     "to the repository's proto/)")
+
+
 def generate(out_dir, proto_dir=None):
-    proto_dir = proto_dir or os.environ.get("REACH_PROTO_DIR") or os.path.join(
-        HERE, "..", "..", "proto")
-    proto_dir = os.path.abspath(proto_dir)
+    proto_dir = os.path.abspath(proto_dir or globals()["proto_dir"]())
     out_dir = os.path.abspath(out_dir)
     protoc = shutil.which("protoc")
     plugin = shutil.which("grpc_python_plugin")
@@ -31,7 +40,7 @@ def generate(out_dir, proto_dir=None):
         raise SystemExit("generate_stubs: needs protoc and grpc_python_plugin "
                          "(apt-get install protobuf-compiler protobuf-compiler-grpc)")
     reach_protos = [os.path.join("reach", "v1", f"{name}.proto")
-                    for name in ("skeleton", "solve", "ik_service")]
+                    for name in ("skeleton", "solve", "ik_service", "retarget")]
     for proto in reach_protos:
         if not os.path.exists(os.path.join(proto_dir, proto)):
             raise SystemExit(f"generate_stubs: {os.path.join(proto_dir, proto)} is missing "

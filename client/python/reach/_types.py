@@ -24,8 +24,9 @@ Quat = Tuple[float, float, float, float]  # w, x, y, z
 GoalLike = Union[Mapping[str, Any], solve_pb2.Goal]
 SkeletonLike = Union[str, os.PathLike, Mapping[str, Any], skeleton_pb2.Skeleton]
 
-# "goals[0].chain: unknown chain" -> "goals[0].chain"
-_FIELD = re.compile(r"^(?:[A-Za-z]+: )?([A-Za-z_][\w]*(?:\[\d+\])?(?:\.[A-Za-z_]\w*(?:\[\d+\])?)*): ")
+# "goals[0].chain: unknown chain" -> "goals[0].chain";
+# "goals[1].priority = 1 applies to ..." -> "goals[1].priority"
+_FIELD = re.compile(r"^(?:[A-Za-z]+: )?([A-Za-z_][\w]*(?:\[\d+\])*(?:\.[A-Za-z_]\w*(?:\[\d+\])*)*)(?:: | = )")
 
 
 class ReachError(Exception):
@@ -294,6 +295,28 @@ class Solution:
     error: Optional[ReachError] = None
     skipped: bool = False
     message: Optional[solve_pb2.SolveResponse] = field(default=None, repr=False)
+    # Every joint's name, in the skeleton's order (when the client knows
+    # the skeleton): rotated_names and rotation(name) use it.
+    joint_names: Optional[List[str]] = field(default=None, repr=False)
+
+    @property
+    def rotated_names(self) -> Optional[List[str]]:
+        """The names of rotated_joints."""
+        if self.joint_names is None:
+            return None
+        return [self.joint_names[j] for j in self.rotated_joints]
+
+    def rotation(self, joint: Union[str, int]) -> Any:
+        """The new local rotation (w, x, y, z) of `joint` (a name or an
+        index), or None when this solve did not turn it."""
+        if isinstance(joint, str):
+            if self.joint_names is None or joint not in self.joint_names:
+                raise ReachError(grpc.StatusCode.NOT_FOUND, f"joint: no joint named {joint!r}")
+            joint = self.joint_names.index(joint)
+        try:
+            return self.rotations[self.rotated_joints.index(joint)]
+        except ValueError:
+            return None
 
     def apply(self, rotations: Any) -> Any:
         """Returns a copy of `rotations` (n_joints x 4, local) with this

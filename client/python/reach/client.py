@@ -1,86 +1,22 @@
-"""The synchronous client (grpc's blocking API)."""
+"""The blocking client (grpc's synchronous API)."""
 from __future__ import annotations
 
-import os
-import queue
-import threading
-from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
-from google.protobuf import json_format
 
-from reach import _types
-from reach._health import health_pb2, health_pb2_grpc
+from reach import _core, _retarget, _types
+from reach._core import TLS, Core, channel_setup  # noqa: F401 (TLS, channel_setup: public here)
+from reach._stream import SyncStream
 from reach._types import GoalLike, ReachError, Registered, SkeletonLike, Solution
-from reach.v1 import ik_service_pb2 as pb
-from reach.v1 import ik_service_pb2_grpc
-from reach.v1 import solve_pb2
-
-_MAX_MESSAGE = 64 << 20
 
 
-@dataclass
-class TLS:
-    """TLS settings: `ca` (PEM file of the CA that signed the server; the
-    system's roots when None), `cert` and `key` (PEM files of a client
-    certificate, for mTLS), `server_name` (the name the server's certificate
-    holds, when it is not the host of the address)."""
-
-    ca: Optional[str] = None
-    cert: Optional[str] = None
-    key: Optional[str] = None
-    server_name: Optional[str] = None
-
-
-def _read(path: Optional[str], what: str) -> Optional[bytes]:
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ReachError(grpc.StatusCode.NOT_FOUND, f"tls.{what}: cannot read {path!r}: {e.strerror}") from None
-    if b"-----BEGIN " not in data:
-        raise ReachError(grpc.StatusCode.INVALID_ARGUMENT, f"tls.{what}: {path!r} is not PEM")
-    return data
-
-
-def channel_setup(address: str, token: Optional[str], tls: Union[None, bool, TLS]
-                  ) -> Tuple[Optional[grpc.ChannelCredentials], List[Tuple[str, Any]], Tuple]:
-    """Credentials (None: plaintext), channel options and call metadata."""
-    if not address:
-        raise ReachError(grpc.StatusCode.INVALID_ARGUMENT, "address: empty")
-    if token is None:
-        token = os.environ.get("REACH_TOKEN") or None
-    metadata: Tuple = ()
-    if token is not None:
-        if not token or any(ord(c) <= 0x20 or ord(c) >= 0x7F for c in token) or len(token) > 4096:
-            raise ReachError(grpc.StatusCode.INVALID_ARGUMENT,
-                             "token: expected 1 to 4096 visible ASCII characters, no spaces")
-        metadata = (("authorization", f"Bearer {token}"),)
-    options: List[Tuple[str, Any]] = [("grpc.max_receive_message_length", _MAX_MESSAGE),
-                                      ("grpc.max_send_message_length", _MAX_MESSAGE)]
-    if tls is None or tls is False:
-        return None, options, metadata
-    if tls is True:
-        tls = TLS()
-    if (tls.cert is None) != (tls.key is None):
-        raise ReachError(grpc.StatusCode.INVALID_ARGUMENT,
-                         "tls.cert and tls.key go together: give both for a client certificate, or neither")
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=_read(tls.ca, "ca"), private_key=_read(tls.key, "key"),
-        certificate_chain=_read(tls.cert, "cert"))
-    if tls.server_name:
-        options.append(("grpc.ssl_target_name_override", tls.server_name))
-    return credentials, options, metadata
-
-
-class Client:
+class Client(Core):
     """A client of a reach-server.
 
-    Client("127.0.0.1:50051", token=None, tls=None, timeout=10.0)
+    Client(address=None, token=None, tls=None, timeout=10.0)
 
+    address: "host:port" (default: $REACH_ADDRESS, else 127.0.0.1:50051).
     token: sent as `authorization: Bearer TOKEN` with every call (default:
     $REACH_TOKEN). tls: None/False for plaintext, True for TLS with the
     system's roots, or a TLS(ca=..., cert=..., key=..., server_name=...).
@@ -89,14 +25,9 @@ class Client:
     context manager, or call close().
     """
 
-    def __init__(self, address: str = "127.0.0.1:50051", token: Optional[str] = None,
+    def __init__(self, address: Optional[str] = None, token: Optional[str] = None,
                  tls: Union[None, bool, TLS] = None, timeout: float = 10.0):
-        credentials, options, self._metadata = channel_setup(address, token, tls)
-        self._channel = (grpc.secure_channel(address, credentials, options) if credentials
-                         else grpc.insecure_channel(address, options))
-        self._stub = ik_service_pb2_grpc.IkServiceStub(self._channel)
-        self._health = health_pb2_grpc.HealthStub(self._channel)
-        self.timeout = timeout
+        self._setup(grpc, address, token, tls, timeout)
 
     def close(self) -> None:
         self._channel.close()
@@ -107,11 +38,20 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _call(self, method, request):
-        try:
-            return method(request, timeout=self.timeout, metadata=self._metadata)
-        except grpc.RpcError as e:
-            raise _types.from_rpc_error(e) from None
+    def _run(self, flow):
+        """Drives a flow: each RPC it yields is called, its answer (or
+        ReachError) sent back in."""
+        answer, error = None, None
+        while True:
+            try:
+                name, request = flow.throw(error) if error is not None else flow.send(answer)
+            except StopIteration as done:
+                return done.value
+            answer, error = None, None
+            try:
+                answer = self._unary[name](request, timeout=self.timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                error = _types.from_rpc_error(e)
 
     # --- the registry -----------------------------------------------------
 
@@ -119,9 +59,7 @@ class Client:
         """Registers a skeleton: a path to a skeleton JSON file, a dict in
         its protobuf JSON form, or a reach.v1.Skeleton. Idempotent: the id is
         the content's hash."""
-        request = pb.RegisterSkeletonRequest(skeleton=_types.skeleton_message(skeleton))
-        r = self._call(self._stub.RegisterSkeleton, request)
-        return Registered(r.skeleton_id, r.version, r.created)
+        return self._run(self._register(skeleton))
 
     def import_file(self, path, format: Optional[str] = None, name: Optional[str] = None,
                     chains: Optional[Mapping[str, Tuple[str, str]]] = None,
@@ -130,155 +68,185 @@ class Client:
         embedded buffers, skeleton JSON; format from the extension unless
         given) and registers it. chains: {name: (root, tip)} to add or
         replace. return_motion: a BVH clip's frames come back as poses."""
-        request = _types.import_request(path, format, name, chains, return_motion)
-        return _types.imported(self._call(self._stub.ImportSkeleton, request))
+        return self._run(self._import(path, format, name, chains, return_motion))
 
     def get(self, skeleton_id: str) -> dict:
         """{"skeleton_id", "version", "skeleton": the skeleton as a dict}."""
-        r = self._call(self._stub.GetSkeleton, pb.GetSkeletonRequest(skeleton_id=skeleton_id))
-        return {"skeleton_id": r.skeleton_id, "version": r.version,
-                "skeleton": json_format.MessageToDict(r.skeleton, preserving_proto_field_name=True)}
+        return self._run(self._get(skeleton_id))
+
+    def joint_names(self, skeleton_id: str) -> List[str]:
+        """The skeleton's joint names, in its order (fetched once)."""
+        return list(self._run(self._info(skeleton_id)).names)
 
     def list(self, page_size: int = 0) -> List[dict]:
         """Every registered skeleton (all pages): dicts with skeleton_id,
         version, name, joint_count, chains."""
-        out: List[dict] = []
-        token = ""
-        while True:
-            r = self._call(self._stub.ListSkeletons,
-                           pb.ListSkeletonsRequest(page_size=page_size, page_token=token))
-            out.extend(_types.summary(s) for s in r.skeletons)
-            token = r.next_page_token
-            if not token:
-                return out
+        return self._run(self._list(page_size))
 
     def delete(self, skeleton_id: str) -> None:
-        self._call(self._stub.DeleteSkeleton, pb.DeleteSkeletonRequest(skeleton_id=skeleton_id))
-
-    # --- solving ----------------------------------------------------------
-
-    def solve(self, skeleton_id: str, goals: Union[GoalLike, Iterable[GoalLike]],
-              start_pose: Any = None, return_globals: bool = False,
-              full_body: Optional[Mapping[str, Any]] = None) -> Solution:
-        """One solve. goals: dicts like {"chain": "l_leg", "target": (x, y, z),
-        "pole": (x, y, z), "solver": "fabrik"} (see goal_message) or
-        reach.v1.Goal messages. start_pose: local rotations (n, 4), a dict
-        or a reach.v1.Pose; default the rest pose."""
-        request = _types.solve_request(skeleton_id, goals, start_pose, return_globals, full_body)
-        return _types.solution(self._call(self._stub.Solve, request))
-
-    def solve_batch(self, items: Sequence[Any], skeleton_id: str = "") -> List[Solution]:
-        """Many independent solves in one call (e.g. a crowd). Each item is a
-        list of goals, or a dict {"goals": [...], "start_pose": ...,
-        "skeleton_id": ...}; `skeleton_id` applies to items without one."""
-        request = _types.batch_request(items, skeleton_id)
-        r = self._call(self._stub.SolveBatch, request)
-        return [_types.solution(item) for item in r.items]
-
-    def stream(self, skeleton_id: str = "", window: int = 8,
-               timeout: Optional[float] = None) -> "Stream":
-        """A SolveStream: `with client.stream(id) as s: s.send(goals); for
-        answer in s: ...`. At most `window` frames are unanswered: send()
-        blocks until an answer frees a place (back-pressure). timeout: the
-        whole stream's deadline in seconds (None: none)."""
-        return Stream(self._stub, self._metadata, skeleton_id, window, timeout)
+        self._run(self._delete(skeleton_id))
 
     def health(self, service: str = "") -> str:
         """The serving status of the server ("") or of reach.v1.IkService:
         "SERVING", "NOT_SERVING", ..."""
-        r = self._call(self._health.Check, health_pb2.HealthCheckRequest(service=service))
-        return health_pb2.HealthCheckResponse.ServingStatus.Name(r.status)
+        return self._run(self._health(service))
+
+    # --- solving ----------------------------------------------------------
+
+    def solve(self, skeleton_id: str, goals: Union[GoalLike, Iterable[GoalLike], "_core.Goals"],
+              start_pose: Any = None, return_globals: bool = False,
+              full_body: Optional[Mapping[str, Any]] = None, root_translation: Any = None) -> Solution:
+        """One solve. goals: dicts like {"chain": "l_leg", "target": (x, y, z),
+        "pole": (x, y, z), "solver": "fabrik"} (see goal_message),
+        reach.v1.Goal messages, or reach.Goals (targets (G, 3)). start_pose:
+        local rotations (n, 4), a dict or a reach.v1.Pose; default the rest
+        pose."""
+        return self._run(self._solve(skeleton_id, goals, start_pose, return_globals, full_body,
+                                     root_translation))
+
+    def solve_batch(self, items: Union[Sequence[Any], "_core.Goals"], skeleton_id: str = "",
+                    start_poses: Any = None, root_translations: Any = None):
+        """Many independent solves in one call (e.g. a crowd).
+
+        items as reach.Goals (targets (n, G, 3)): packed as arrays, answered
+        as a reach.BatchSolution of arrays (poses (n, joints, 4), reached
+        (n, G), ...); start_poses (n, joints, 4) or (joints, 4), default the
+        rest pose. Else a list: each item a list of goals, or a dict
+        {"goals": [...], "start_pose": ..., "skeleton_id": ...}, answered
+        as a list of Solution; `skeleton_id` applies to items without one."""
+        return self._run(self._solve_batch(items, skeleton_id, start_poses, root_translations))
+
+    def stream(self, skeleton_id: str = "", window: int = 8,
+               timeout: Optional[float] = None) -> "Stream":
+        """A SolveStream. send() waits only while `window` frames are
+        unanswered; a background reader takes the answers as they come, so
+        sending and reading may go in any order or in different threads.
+        Iterating yields the answers in order (see Stream). timeout: the
+        whole stream's deadline in seconds (None: none)."""
+        info = self._run(self._maybe_info(skeleton_id)) if skeleton_id else None
+        return Stream(self, skeleton_id, window, timeout, info)
+
+    # --- retargeting ------------------------------------------------------
+
+    def create_profile(self, source: Any, target: Any, *, source_reference: Any = None,
+                       target_reference: Any = None, source_overrides: Optional[Mapping[str, str]] = None,
+                       target_overrides: Optional[Mapping[str, str]] = None, no_ik: Sequence[str] = (),
+                       **options: Any) -> "_retarget.RetargetProfile":
+        """A retarget profile from `source` onto `target`, each a skeleton
+        id, a skeleton file (.bvh, .gltf, .glb, .json, .urdf: imported by
+        the server), a skeleton dict or a reach.v1.Skeleton (registered).
+
+        source_reference / target_reference: the retarget pose, (J, 4)
+        local rotations, or a frame number of a BVH file given as that side
+        (for rigs whose rest is no stance). source_overrides /
+        target_overrides: {role: joint}. no_ik: limbs left to the
+        transferred pose ("left_arm", "right_arm", "left_leg", "right_leg").
+        options: keep_target_pose, pelvis_scale, no_planting, source_floor,
+        contact_height, contact_speed, ankle_height, release_seconds,
+        max_iterations (retarget.proto's RetargetProfileSpec). Idempotent:
+        the same spec gives the same profile (created False)."""
+        options.update(source_overrides=source_overrides, target_overrides=target_overrides, no_ik=no_ik)
+        return self._run(self._create_profile(source, target, source_reference, target_reference, options))
+
+    def get_profile(self, profile_id: str) -> "_retarget.RetargetProfile":
+        return self._run(self._get_profile(profile_id))
+
+    def list_profiles(self, page_size: int = 0) -> List[dict]:
+        """Every retarget profile (all pages), in creation order: dicts with
+        profile_id, version, source/target skeleton ids and names."""
+        return self._run(self._list_profiles(page_size))
+
+    def delete_profile(self, profile: Any) -> None:
+        self._run(self._delete_profile(_retarget.profile_id_of(profile)))
+
+    def retarget(self, profile: Any, rotations: Any, root_translation: Any = None,
+                 return_globals: bool = False) -> "_retarget.RetargetedFrame":
+        """One source pose ((J, 4) local rotations in the source's joint
+        order, and the root's translation) onto the target, on its own."""
+        return self._run(self._retarget(profile, rotations, root_translation, return_globals))
+
+    def retarget_batch(self, profile: Any, motion: Any, root_translations: Any = None,
+                       frame_time_s: Optional[float] = None, report: bool = False,
+                       return_globals: bool = False, batch_frames: int = 4000
+                       ) -> "_retarget.RetargetedMotion":
+        """A clip, (F, J, 4) local rotations of the source and (F, 3) root
+        translations, retargeted in order with one state (feet planted
+        across frames). frame_time_s: seconds per frame (default 1/30).
+        report: also the quality figures. Long clips go in calls of at most
+        batch_frames frames and 8 MiB (each starts a new state)."""
+        return self._run(self._retarget_batch(profile, motion, root_translations, frame_time_s, report,
+                                              return_globals, batch_frames))
+
+    def retarget_stream(self, profile: Any, window: int = 8, frame_time_s: Optional[float] = None,
+                        timeout: Optional[float] = None) -> "RetargetStream":
+        """Live retargeting over RetargetStream: send(rotations,
+        root_translation) per frame, answers (RetargetedFrame) in order by
+        iterating; the same back-pressure and reader as stream()."""
+        profile_id = _retarget.profile_id_of(profile)
+        source, target = self._run(self._sides(profile_id))
+        return RetargetStream(self, profile_id, window, timeout, source, target,
+                              _retarget._frame_time(frame_time_s))
 
 
-_END = object()
+def _open(client: Client, name: str, timeout: Optional[float]):
+    def open_call(requests):
+        return client._streams[name](requests, metadata=client._metadata, timeout=timeout)
+    return open_call
 
 
-class Stream:
+class Stream(SyncStream):
     """A SolveStream with back-pressure; answers come back in order.
 
-    send() takes goals (as Client.solve) or a whole reach.v1.SolveRequest and
-    returns the frame's sequence number; iterating yields one Solution per
-    frame sent (a frame the server refused has `error` set and the stream
-    goes on). close() (or leaving the `with` block) half-closes and waits
-    for the remaining answers, which iteration still yields.
+    send(goals, start_pose=None, latest_wins=False, ...) takes goals as
+    Client.solve does (dicts, reach.v1.Goal, reach.Goals) or a whole
+    reach.v1.SolveRequest, waits while `window` frames are unanswered and
+    returns the frame's sequence number. A reader thread takes the answers
+    as they arrive, so send() never waits for the caller to read.
+
+    Iterating yields one Solution per frame (a frame the server refused has
+    `error` set and the stream goes on). It ends once the stream is closed
+    (close(), or leaving the `with` block, which waits for every answer)
+    and every answer is out; on a thread that has sent frames it also ends
+    when every frame sent so far is answered. So: send everything, then
+    iterate; or iterate in another thread (it runs until close()); or
+    interleave.
     """
 
-    def __init__(self, stub, metadata, skeleton_id: str, window: int, timeout: Optional[float]):
-        if window < 1:
-            raise ReachError(grpc.StatusCode.INVALID_ARGUMENT, f"window: expected >= 1, got {window}")
+    def __init__(self, client: Client, skeleton_id: str, window: int, timeout: Optional[float], info):
         self._skeleton_id = skeleton_id
-        self._requests: "queue.Queue[Any]" = queue.Queue()
-        self._room = threading.Semaphore(window)
-        self._sent = 0
-        self._received = 0
-        self._closed = False
-        self._lock = threading.Lock()
-        self._call = stub.SolveStream(self._request_iterator(), metadata=metadata, timeout=timeout)
+        self._info = info
+        super().__init__(_open(client, "SolveStream", timeout), window)
 
-    def _request_iterator(self) -> Iterator[solve_pb2.SolveRequest]:
-        while True:
-            item = self._requests.get()
-            if item is _END:
-                return
-            yield item
+    def send(self, goals: Any, start_pose: Any = None, latest_wins: bool = False, **kwargs) -> int:
+        return self._send(_core.solve_frame(self._skeleton_id, goals, start_pose, latest_wins, kwargs))
 
-    def send(self, goals: Union[GoalLike, Iterable[GoalLike], solve_pb2.SolveRequest],
-             start_pose: Any = None, latest_wins: bool = False, **kwargs) -> int:
-        if self._closed:
-            raise ReachError(grpc.StatusCode.FAILED_PRECONDITION, "stream: send after close")
-        request = _types.frame_request(self._skeleton_id, goals, start_pose, latest_wins, kwargs)
-        with self._lock:
-            self._sent += 1
-            if not request.sequence:
-                request.sequence = self._sent
-        self._room.acquire()
-        if self._call.done() and self._call.code() != grpc.StatusCode.OK:
-            self._room.release()
-            raise ReachError(self._call.code(), self._call.details() or "")
-        self._requests.put(request)
-        return request.sequence
+    def _decode(self, response) -> Solution:
+        solution = _types.solution(response)
+        if self._info is not None:
+            solution.joint_names = self._info.names
+        return solution
 
-    def in_flight(self) -> int:
-        with self._lock:
-            return self._sent - self._received
 
-    def __iter__(self) -> Iterator[Solution]:
-        return self
+class RetargetStream(SyncStream):
+    """A RetargetStream (one state: feet stay planted from frame to frame).
 
-    def __next__(self) -> Solution:
-        with self._lock:
-            if self._received >= self._sent and not self._closed:
-                raise StopIteration  # Nothing outstanding: do not block.
-        try:
-            response = next(self._call)
-        except grpc.RpcError as e:
-            raise _types.from_rpc_error(e) from None
-        with self._lock:
-            self._received += 1
-        self._room.release()
-        return _types.solution(response)
+    send(rotations, root_translation=None, frame_time_s=None,
+    latest_wins=False) sends one source pose ((J, 4), source joint order);
+    iterating yields RetargetedFrame answers in order, as Stream does."""
 
-    def close(self) -> None:
-        """Half-closes the stream (no more frames); answers still arrive."""
-        if not self._closed:
-            self._closed = True
-            self._requests.put(_END)
+    def __init__(self, client: Client, profile_id: str, window: int, timeout: Optional[float],
+                 source, target, frame_time_s: float):
+        self._profile_id = profile_id
+        self._source, self._target = source, target
+        self._frame_time = frame_time_s
+        super().__init__(_open(client, "RetargetStream", timeout), window)
 
-    def cancel(self) -> None:
-        self._closed = True
-        self._call.cancel()
+    def send(self, rotations: Any, root_translation: Any = None, frame_time_s: Optional[float] = None,
+             latest_wins: bool = False) -> int:
+        rot, root = _retarget.motion_arrays(rotations, root_translation, len(self._source), False,
+                                            "rotations")
+        frame_time = self._frame_time if frame_time_s is None else _retarget._frame_time(frame_time_s)
+        return self._send(_retarget.retarget_bytes(self._profile_id, rot, root, frame_time, latest_wins))
 
-    def __enter__(self) -> "Stream":
-        return self
-
-    def __exit__(self, exc_type, *exc) -> None:
-        if exc_type is not None:
-            self.cancel()
-            return
-        self.close()
-        # Drain what is left so the call ends cleanly; surface its status.
-        for _ in self:
-            pass
-        code = self._call.code()
-        if code != grpc.StatusCode.OK:
-            raise ReachError(code, self._call.details() or "")
+    def _decode(self, response: bytes) -> "_retarget.RetargetedFrame":
+        return _retarget.frame(response, self._target)

@@ -14,7 +14,16 @@ import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SERVER = os.environ.get("REACH_SERVER_BINARY", os.path.join(REPO, "build", "server", "reach-server"))
+CLI = os.environ.get("REACH_CLI_BINARY", os.path.join(REPO, "build", "client", "reach"))
 HUMANOID = os.path.join(REPO, "examples", "humanoid.skeleton.json")
+
+
+def pytest_collection_modifyitems(items):
+    """Nothing hangs: every test has a deadline (pytest-timeout,
+    python3-pytest-timeout), 60 s unless it sets its own."""
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(60))
 
 
 class Server:

@@ -154,6 +154,7 @@ def test_stream_order_and_back_pressure(client, rig, humanoid):
             most = max(most, stream.in_flight())
             if i == 0:
                 reader.start()
+        stream.close()  # The reader's iteration runs until the stream is closed.
         reader.join(timeout=60)
     assert most <= window
     assert [a.sequence for a in answers] == list(range(1, 201))
@@ -207,14 +208,13 @@ def test_asyncio_client(server, rig):
             answers = []
             async with client.stream(skeleton_id, window=3) as stream:
                 async def read():
-                    while len(answers) < len(frames):
-                        async for answer in stream:
-                            answers.append(answer)
-                        await asyncio.sleep(0)
+                    async for answer in stream:  # Until closed and every answer is in.
+                        answers.append(answer)
                 reader = asyncio.ensure_future(read())
                 for goals in frames:
                     await stream.send(goals)
                     assert stream.in_flight() <= 3
+                await stream.close()
                 await asyncio.wait_for(reader, 60)
             assert [a.sequence for a in answers] == list(range(1, 51))
             for goals, answer in zip(frames, answers):
