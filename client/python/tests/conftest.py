@@ -66,6 +66,20 @@ def server():
 
 
 @pytest.fixture(scope="module")
+def client(server):
+    """A client of `server` (plaintext)."""
+    import reach
+    with reach.Client(server.address) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def humanoid(client):
+    """examples/humanoid.skeleton.json registered on `server`."""
+    return client.register(HUMANOID).skeleton_id
+
+
+@pytest.fixture(scope="module")
 def secure_server():
     """TLS from certificates openssl makes now, tokens: tool (register),
     game (solve)."""

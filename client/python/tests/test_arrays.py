@@ -6,24 +6,12 @@ import pytest
 
 import reach
 from reach import _arrays
-from conftest import HUMANOID
 from test_client import LEGS, Rig
 
 
 @pytest.fixture(scope="module")
 def rig():
     return Rig()
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    with reach.Client(server.address) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def humanoid(client):
-    return client.register(HUMANOID).skeleton_id
 
 
 def leg_targets(rig, n):

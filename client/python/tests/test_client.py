@@ -68,17 +68,6 @@ def rig():
     return Rig()
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    with reach.Client(server.address) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def humanoid(client):
-    return client.register(HUMANOID).skeleton_id
-
-
 def feet_goals(rig, lift):
     rest = rig.positions(rig.rest)
     return [{"chain": leg, "target": tuple(rest[rig.tip(leg)] + np.array([0.0, lift, 0.1])),

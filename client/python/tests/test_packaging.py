@@ -5,7 +5,6 @@ and talks to the server."""
 import os
 import re
 import subprocess
-import sys
 import tarfile
 import zipfile
 

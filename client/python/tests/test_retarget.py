@@ -12,7 +12,7 @@ import pytest
 
 import reach
 import reach.aio
-from conftest import CLI, HUMANOID, REPO
+from conftest import CLI, REPO
 
 WALK = os.path.join(REPO, "tests", "data", "mocap", "cmu_02_01_walk.bvh")
 BCN = os.path.join(REPO, "tests", "data", "rigs", "BCN_Epileptic.glb")

@@ -14,17 +14,6 @@ import snippets
 from conftest import HUMANOID
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    with reach.Client(server.address) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def humanoid(client):
-    return client.register(HUMANOID).skeleton_id
-
-
 def frame(i):
     return [{"chain": "l_leg", "target": (0.1, 0.2, 0.1 + 0.0001 * i)}]
 
