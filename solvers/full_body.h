@@ -133,6 +133,9 @@ struct FullBodyScratch {
   std::vector<char> soft;
   std::vector<double> pole_cone;
   std::vector<char> body_known;  // Scratch of AddBodyGoals.
+  // Per joint: the stiffness this solve uses with the body model (the
+  // model's, the clavicles' by how far their hands reach).
+  std::vector<double> body_stiffness;
 };
 
 // Checks the full-body goals of `goals` (solver kFullBody) and `options`

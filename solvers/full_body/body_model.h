@@ -110,7 +110,7 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                   bool plant_feet, std::vector<Transform>& globals,
                   std::vector<char>& known, std::vector<Goal>& goals,
                   std::vector<char>& soft, std::vector<double>& cone,
-                  Pose* pose);
+                  std::vector<double>& stiffness, Pose* pose);
 
 inline constexpr double kPreferredBendCone = 1.0;  // Radians.
 

@@ -330,7 +330,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     s_.active_joints.push_back(j);
     const Joint& joint = skeleton_.joint(j);
     const double stiffness =
-        model_ != nullptr ? model_->stiffness[j] : joint.stiffness;
+        model_ != nullptr ? s_.body_stiffness[j] : joint.stiffness;
     if (!s_.drives[j] || stiffness >= 1.0 ||
         joint.type == JointType::kFixed || (j == root_ && pinned) ||
         (model_ != nullptr && model_->fixed[j])) {

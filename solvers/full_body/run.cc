@@ -320,10 +320,12 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
   scratch.pole_cone.assign(request.size(), 0.0);
   if (model != nullptr) {
     scratch.body_goals.assign(request.begin(), request.end());
+    scratch.body_stiffness.assign(body.stiffness.begin(),
+                                  body.stiffness.end());
     if (options.root_joint < 0 && options.root_mode != RootMode::kPinned) {
       AddBodyGoals(skeleton, body, options.plant_feet, scratch.globals,
                    scratch.body_known, scratch.body_goals, scratch.soft,
-                   scratch.pole_cone, pose);
+                   scratch.pole_cone, scratch.body_stiffness, pose);
     }
     scratch.body_results.resize(scratch.body_goals.size());
     goals = scratch.body_goals;
