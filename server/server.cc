@@ -45,13 +45,37 @@ absl::StatusOr<int> LockDataDir(const std::string& dir) {
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
+    // The holder wrote who it is into the file (WriteLockHolder).
+    char holder[256] = {};
+    const ssize_t n = pread(fd, holder, sizeof(holder) - 1, 0);
+    std::string who(holder, n > 0 ? static_cast<size_t>(n) : 0);
+    while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) {
+      who.pop_back();
+    }
     close(fd);
     return absl::FailedPreconditionError(absl::StrCat(
-        "--data_dir=", dir, " is in use by another reach-server (", path,
-        " is locked: ", std::strerror(error),
+        "--data_dir=", dir, " is in use by another reach-server (",
+        who.empty() ? std::string("it has not said who it is yet") : who,
+        "; ", path, " is locked: ", std::strerror(error),
         "); give each server its own directory, or stop the other"));
   }
   return fd;
+}
+
+// Says who holds the lock, in the lock file itself, for a second server's
+// refusal to name: "pid N, gRPC on ADDRESS".
+void WriteLockHolder(int fd, absl::string_view listen) {
+  const std::string who =
+      absl::StrCat("pid ", getpid(),
+                   listen.empty() ? std::string(" (starting)")
+                                  : absl::StrCat(", gRPC on ", listen),
+                   "\n");
+  if (ftruncate(fd, 0) != 0 ||
+      pwrite(fd, who.data(), who.size(), 0) !=
+          static_cast<ssize_t>(who.size())) {
+    LogError(absl::StrCat("--data_dir lock: cannot record the holder: ",
+                          std::strerror(errno)));
+  }
 }
 
 // The store of `table` ("skeletons", "retarget_profiles").
@@ -235,6 +259,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     absl::StatusOr<int> lock = LockDataDir(o.data_dir);
     if (!lock.ok()) return lock.status();
     s->data_dir_lock_.fd = *lock;
+    WriteLockHolder(*lock, "");
     // Private TLS copies a server killed with -9 left behind: nobody else
     // holds this directory.
     std::error_code ignored;
@@ -404,6 +429,12 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     s->pool_->Shutdown();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on --listen=", o.listen_address));
+  }
+  if (s->data_dir_lock_.fd >= 0) {
+    const size_t colon = o.listen_address.rfind(':');
+    WriteLockHolder(s->data_dir_lock_.fd,
+                    absl::StrCat(o.listen_address.substr(0, colon), ":",
+                                 s->port_));
   }
   if (!o.http_address.empty()) {
     // The viewer's calls go through this very server, in process.

@@ -897,6 +897,10 @@ TEST(DataDirTest, OneServerPerDataDirectory) {
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(std::string(second.status().message()),
               HasSubstr("is in use by another reach-server"));
+  // It names the first: its pid and its gRPC address.
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr(absl::StrCat("pid ", getpid(), ", gRPC on 127.0.0.1:",
+                                     (*first)->port())));
   first->reset();  // Its lock goes with it.
   second = ReachServer::Start(options);
   EXPECT_TRUE(second.ok()) << second.status();

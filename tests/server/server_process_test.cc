@@ -89,6 +89,7 @@ class ServerProcess {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  pid_t pid() const { return pid_; }
   v1::IkService::Stub& stub() { return *stub_; }
   std::string log() const { return ReadFile(log_path_); }
 
@@ -151,6 +152,29 @@ TEST(ServerProcessTest, AcknowledgedRegistrationSurvivesKillNineAndRestart) {
     ASSERT_GT(server.port(), 0) << server.log();
     EXPECT_TRUE(Known(server.stub(), leg_id));
   }
+}
+
+// Issue 43, 2: a second reach-server on a data directory in use refuses
+// to start (exit 1) and names the first: its pid and gRPC address.
+TEST(ServerProcessTest, SecondServerOnADataDirectoryNamesTheFirst) {
+  const std::string dir = TempDir();
+  ServerProcess first(dir);
+  ASSERT_GT(first.port(), 0) << first.log();
+  const std::string log = dir + "/second.log";
+  const std::string command = absl::StrCat(
+      REACH_SERVER_BINARY, " --listen=127.0.0.1:0 --metrics_listen= "
+      "--http_listen= --data_dir=", dir, " 2>", log);
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_THAT(ReadFile(log),
+              HasSubstr(absl::StrCat("is in use by another reach-server (pid ",
+                                     first.pid(), ", gRPC on 127.0.0.1:",
+                                     first.port())));
+  // The first serves on.
+  const std::string id =
+      MustRegister(first.stub(), ToWire(testing::TwoBoneLegDef(), "leg"));
+  EXPECT_TRUE(Known(first.stub(), id));
 }
 
 TEST(ServerProcessTest, SigtermDrainsAnOpenStreamAndExitsZero) {
