@@ -239,6 +239,11 @@ absl::Status RetargetProfiles::CatchUp() {
   return absl::OkStatus();
 }
 
+int64_t RetargetProfiles::applied_sequence() const {
+  absl::MutexLock write_lock(&write_mu_);
+  return applied_;
+}
+
 void RetargetProfiles::ApplyLocked(const StoreChanges& changes) {
   if (changes.complete) {
     absl::flat_hash_map<std::string, bool> listed;

@@ -120,6 +120,7 @@ class RetargetProfiles {
   std::shared_ptr<const BuiltRetargetProfile> Find(absl::string_view id) const;
   // As Registry::CatchUp.
   absl::Status CatchUp();
+  int64_t applied_sequence() const;
   // As Registry::Delete: an empty `owner` deletes whoever made it;
   // otherwise `owner` gives it up (PermissionDenied when not an owner).
   absl::Status Delete(absl::string_view id, absl::string_view owner = "");
