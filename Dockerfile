@@ -38,7 +38,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
-      libsqlite3-0 libssl3 libtinyxml2-9 libtinygltf2d libcivetweb1 zlib1g \
+      libsqlite3-0 libpq5 libssl3 libtinyxml2-9 libtinygltf2d libcivetweb1 zlib1g \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/reach --shell /usr/sbin/nologin reach \
  && mkdir -p /var/lib/reach && chown reach:reach /var/lib/reach

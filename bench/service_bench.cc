@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cinttypes>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <deque>
 #include <functional>
@@ -34,6 +35,7 @@
 #include "server/skeleton_store.h"
 #include "server/solve_call.h"
 #include "tests/testing/models.h"
+#include "tests/testing/postgres.h"
 #include "tests/testing/service.h"
 
 ABSL_FLAG(int, frames, 40000, "Frames per stream run");
@@ -42,6 +44,14 @@ ABSL_FLAG(std::string, streams, "1,4", "Concurrent stream counts to run");
 ABSL_FLAG(int, batch_calls, 60, "Timed SolveBatch calls");
 ABSL_FLAG(int, batch_characters, 1000, "Characters per SolveBatch call");
 ABSL_FLAG(int, solver_threads, 0, "Server solver threads; 0: hardware");
+ABSL_FLAG(std::string, registry, "memory",
+          "The server's registry: memory, sqlite (a temporary --data_dir), "
+          "a postgresql:// URL, or scratch-postgresql (a PostgreSQL this "
+          "bench starts itself, tests/testing/postgres.h)");
+ABSL_FLAG(int, unary_solves, 5000,
+          "Timed unary Solve calls on the cached leg (after 500 warm-up)");
+ABSL_FLAG(bool, unary_only, false,
+          "Run only the unary Solve timing (registry comparisons)");
 ABSL_FLAG(int, phase_reps, 50,
           "Repetitions of each SolveBatch phase timed alone on one thread");
 
@@ -352,7 +362,28 @@ int Main() {
 
   ServerOptions options = testing::TestServerOptions();
   options.solver_threads = absl::GetFlag(FLAGS_solver_threads);
+  const std::string registry = absl::GetFlag(FLAGS_registry);
+  std::unique_ptr<testing::ScratchPostgres> postgres;
+  if (registry == "sqlite") {
+    char pattern[] = "/tmp/reach_service_bench_XXXXXX";
+    options.in_memory_store = false;
+    options.data_dir = std::string(mkdtemp(pattern)) + "/data";
+  } else if (registry == "scratch-postgresql") {
+    absl::StatusOr<std::unique_ptr<testing::ScratchPostgres>> started =
+        testing::ScratchPostgres::Create();
+    if (!started.ok()) {
+      std::fprintf(stderr, "%s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    postgres = *std::move(started);
+    options.in_memory_store = false;
+    options.registry = postgres->url();
+  } else if (registry != "memory") {
+    options.in_memory_store = false;
+    options.registry = registry;
+  }
   testing::TestServer server(options);
+  std::printf("registry: %s\n", registry.c_str());
 
   EchoService echo;
   grpc::ServerBuilder builder;
@@ -377,6 +408,28 @@ int Main() {
   if (!server.stub->Solve(testing::Context().get(), frame, &sample).ok()) {
     std::fprintf(stderr, "sample solve failed\n");
     return 1;
+  }
+  {
+    // Unary Solve on the cached leg, one call at a time: the registry's
+    // part is the lookup of a cached skeleton (no store access).
+    const int n = absl::GetFlag(FLAGS_unary_solves);
+    std::vector<double> us;
+    for (int i = -500; i < n; ++i) {
+      ToProto(FootTarget(i + 2000), frame.mutable_goals(0)->mutable_target());
+      const absl::Time start = absl::Now();
+      if (!server.stub->Solve(testing::Context().get(), frame, &sample).ok()) {
+        std::fprintf(stderr, "solve failed\n");
+        return 1;
+      }
+      if (i >= 0) us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+    }
+    std::sort(us.begin(), us.end());
+    double sum = 0;
+    for (double u : us) sum += u;
+    std::printf("unary Solve on a cached skeleton, %d calls: mean %.1f us, "
+                "p50 %.1f us, p99 %.1f us\n",
+                n, sum / n, us[n / 2], us[n * 99 / 100]);
+    if (absl::GetFlag(FLAGS_unary_only)) return 0;
   }
   const int request_bytes = static_cast<int>(frame.ByteSizeLong());
   const int response_bytes = static_cast<int>(sample.ByteSizeLong());

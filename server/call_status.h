@@ -37,6 +37,7 @@ inline bool IsClientError(const absl::Status& status) {
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kAborted:  // A lost race (an update's version).
       return true;
     default:
       return false;

@@ -12,7 +12,8 @@ using grpc::health::v1::HealthCheckResponse;
 
 bool Known(const std::string& service) {
   return service.empty() || service == "reach.v1.IkService" ||
-         service == "reach.v1.RetargetService";
+         service == "reach.v1.RetargetService" ||
+         service == kRegistryHealthName;
 }
 
 }  // namespace
@@ -24,11 +25,12 @@ bool Known(const std::string& service) {
 class HealthService::WatchReactor final
     : public grpc::ServerWriteReactor<HealthCheckResponse> {
  public:
-  WatchReactor(HealthService* service, bool known)
-      : service_(service), known_(known) {}
+  WatchReactor(HealthService* service, std::string name)
+      : service_(service), name_(std::move(name)), known_(Known(name_)) {}
 
   // Whether it watches a known name (the others stay SERVICE_UNKNOWN).
   bool known() const { return known_; }
+  const std::string& name() const { return name_; }
 
   // Writes `status` (now, or after the write in flight).
   void Update(Status status) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -92,6 +94,7 @@ class HealthService::WatchReactor final
   }
 
   HealthService* const service_;
+  const std::string name_;
   const bool known_;
   absl::Mutex mu_;
   HealthCheckResponse response_ ABSL_GUARDED_BY(mu_);
@@ -110,8 +113,21 @@ HealthService::~HealthService() {
 HealthService::Status HealthService::StatusOfLocked(
     const std::string& service) const {
   if (!Known(service)) return HealthCheckResponse::SERVICE_UNKNOWN;
-  return serving_ ? HealthCheckResponse::SERVING
-                  : HealthCheckResponse::NOT_SERVING;
+  const bool serving =
+      serving_ && (service != kRegistryHealthName || registry_writable_);
+  return serving ? HealthCheckResponse::SERVING
+                 : HealthCheckResponse::NOT_SERVING;
+}
+
+void HealthService::SetRegistryWritable(bool writable) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_ || registry_writable_ == writable) return;
+  registry_writable_ = writable;
+  for (WatchReactor* watch : watches_) {
+    if (watch->name() == kRegistryHealthName) {
+      watch->Update(StatusOfLocked(watch->name()));
+    }
+  }
 }
 
 void HealthService::SetServing(bool serving) {
@@ -121,8 +137,7 @@ void HealthService::SetServing(bool serving) {
   // Reactors are deleted only after WatchDone, which takes mu_.
   for (WatchReactor* watch : watches_) {
     if (!watch->known()) continue;
-    watch->Update(serving ? HealthCheckResponse::SERVING
-                          : HealthCheckResponse::NOT_SERVING);
+    watch->Update(StatusOfLocked(watch->name()));
   }
 }
 
@@ -160,8 +175,9 @@ grpc::ServerUnaryReactor* HealthService::Check(
         grpc::Status(grpc::StatusCode::NOT_FOUND,
                      absl::StrCat("service: unknown service '",
                                   ClientString(request->service()),
-                                  "'; known: '', 'reach.v1.IkService' and "
-                                  "'reach.v1.RetargetService'")));
+                                  "'; known: '', 'reach.v1.IkService', "
+                                  "'reach.v1.RetargetService' and '",
+                                  kRegistryHealthName, "'")));
     return reactor;
   }
   response->set_status(status);
@@ -172,7 +188,7 @@ grpc::ServerUnaryReactor* HealthService::Check(
 grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
     grpc::CallbackServerContext* /*context*/,
     const grpc::health::v1::HealthCheckRequest* request) {
-  auto* watch = new WatchReactor(this, Known(request->service()));
+  auto* watch = new WatchReactor(this, request->service());
   absl::MutexLock lock(&mu_);
   watches_.insert(watch);
   watch->Update(StatusOfLocked(request->service()));

@@ -3,18 +3,25 @@
 // Watch calls hold a server's shutdown for its whole grace).
 //
 // Known service names: "" (the whole server), "reach.v1.IkService" and
-// "reach.v1.RetargetService"; all follow SetServing. Check of another name is NOT_FOUND; Watch of one
+// "reach.v1.RetargetService"; all follow SetServing. "reach.registry" is
+// SERVING while the server serves and its registry takes writes
+// (SetRegistryWritable: false while a shared PostgreSQL registry is
+// unreachable; solves go on, so "" stays SERVING). Check of another name is NOT_FOUND; Watch of one
 // answers SERVICE_UNKNOWN and stays open, as the protocol says. Shutdown()
 // turns every name NOT_SERVING for good, sends that to every open Watch and
 // then ends it with UNAVAILABLE, so a Watch never delays the server's exit.
 #ifndef REACH_SERVER_HEALTH_H_
 #define REACH_SERVER_HEALTH_H_
 
+#include <string>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace reach {
+
+inline constexpr char kRegistryHealthName[] = "reach.registry";
 
 class HealthService final : public grpc::health::v1::Health::CallbackService {
  public:
@@ -24,6 +31,8 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
   // SERVING or NOT_SERVING for every known name; ignored after Shutdown().
   void SetServing(bool serving);
+  // Whether the registry takes writes ("reach.registry"; true at start).
+  void SetRegistryWritable(bool writable);
   // NOT_SERVING for good; every open Watch gets it, then ends (UNAVAILABLE,
   // "server shutting down"). Idempotent.
   void Shutdown();
@@ -48,6 +57,7 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
   mutable absl::Mutex mu_;
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
+  bool registry_writable_ ABSL_GUARDED_BY(mu_) = true;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
   absl::CondVar no_watches_;

@@ -231,7 +231,8 @@ absl::StatusOr<Caller> IkService::Authenticate(
                               rpc == Rpc::kImportSkeleton ||
                               rpc == Rpc::kDeleteSkeleton ||
                               rpc == Rpc::kCreateRetargetProfile ||
-                              rpc == Rpc::kDeleteRetargetProfile
+                              rpc == Rpc::kDeleteRetargetProfile ||
+                              rpc == Rpc::kUpdateRetargetProfile
                           ? Role::kRegister
                           : Role::kSolve;
   return auth_->Check(context, needed, RpcMethodName(rpc));

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/log.h"
 #include "server/memory.h"
+#include "server/postgres_store.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -52,6 +53,14 @@ ABSL_FLAG(std::string, data_dir, "reach-data",
           "missing");
 ABSL_FLAG(bool, in_memory, false,
           "Keep the registry in memory only (nothing survives a restart)");
+ABSL_FLAG(std::string, registry, "sqlite",
+          "Where the registry lives: sqlite (registry.sqlite3 in --data_dir; "
+          "one server), memory (as --in_memory), or a PostgreSQL URL "
+          "(postgresql://user@host:port/db?...) that many servers share: "
+          "writes go to the database, each server keeps what it serves in "
+          "memory and follows the others' changes (LISTEN/NOTIFY). While "
+          "the database is unreachable, writes get UNAVAILABLE and solves "
+          "go on");
 ABSL_FLAG(int, max_joints, 1024, "Joints per skeleton (INVALID_ARGUMENT)");
 ABSL_FLAG(int, max_name_bytes, 256,
           "Longest skeleton, joint or chain name in bytes (INVALID_ARGUMENT)");
@@ -232,6 +241,7 @@ int main(int argc, char** argv) {
   options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.in_memory_store = absl::GetFlag(FLAGS_in_memory);
+  options.registry = absl::GetFlag(FLAGS_registry);
   options.max_joints = absl::GetFlag(FLAGS_max_joints);
   options.max_name_bytes = absl::GetFlag(FLAGS_max_name_bytes);
   options.max_registry_bytes = absl::GetFlag(FLAGS_max_registry_bytes);
@@ -293,8 +303,9 @@ int main(int argc, char** argv) {
   reach::LogInfo(absl::StrCat(
       "config: solver_threads=", o.solver_threads,
       " queue_capacity=", o.queue_capacity, " store=",
-      o.in_memory_store ? std::string("memory")
-                        : o.data_dir + "/registry.sqlite3",
+      (*server)->postgres() != nullptr ? (*server)->postgres()->description()
+      : o.in_memory_store              ? std::string("memory")
+                                       : o.data_dir + "/registry.sqlite3",
       " skeletons=", (*server)->service().registry().size(),
       " max_joints=", o.max_joints,
       " max_name_bytes=", o.max_name_bytes,

@@ -52,6 +52,8 @@ constexpr std::array<RpcInfo, kNumRpcs> kRpcInfo = {{
      "/reach.v1.RetargetService/ListRetargetProfiles", "reach.v1.ListRetargetProfilesRequest"},
     {"reach.v1.RetargetService", "DeleteRetargetProfile", "unary",
      "/reach.v1.RetargetService/DeleteRetargetProfile", "reach.v1.DeleteRetargetProfileRequest"},
+    {"reach.v1.RetargetService", "UpdateRetargetProfile", "unary",
+     "/reach.v1.RetargetService/UpdateRetargetProfile", "reach.v1.UpdateRetargetProfileRequest"},
     {"reach.v1.RetargetService", "Retarget", "unary",
      "/reach.v1.RetargetService/Retarget", "reach.v1.RetargetRequest"},
     {"reach.v1.RetargetService", "RetargetBatch", "unary",
@@ -351,6 +353,22 @@ Metrics::Metrics()
                    .Help("Retarget profiles held.")
                    .Register(*registry_)
                    .Add({});
+  store_up_ = &prometheus::BuildGauge()
+                   .Name("reach_registry_store_up")
+                   .Help("1 while the registry's store is reachable; 0 while "
+                         "a shared (PostgreSQL) registry is not: writes are "
+                         "refused, what this server holds still serves")
+                   .Register(*registry_)
+                   .Add({});
+  store_up_->Set(1);
+  auto& sequence = prometheus::BuildGauge()
+                       .Name("reach_registry_change_sequence")
+                       .Help("The shared registry's change-log sequence "
+                             "this server has applied, by table (0: a "
+                             "local store)")
+                       .Register(*registry_);
+  skeleton_sequence_ = &sequence.Add({{"table", "skeletons"}});
+  profile_sequence_ = &sequence.Add({{"table", "retarget_profiles"}});
   auth_tokens_ = &prometheus::BuildGauge()
                       .Name("reach_auth_tokens")
                       .Help("Tokens --auth_tokens_file admits (0 while it "
@@ -388,6 +406,11 @@ void Metrics::RetargetFrame(absl::Duration took, bool reached) {
 }
 
 void Metrics::SetRetargetProfiles(int n) { profiles_->Set(n); }
+void Metrics::SetRegistryStoreUp(bool up) { store_up_->Set(up ? 1 : 0); }
+void Metrics::SetRegistrySequence(int64_t skeletons, int64_t profiles) {
+  skeleton_sequence_->Set(static_cast<double>(skeletons));
+  profile_sequence_->Set(static_cast<double>(profiles));
+}
 
 void Metrics::RpcStarted(Rpc rpc) {
   rpcs_[static_cast<int>(rpc)].started->Increment();

@@ -43,6 +43,7 @@ enum class Rpc {
   kGetRetargetProfile,
   kListRetargetProfiles,
   kDeleteRetargetProfile,
+  kUpdateRetargetProfile,
   kRetarget,
   kRetargetBatch,
   kRetargetStream,
@@ -52,10 +53,10 @@ enum class Rpc {
   kServerReflectionInfo,  // grpc.reflection.v1alpha.ServerReflection
   kUnknownMethod,         // Anything else.
 };
-inline constexpr int kNumRpcs = 19;
+inline constexpr int kNumRpcs = 20;
 // Our own services' rpcs (kRegisterSkeleton..kRetargetStream): their
 // handlers count them.
-inline constexpr int kNumIkServiceRpcs = 15;
+inline constexpr int kNumIkServiceRpcs = 16;
 
 // The method a request path ("/package.Service/Method") names, or
 // kUnknownMethod.
@@ -99,6 +100,11 @@ class Metrics : public SolverPool::Observer {
   // foot goal was reached.
   void RetargetFrame(absl::Duration took, bool reached);
   void SetRetargetProfiles(int n);
+  // The registry's store reachable (1) or not (0; a shared PostgreSQL
+  // registry down: writes refused), and the change-log sequence this
+  // server's registry and profiles reflect (0 for the local stores).
+  void SetRegistryStoreUp(bool up);
+  void SetRegistrySequence(int64_t skeletons, int64_t profiles);
   void SetActiveStreams(int n);
   void SetSkeletons(int n);
   // The token file's state (TokenAuth): tokens admitted, whether the last
@@ -147,6 +153,9 @@ class Metrics : public SolverPool::Observer {
   prometheus::Counter* retarget_unreached_;
   prometheus::Histogram* retarget_seconds_;
   prometheus::Gauge* profiles_;
+  prometheus::Gauge* store_up_;
+  prometheus::Gauge* skeleton_sequence_;
+  prometheus::Gauge* profile_sequence_;
 };
 
 }  // namespace reach

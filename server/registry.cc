@@ -131,12 +131,13 @@ int64_t MemoryBytes(const LoadedSkeleton& loaded) {
 absl::StatusOr<std::unique_ptr<Registry>> Registry::Create(
     std::unique_ptr<SkeletonStore> store, const RegistryLimits& limits,
     std::vector<std::string>* skipped) {
-  absl::StatusOr<std::vector<StoredSkeleton>> records = store->LoadAll();
-  if (!records.ok()) return records.status();
+  absl::StatusOr<StoreSnapshot> snapshot = store->LoadAll();
+  if (!snapshot.ok()) return snapshot.status();
   std::unique_ptr<Registry> registry(new Registry(std::move(store), limits));
   absl::MutexLock write_lock(&registry->write_mu_);
+  registry->applied_ = snapshot->sequence;
   absl::MutexLock lock(&registry->mu_);
-  for (StoredSkeleton& record : *records) {
+  for (StoredSkeleton& record : snapshot->records) {
     registry->next_version_ =
         std::max(registry->next_version_, record.version + 1);
     v1::Skeleton definition;
@@ -160,6 +161,128 @@ absl::StatusOr<std::unique_ptr<Registry>> Registry::Create(
     registry->Publish(*std::move(built), std::move(record.owners));
   }
   return registry;
+}
+
+absl::Status Registry::BeginLocked(StoreWrite& write) {
+  if (absl::Status status = write.Begin(); !status.ok()) return status;
+  if (!store_->shared()) return absl::OkStatus();
+  // Under the store's write lock: after this, this registry holds what
+  // every server wrote, so its checks (quotas, limits, versions) are
+  // exact.
+  absl::StatusOr<StoreChanges> changes = store_->ChangesSince(applied_);
+  if (!changes.ok()) return changes.status();
+  ApplyLocked(*changes);
+  return absl::OkStatus();
+}
+
+absl::Status Registry::CommitLocked(StoreWrite& write) {
+  absl::StatusOr<int64_t> sequence = write.Commit();
+  if (!sequence.ok()) return sequence.status();
+  applied_ = std::max(applied_, *sequence);
+  return absl::OkStatus();
+}
+
+absl::Status Registry::CatchUp() {
+  absl::MutexLock write_lock(&write_mu_);
+  if (!store_->shared()) return absl::OkStatus();
+  absl::StatusOr<StoreChanges> changes = store_->ChangesSince(applied_);
+  if (!changes.ok()) return changes.status();
+  ApplyLocked(*changes);
+  return absl::OkStatus();
+}
+
+int64_t Registry::applied_sequence() const {
+  absl::MutexLock write_lock(&write_mu_);
+  return applied_;
+}
+
+void Registry::ApplyLocked(const StoreChanges& changes) {
+  if (changes.complete) {
+    // Everything the store holds: what is not among it is gone.
+    absl::flat_hash_map<std::string, bool> listed;
+    for (const StoreChange& change : changes.changes) listed[change.id] = true;
+    std::vector<std::shared_ptr<const RegisteredSkeleton>> gone;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      for (const auto& [id, known] : by_id_) {
+        if (!listed.contains(id)) gone.push_back(known);
+      }
+    }
+    for (const auto& known : gone) RemoveLocked(*known);
+  }
+  for (const StoreChange& change : changes.changes) {
+    ApplyRecordLocked(change.id, change.record);
+  }
+  applied_ = std::max(applied_, changes.sequence);
+}
+
+void Registry::ApplyRecordLocked(const std::string& id,
+                                 const std::optional<StoredSkeleton>& record) {
+  std::shared_ptr<const RegisteredSkeleton> known = FindLocal(id);
+  if (!record.has_value()) {
+    if (known != nullptr) RemoveLocked(*known);
+    return;
+  }
+  next_version_ = std::max(next_version_, record->version + 1);
+  if (known != nullptr && known->version == record->version) {
+    if (Owners(id) != record->owners) SetOwnersLocked(*known, record->owners);
+    return;
+  }
+  if (known != nullptr) RemoveLocked(*known);
+  v1::Skeleton definition;
+  absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> built =
+      definition.ParseFromString(record->definition)
+          ? Build(definition, record->definition, id, record->version)
+          : absl::InternalError("unparsable definition");
+  absl::Status status = built.status();
+  absl::MutexLock lock(&mu_);
+  if (status.ok()) status = CheckRoom(**built);
+  if (!status.ok()) {
+    LogError(absl::StrCat("registry: skipped skeleton ", id,
+                          " another server registered: ", status.message()));
+    return;
+  }
+  Publish(*std::move(built), record->owners);
+}
+
+void Registry::RemoveLocked(const RegisteredSkeleton& known) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_id_.find(known.id);
+    if (it == by_id_.end()) return;
+    const std::shared_ptr<const RegisteredSkeleton> entry = it->second;
+    total_bytes_ -= entry->memory_bytes;
+    if (auto owners = owners_.find(entry->id); owners != owners_.end()) {
+      for (const std::string& former : owners->second) {
+        Charge(former, -1, entry->memory_bytes);
+      }
+      owners_.erase(owners);
+    }
+    by_version_.erase(entry->version);
+    by_id_.erase(it);
+  }
+  // After the entry is gone (and outside mu_: Load takes cache_mu_, then
+  // mu_): a Load that finds the entry caches before this, one that does
+  // not never caches.
+  Uncache(known.id);
+}
+
+void Registry::SetOwnersLocked(const RegisteredSkeleton& known,
+                               std::vector<std::string> owners) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = owners_.find(known.id); it != owners_.end()) {
+    for (const std::string& former : it->second) {
+      Charge(former, -1, known.memory_bytes);
+    }
+  }
+  for (const std::string& owner : owners) {
+    Charge(owner, +1, known.memory_bytes);
+  }
+  if (owners.empty()) {
+    owners_.erase(known.id);
+  } else {
+    owners_[known.id] = std::move(owners);
+  }
 }
 
 absl::StatusOr<Skeleton> Registry::Validate(
@@ -225,7 +348,7 @@ std::shared_ptr<const LoadedSkeleton> Registry::Load(
     return *it->second;  // Another call loaded it meanwhile.
   }
   // Deleted meanwhile: solve with it, but do not cache it.
-  if (Find(id) == nullptr) return out;
+  if (FindLocal(id) == nullptr) return out;
   lru_.push_front(out);
   cached_[out->id] = lru_.begin();
   cached_bytes_ += out->memory_bytes;
@@ -311,18 +434,16 @@ void Registry::Publish(std::shared_ptr<const RegisteredSkeleton> skeleton,
 }
 
 absl::StatusOr<RegisterResult> Registry::AddOwner(
-    const RegisteredSkeleton& known, absl::string_view owner) {
+    const RegisteredSkeleton& known, absl::string_view owner,
+    StoreWrite& write) {
   const RegisterResult result{known.id, known.version, false};
-  std::vector<std::string> owners;
+  std::vector<std::string> owners = Owners(known.id);
+  if (owner.empty() ||
+      std::find(owners.begin(), owners.end(), owner) != owners.end()) {
+    return result;
+  }
   {
     absl::ReaderMutexLock lock(&mu_);
-    if (auto it = owners_.find(known.id); it != owners_.end()) {
-      owners = it->second;
-    }
-    if (owner.empty() ||
-        std::find(owners.begin(), owners.end(), owner) != owners.end()) {
-      return result;
-    }
     if (absl::Status quota = CheckQuota(owner, known.memory_bytes);
         !quota.ok()) {
       return quota;
@@ -333,9 +454,8 @@ absl::StatusOr<RegisterResult> Registry::AddOwner(
       !status.ok()) {
     return status;
   }
-  absl::MutexLock lock(&mu_);
-  Charge(owner, +1, known.memory_bytes);
-  owners_[known.id] = std::move(owners);
+  if (absl::Status status = CommitLocked(write); !status.ok()) return status;
+  SetOwnersLocked(known, std::move(owners));
   return result;
 }
 
@@ -348,19 +468,24 @@ absl::StatusOr<RegisterResult> Registry::Register(
     return names;
   }
   std::string id = SkeletonId(definition);
-  if (std::shared_ptr<const RegisteredSkeleton> known = Find(id)) {
-    if (owner.empty()) return RegisterResult{known->id, known->version, false};
-    absl::MutexLock write_lock(&write_mu_);
-    return AddOwner(*known, owner);
+  if (std::shared_ptr<const RegisteredSkeleton> known = FindLocal(id)) {
+    const std::vector<std::string> owners = Owners(id);
+    if (owner.empty() ||
+        std::find(owners.begin(), owners.end(), owner) != owners.end()) {
+      return RegisterResult{known->id, known->version, false};
+    }
   }
-  absl::MutexLock write_lock(&write_mu_);
-  // Re-check under the writer lock: another writer may have just won.
-  if (std::shared_ptr<const RegisteredSkeleton> known = Find(id)) {
-    return AddOwner(*known, owner);
-  }
+  // Validated before any lock (it takes the longest).
   absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> built =
-      Build(definition, definition.SerializeAsString(), id, next_version_);
+      Build(definition, definition.SerializeAsString(), id, 0);
   if (!built.ok()) return built.status();
+  absl::MutexLock write_lock(&write_mu_);
+  StoreWrite write(store_.get());
+  if (absl::Status status = BeginLocked(write); !status.ok()) return status;
+  // Re-check under the writer lock: another writer may have just won.
+  if (std::shared_ptr<const RegisteredSkeleton> known = FindLocal(id)) {
+    return AddOwner(*known, owner, write);
+  }
   {
     absl::ReaderMutexLock lock(&mu_);
     if (absl::Status room = CheckRoom(**built); !room.ok()) return room;
@@ -371,24 +496,58 @@ absl::StatusOr<RegisterResult> Registry::Register(
   }
   StoredSkeleton record{id, next_version_, (*built)->definition_bytes, {}};
   if (!owner.empty()) record.owners.emplace_back(owner);
-  absl::Status status = store_->Put(record);
-  if (!status.ok()) return status;
-  ++next_version_;
+  absl::StatusOr<int64_t> version = store_->Put(record);
+  if (!version.ok()) return version.status();
+  if (absl::Status status = CommitLocked(write); !status.ok()) return status;
+  next_version_ = std::max(next_version_, *version + 1);
+  // Not yet published: nobody else holds it.
+  std::const_pointer_cast<RegisteredSkeleton>(*built)->version = *version;
   absl::MutexLock lock(&mu_);
-  Publish(*built, std::move(record.owners));
-  return RegisterResult{std::move(id), record.version, true};
+  Publish(*std::move(built), std::move(record.owners));
+  return RegisterResult{std::move(id), *version, true};
 }
 
-std::shared_ptr<const RegisteredSkeleton> Registry::Find(
+std::shared_ptr<const RegisteredSkeleton> Registry::FindLocal(
     absl::string_view id) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : it->second;
 }
 
+std::shared_ptr<const RegisteredSkeleton> Registry::Find(
+    absl::string_view id) const {
+  std::shared_ptr<const RegisteredSkeleton> known = FindLocal(id);
+  if (known != nullptr || id.empty()) return known;
+  return ReadThrough(id);
+}
+
+std::shared_ptr<const RegisteredSkeleton> Registry::ReadThrough(
+    absl::string_view id) const {
+  if (!reader_->shared()) return nullptr;
+  absl::StatusOr<StoreRead> read = reader_->Read(id);
+  if (!read.ok()) {
+    LogError(absl::StrCat("registry: cannot read skeleton ", ClientString(id),
+                          " from the store: ", read.status().message()));
+    return nullptr;
+  }
+  if (!read->record.has_value()) return nullptr;
+  // Filling in what another server registered is a const lookup's cache
+  // fill: the registry's contents do not change, only what it knows.
+  Registry* self = const_cast<Registry*>(this);
+  absl::MutexLock write_lock(&self->write_mu_);
+  // A read older than what this registry applied says nothing new (the
+  // skeleton was deleted since, or is already here).
+  if (read->sequence > applied_) {
+    self->ApplyRecordLocked(std::string(id), read->record);
+  }
+  return FindLocal(id);
+}
+
 absl::Status Registry::Delete(absl::string_view id, absl::string_view owner) {
   absl::MutexLock write_lock(&write_mu_);
-  std::shared_ptr<const RegisteredSkeleton> known = Find(id);
+  StoreWrite write(store_.get());
+  if (absl::Status status = BeginLocked(write); !status.ok()) return status;
+  std::shared_ptr<const RegisteredSkeleton> known = FindLocal(id);
   if (known == nullptr) return UnknownSkeleton(id);
   std::vector<std::string> owners = Owners(id);
   if (!owner.empty()) {
@@ -404,28 +563,15 @@ absl::Status Registry::Delete(absl::string_view id, absl::string_view owner) {
       owners.erase(mine);
       absl::Status status = store_->SetOwners(id, owners);
       if (!status.ok()) return status;
-      absl::MutexLock lock(&mu_);
-      Charge(owner, -1, known->memory_bytes);
-      owners_[known->id] = std::move(owners);
+      if (status = CommitLocked(write); !status.ok()) return status;
+      SetOwnersLocked(*known, std::move(owners));
       return absl::OkStatus();
     }
   }
   absl::Status status = store_->Delete(id);
   if (!status.ok()) return status;
-  {
-    absl::MutexLock lock(&mu_);
-    total_bytes_ -= known->memory_bytes;
-    for (const std::string& former : owners) {
-      Charge(former, -1, known->memory_bytes);
-    }
-    owners_.erase(known->id);
-    by_version_.erase(known->version);
-    by_id_.erase(known->id);
-  }
-  // After the entry is gone (and outside mu_: Load takes cache_mu_, then
-  // mu_): a Load that finds the entry caches before this, one that does
-  // not never caches.
-  Uncache(known->id);
+  if (status = CommitLocked(write); !status.ok()) return status;
+  RemoveLocked(*known);
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,8 +120,15 @@ class Registry {
   // a skeleton someone else registered adds `owner` to its owners.
   absl::StatusOr<RegisterResult> Register(const v1::Skeleton& definition,
                                           absl::string_view owner = "");
-  // nullptr when unknown.
+  // nullptr when unknown. With a shared store, an id this server has not
+  // heard of yet is read from the store (one round trip) and kept.
   std::shared_ptr<const RegisteredSkeleton> Find(absl::string_view id) const;
+  // Shared stores: applies what other servers wrote since the last change
+  // this registry applied (their listener calls it on every NOTIFY and
+  // reconnect). OK and nothing for the local stores.
+  absl::Status CatchUp();
+  // The change-log sequence this registry reflects (0: local store).
+  int64_t applied_sequence() const;
   // The skeleton to solve with: from the cache, or built from the stored
   // definition (and cached). nullptr when unknown.
   std::shared_ptr<const LoadedSkeleton> Load(absl::string_view id) const;
@@ -146,7 +154,7 @@ class Registry {
 
  private:
   Registry(std::unique_ptr<SkeletonStore> store, const RegistryLimits& limits)
-      : store_(std::move(store)), limits_(limits) {}
+      : reader_(store.get()), store_(std::move(store)), limits_(limits) {}
   // `bytes`: the definition serialized (kept as the stored form).
   absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> Build(
       const v1::Skeleton& definition, std::string bytes, std::string id,
@@ -165,16 +173,44 @@ class Registry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Charge(absl::string_view owner, int sign, int64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds `owner` to a registered skeleton's owners, durably.
+  // Adds `owner` to a registered skeleton's owners, durably, within the
+  // write `write` has begun.
   absl::StatusOr<RegisterResult> AddOwner(const RegisteredSkeleton& known,
-                                          absl::string_view owner)
+                                          absl::string_view owner,
+                                          StoreWrite& write)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Begins a write on the store and applies what other servers wrote.
+  absl::Status BeginLocked(StoreWrite& write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  absl::Status CommitLocked(StoreWrite& write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void ApplyLocked(const StoreChanges& changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Makes this registry's entry of `id` the store's `record` (unset: gone).
+  void ApplyRecordLocked(const std::string& id,
+                         const std::optional<StoredSkeleton>& record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Drops a registered skeleton from memory (not from the store).
+  void RemoveLocked(const RegisteredSkeleton& known)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void SetOwnersLocked(const RegisteredSkeleton& known,
+                       std::vector<std::string> owners)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Without the store's read-through.
+  std::shared_ptr<const RegisteredSkeleton> FindLocal(
+      absl::string_view id) const;
+  std::shared_ptr<const RegisteredSkeleton> ReadThrough(
+      absl::string_view id) const;
 
+  // The store, for its thread-safe Read only.
+  SkeletonStore* const reader_;
   // Serialises writers (and the store) so that a slow durable write never
-  // blocks readers: mu_ is held only to swap pointers.
-  absl::Mutex write_mu_;
+  // blocks readers: mu_ is held only to swap pointers. (Mutable: a
+  // read-through publishes what it read.)
+  mutable absl::Mutex write_mu_;
   std::unique_ptr<SkeletonStore> store_ ABSL_GUARDED_BY(write_mu_);
   int64_t next_version_ ABSL_GUARDED_BY(write_mu_) = 1;
+  int64_t applied_ ABSL_GUARDED_BY(write_mu_) = 0;
   const RegistryLimits limits_;
 
   mutable absl::Mutex mu_;

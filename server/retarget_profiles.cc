@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "solvers/pose.h"
 #include "wire/convert.h"
+#include "server/log.h"
 
 namespace reach {
 namespace {
@@ -160,40 +161,45 @@ absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> BuildRetargetProfile(
   return p;
 }
 
+absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>>
+RetargetProfiles::BuildRecord(const StoredSkeleton& record) const {
+  v1::StoredRetargetProfile stored;
+  if (!stored.ParseFromString(record.definition)) {
+    return absl::InternalError("does not parse");
+  }
+  absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> built =
+      BuildRetargetProfile(stored, limits_.skeleton);
+  if (!built.ok()) return built.status();
+  (*built)->id = record.id;
+  (*built)->version = record.version;
+  (*built)->description.set_profile_id(record.id);
+  (*built)->description.set_version(record.version);
+  (*built)->stored_bytes = record.definition;
+  return built;
+}
+
 absl::StatusOr<std::unique_ptr<RetargetProfiles>> RetargetProfiles::Create(
     std::unique_ptr<SkeletonStore> store, const RetargetProfileLimits& limits,
     std::vector<std::string>* skipped) {
-  absl::StatusOr<std::vector<StoredSkeleton>> records = store->LoadAll();
-  if (!records.ok()) return records.status();
+  absl::StatusOr<StoreSnapshot> snapshot = store->LoadAll();
+  if (!snapshot.ok()) return snapshot.status();
   std::unique_ptr<RetargetProfiles> profiles(
       new RetargetProfiles(std::move(store), limits));
   absl::MutexLock write_lock(&profiles->write_mu_);
-  absl::MutexLock lock(&profiles->mu_);
-  for (StoredSkeleton& record : *records) {
+  profiles->applied_ = snapshot->sequence;
+  for (StoredSkeleton& record : snapshot->records) {
     profiles->next_version_ =
         std::max(profiles->next_version_, record.version + 1);
-    const auto skip = [&](absl::string_view why) {
+    absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> built =
+        profiles->BuildRecord(record);
+    if (!built.ok()) {
       if (skipped != nullptr) {
         skipped->push_back(absl::StrCat("retarget profile ", record.id, ": ",
-                                        why));
+                                        built.status().message()));
       }
-    };
-    v1::StoredRetargetProfile stored;
-    if (!stored.ParseFromString(record.definition)) {
-      skip("does not parse");
       continue;
     }
-    absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> built =
-        BuildRetargetProfile(stored, limits.skeleton);
-    if (!built.ok()) {
-      skip(built.status().message());
-      continue;
-    }
-    (*built)->id = record.id;
-    (*built)->version = record.version;
-    (*built)->description.set_profile_id(record.id);
-    (*built)->description.set_version(record.version);
-    (*built)->stored_bytes = std::move(record.definition);
+    absl::MutexLock lock(&profiles->mu_);
     profiles->Publish(*std::move(built), std::move(record.owners));
   }
   return profiles;
@@ -208,9 +214,97 @@ void RetargetProfiles::Publish(
   by_id_[profile->id] = std::move(profile);
 }
 
-absl::StatusOr<RetargetProfiles::AddResult> RetargetProfiles::Add(
-    const v1::RetargetProfileSpec& requested, const Registry& skeletons,
-    absl::string_view owner) {
+absl::Status RetargetProfiles::BeginLocked(StoreWrite& write) {
+  if (absl::Status status = write.Begin(); !status.ok()) return status;
+  if (!store_->shared()) return absl::OkStatus();
+  absl::StatusOr<StoreChanges> changes = store_->ChangesSince(applied_);
+  if (!changes.ok()) return changes.status();
+  ApplyLocked(*changes);
+  return absl::OkStatus();
+}
+
+absl::Status RetargetProfiles::CommitLocked(StoreWrite& write) {
+  absl::StatusOr<int64_t> sequence = write.Commit();
+  if (!sequence.ok()) return sequence.status();
+  applied_ = std::max(applied_, *sequence);
+  return absl::OkStatus();
+}
+
+absl::Status RetargetProfiles::CatchUp() {
+  absl::MutexLock write_lock(&write_mu_);
+  if (!store_->shared()) return absl::OkStatus();
+  absl::StatusOr<StoreChanges> changes = store_->ChangesSince(applied_);
+  if (!changes.ok()) return changes.status();
+  ApplyLocked(*changes);
+  return absl::OkStatus();
+}
+
+int64_t RetargetProfiles::applied_sequence() const {
+  absl::MutexLock write_lock(&write_mu_);
+  return applied_;
+}
+
+void RetargetProfiles::ApplyLocked(const StoreChanges& changes) {
+  if (changes.complete) {
+    absl::flat_hash_map<std::string, bool> listed;
+    for (const StoreChange& change : changes.changes) listed[change.id] = true;
+    std::vector<std::string> gone;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      for (const auto& entry : by_id_) {
+        if (!listed.contains(entry.first)) gone.push_back(entry.first);
+      }
+    }
+    for (const std::string& id : gone) RemoveLocked(id);
+  }
+  for (const StoreChange& change : changes.changes) {
+    ApplyRecordLocked(change.id, change.record);
+  }
+  applied_ = std::max(applied_, changes.sequence);
+}
+
+void RetargetProfiles::ApplyRecordLocked(
+    const std::string& id, const std::optional<StoredSkeleton>& record) {
+  std::shared_ptr<const BuiltRetargetProfile> known = FindLocal(id);
+  if (!record.has_value()) {
+    RemoveLocked(id);
+    return;
+  }
+  next_version_ = std::max(next_version_, record->version + 1);
+  if (known != nullptr && known->version == record->version) {
+    absl::MutexLock lock(&mu_);
+    owners_[id] = record->owners;
+    return;
+  }
+  absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> built =
+      BuildRecord(*record);
+  if (!built.ok()) {
+    LogError(absl::StrCat("retarget profiles: skipped profile ", id,
+                          " another server stored: ",
+                          built.status().message()));
+    return;
+  }
+  RemoveLocked(id);
+  absl::MutexLock lock(&mu_);
+  Publish(*std::move(built), record->owners);
+}
+
+void RetargetProfiles::RemoveLocked(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return;
+  owners_.erase(id);
+  total_bytes_ -= it->second->memory_bytes;
+  by_version_.erase(it->second->version);
+  by_id_.erase(it);
+}
+
+namespace {
+
+// `requested` bounded, without unknown fields and with -0.0 as 0.0: what a
+// profile's id is the hash of.
+absl::Status Canonical(const v1::RetargetProfileSpec& requested,
+                       v1::RetargetProfileSpec* spec) {
   // Bounded before anything is copied or built.
   for (const auto& [side, field] :
        {std::make_pair(&requested.source(), "spec.source.overrides"),
@@ -226,50 +320,73 @@ absl::StatusOr<RetargetProfiles::AddResult> RetargetProfiles::Add(
         absl::StrCat("spec: ", requested.ByteSizeLong(), " bytes; at most ",
                      kMaxSpecBytes));
   }
-  v1::RetargetProfileSpec spec = requested;
-  spec.DiscardUnknownFields();
-  CanonicalizeZeros(&spec);
-  const std::string id = MessageId(spec);
+  *spec = requested;
+  spec->DiscardUnknownFields();
+  CanonicalizeZeros(spec);
+  return absl::OkStatus();
+}
 
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> RetargetProfiles::Make(
+    const v1::RetargetProfileSpec& spec, const Registry& skeletons) const {
   // Built outside the write lock (characterisation and alignment take a
   // few milliseconds): only the store and the publication are serialised.
+  v1::StoredRetargetProfile stored;
+  *stored.mutable_spec() = spec;
+  for (const auto& [side, field, out] :
+       {std::make_tuple(&spec.source(), "spec.source",
+                        stored.mutable_source_skeleton()),
+        std::make_tuple(&spec.target(), "spec.target",
+                        stored.mutable_target_skeleton())}) {
+    const std::shared_ptr<const RegisteredSkeleton> skeleton =
+        skeletons.Find(side->skeleton_id());
+    if (skeleton == nullptr) {
+      return Within(field, UnknownSkeleton(side->skeleton_id()));
+    }
+    if (!out->ParseFromString(skeleton->definition_bytes)) {
+      return absl::InternalError(
+          absl::StrCat(field, ": the stored skeleton does not parse"));
+    }
+  }
+  absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> made =
+      BuildRetargetProfile(stored, limits_.skeleton);
+  if (!made.ok()) return made.status();
+  (*made)->stored_bytes = stored.SerializeAsString();
+  return made;
+}
+
+absl::StatusOr<RetargetProfiles::AddResult> RetargetProfiles::Add(
+    const v1::RetargetProfileSpec& requested, const Registry& skeletons,
+    absl::string_view owner) {
+  v1::RetargetProfileSpec spec;
+  if (absl::Status status = Canonical(requested, &spec); !status.ok()) {
+    return status;
+  }
+  const std::string id = MessageId(spec);
   std::shared_ptr<BuiltRetargetProfile> built;
   if (Find(id) == nullptr) {
-    v1::StoredRetargetProfile stored;
-    *stored.mutable_spec() = spec;
-    for (const auto& [side, field, out] :
-         {std::make_tuple(&spec.source(), "spec.source",
-                          stored.mutable_source_skeleton()),
-          std::make_tuple(&spec.target(), "spec.target",
-                          stored.mutable_target_skeleton())}) {
-      const std::shared_ptr<const RegisteredSkeleton> skeleton =
-          skeletons.Find(side->skeleton_id());
-      if (skeleton == nullptr) {
-        return Within(field, UnknownSkeleton(side->skeleton_id()));
-      }
-      if (!out->ParseFromString(skeleton->definition_bytes)) {
-        return absl::InternalError(
-            absl::StrCat(field, ": the stored skeleton does not parse"));
-      }
-    }
     absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> made =
-        BuildRetargetProfile(stored, limits_.skeleton);
+        Make(spec, skeletons);
     if (!made.ok()) return made.status();
     built = *std::move(made);
     built->id = id;
     built->description.set_profile_id(id);
-    built->stored_bytes = stored.SerializeAsString();
   }
 
   absl::MutexLock write_lock(&write_mu_);
-  if (std::shared_ptr<const BuiltRetargetProfile> known = Find(id)) {
-    // Made before (or meanwhile): `owner` becomes one of its owners.
+  StoreWrite write(store_.get());
+  if (absl::Status status = BeginLocked(write); !status.ok()) return status;
+  if (std::shared_ptr<const BuiltRetargetProfile> known = FindLocal(id)) {
+    // Made before (or meanwhile; an update since keeps the id): `owner`
+    // becomes one of its owners.
     std::vector<std::string> owners = OwnersOf(id);
     if (!owner.empty() &&
         std::find(owners.begin(), owners.end(), owner) == owners.end()) {
       owners.emplace_back(owner);
       absl::Status status = store_->SetOwners(id, owners);
       if (!status.ok()) return status;
+      if (status = CommitLocked(write); !status.ok()) return status;
       absl::MutexLock lock(&mu_);
       owners_[id] = std::move(owners);
     }
@@ -310,16 +427,17 @@ absl::StatusOr<RetargetProfiles::AddResult> RetargetProfiles::Add(
           limits_.max_owner_profiles, "); delete one of them first"));
     }
   }
-  built->version = next_version_;
-  built->description.set_version(built->version);
   StoredSkeleton record;
   record.id = id;
-  record.version = built->version;
+  record.version = next_version_;
   record.definition = built->stored_bytes;
   if (!owner.empty()) record.owners.emplace_back(owner);
-  absl::Status status = store_->Put(record);
-  if (!status.ok()) return status;
-  ++next_version_;
+  absl::StatusOr<int64_t> version = store_->Put(record);
+  if (!version.ok()) return version.status();
+  if (absl::Status status = CommitLocked(write); !status.ok()) return status;
+  next_version_ = std::max(next_version_, *version + 1);
+  built->version = *version;
+  built->description.set_version(*version);
   std::shared_ptr<const BuiltRetargetProfile> published = std::move(built);
   {
     absl::MutexLock lock(&mu_);
@@ -328,31 +446,143 @@ absl::StatusOr<RetargetProfiles::AddResult> RetargetProfiles::Add(
   return AddResult{std::move(published), true};
 }
 
-std::shared_ptr<const BuiltRetargetProfile> RetargetProfiles::Find(
+namespace {
+
+absl::Status StaleVersion(absl::string_view id, int64_t current,
+                          int64_t given) {
+  return absl::AbortedError(absl::StrCat(
+      "version: retarget profile '", ClientString(id), "' is at version ",
+      current, ", not ", given,
+      ": it changed since it was read (another update came first); read it "
+      "again and retry"));
+}
+
+absl::Status NotAnOwner(absl::string_view id, absl::string_view owner,
+                        absl::string_view what) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      "profile_id: '", ClientString(id), "' was not created by '",
+      ClientString(owner), "'; ", what,
+      " another's profile needs the admin role"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const BuiltRetargetProfile>>
+RetargetProfiles::Update(absl::string_view id, int64_t version,
+                         const v1::RetargetProfileSpec& requested,
+                         const Registry& skeletons, absl::string_view owner) {
+  if (id.empty()) return UnknownProfile(id);
+  if (version <= 0) {
+    return absl::InvalidArgumentError(
+        "version: required: the version this update replaces (from "
+        "CreateRetargetProfile, GetRetargetProfile or ListRetargetProfiles)");
+  }
+  v1::RetargetProfileSpec spec;
+  if (absl::Status status = Canonical(requested, &spec); !status.ok()) {
+    return status;
+  }
+  const auto check = [&](const BuiltRetargetProfile* known) -> absl::Status {
+    if (known == nullptr) return UnknownProfile(id);
+    if (!owner.empty()) {
+      const std::vector<std::string> owners = OwnersOf(known->id);
+      if (std::find(owners.begin(), owners.end(), owner) == owners.end()) {
+        return NotAnOwner(id, owner, "updating");
+      }
+    }
+    if (known->version != version) {
+      return StaleVersion(id, known->version, version);
+    }
+    return absl::OkStatus();
+  };
+  // Cheap refusals before the profile is built.
+  if (absl::Status status = check(Find(id).get()); !status.ok()) return status;
+  absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> made =
+      Make(spec, skeletons);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<BuiltRetargetProfile> built = *std::move(made);
+
+  absl::MutexLock write_lock(&write_mu_);
+  StoreWrite write(store_.get());
+  if (absl::Status status = BeginLocked(write); !status.ok()) return status;
+  const std::shared_ptr<const BuiltRetargetProfile> known = FindLocal(id);
+  if (absl::Status status = check(known.get()); !status.ok()) return status;
+  if (limits_.max_bytes > 0 &&
+      total_bytes() - known->memory_bytes + built->memory_bytes >
+          limits_.max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the updated profile would take the server's profiles to ",
+        total_bytes() - known->memory_bytes + built->memory_bytes,
+        " bytes, beyond its --max_retarget_profile_bytes (", limits_.max_bytes,
+        ")"));
+  }
+  StoredSkeleton record;
+  record.id = known->id;
+  record.version = next_version_;
+  record.definition = built->stored_bytes;
+  record.owners = OwnersOf(known->id);
+  absl::StatusOr<int64_t> stored = store_->Replace(record, version);
+  if (absl::IsAborted(stored.status())) {
+    // The store's own check (a shared store's row changed under it).
+    return StaleVersion(id, known->version + 1, version);
+  }
+  if (!stored.ok()) return stored.status();
+  if (absl::Status status = CommitLocked(write); !status.ok()) return status;
+  next_version_ = std::max(next_version_, *stored + 1);
+  built->id = known->id;
+  built->version = *stored;
+  built->description.set_profile_id(known->id);
+  built->description.set_version(*stored);
+  RemoveLocked(known->id);
+  std::shared_ptr<const BuiltRetargetProfile> published = std::move(built);
+  absl::MutexLock lock(&mu_);
+  Publish(published, std::move(record.owners));
+  return published;
+}
+
+std::shared_ptr<const BuiltRetargetProfile> RetargetProfiles::FindLocal(
     absl::string_view id) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : it->second;
 }
 
+std::shared_ptr<const BuiltRetargetProfile> RetargetProfiles::Find(
+    absl::string_view id) const {
+  std::shared_ptr<const BuiltRetargetProfile> known = FindLocal(id);
+  if (known != nullptr || id.empty() || !reader_->shared()) return known;
+  // Read through: a profile another server made that this one has not
+  // heard of yet.
+  absl::StatusOr<StoreRead> read = reader_->Read(id);
+  if (!read.ok()) {
+    LogError(absl::StrCat("retarget profiles: cannot read ", ClientString(id),
+                          " from the store: ", read.status().message()));
+    return nullptr;
+  }
+  if (!read->record.has_value()) return nullptr;
+  RetargetProfiles* self = const_cast<RetargetProfiles*>(this);
+  absl::MutexLock write_lock(&self->write_mu_);
+  if (read->sequence > applied_) {
+    self->ApplyRecordLocked(std::string(id), read->record);
+  }
+  return FindLocal(id);
+}
+
 absl::Status RetargetProfiles::Delete(absl::string_view id,
                                       absl::string_view owner) {
   absl::MutexLock write_lock(&write_mu_);
-  std::shared_ptr<const BuiltRetargetProfile> known = Find(id);
+  StoreWrite write(store_.get());
+  if (absl::Status status = BeginLocked(write); !status.ok()) return status;
+  std::shared_ptr<const BuiltRetargetProfile> known = FindLocal(id);
   if (known == nullptr) return UnknownProfile(id);
   std::vector<std::string> owners = OwnersOf(known->id);
   if (!owner.empty()) {
     auto mine = std::find(owners.begin(), owners.end(), owner);
-    if (mine == owners.end()) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "profile_id: '", ClientString(id), "' was not created by '",
-          ClientString(owner),
-          "'; deleting another's profile needs the admin role"));
-    }
+    if (mine == owners.end()) return NotAnOwner(id, owner, "deleting");
     if (owners.size() > 1) {
       owners.erase(mine);
       absl::Status status = store_->SetOwners(id, owners);
       if (!status.ok()) return status;
+      if (status = CommitLocked(write); !status.ok()) return status;
       absl::MutexLock lock(&mu_);
       owners_[known->id] = std::move(owners);
       return absl::OkStatus();
@@ -360,11 +590,8 @@ absl::Status RetargetProfiles::Delete(absl::string_view id,
   }
   absl::Status status = store_->Delete(id);
   if (!status.ok()) return status;
-  absl::MutexLock lock(&mu_);
-  owners_.erase(known->id);
-  total_bytes_ -= known->memory_bytes;
-  by_version_.erase(known->version);
-  by_id_.erase(known->id);
+  if (status = CommitLocked(write); !status.ok()) return status;
+  RemoveLocked(known->id);
   return absl::OkStatus();
 }
 

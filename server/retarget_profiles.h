@@ -106,8 +106,21 @@ class RetargetProfiles {
   absl::StatusOr<AddResult> Add(const v1::RetargetProfileSpec& spec,
                                 const Registry& skeletons,
                                 absl::string_view owner = "");
-  // nullptr when unknown.
+  // Replaces profile `id`'s spec, keeping its id, if its version is still
+  // `version` (optimistic concurrency): Aborted when another update (on
+  // any server sharing the store) came first, NotFound when unknown,
+  // PermissionDenied when `owner` (non-empty) is not one of its owners.
+  // The profile gets a new version.
+  absl::StatusOr<std::shared_ptr<const BuiltRetargetProfile>> Update(
+      absl::string_view id, int64_t version,
+      const v1::RetargetProfileSpec& spec, const Registry& skeletons,
+      absl::string_view owner = "");
+  // nullptr when unknown. With a shared store, an id this server has not
+  // heard of yet is read from the store (one round trip) and built.
   std::shared_ptr<const BuiltRetargetProfile> Find(absl::string_view id) const;
+  // As Registry::CatchUp.
+  absl::Status CatchUp();
+  int64_t applied_sequence() const;
   // As Registry::Delete: an empty `owner` deletes whoever made it;
   // otherwise `owner` gives it up (PermissionDenied when not an owner).
   absl::Status Delete(absl::string_view id, absl::string_view owner = "");
@@ -121,17 +134,40 @@ class RetargetProfiles {
  private:
   RetargetProfiles(std::unique_ptr<SkeletonStore> store,
                    const RetargetProfileLimits& limits)
-      : store_(std::move(store)), limits_(limits) {}
+      : reader_(store.get()), store_(std::move(store)), limits_(limits) {}
+  // The spec bounded, without unknown fields and -0.0, and the stored
+  // profile it makes with the registry's skeletons, built.
+  absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> Make(
+      const v1::RetargetProfileSpec& spec, const Registry& skeletons) const;
+  // A stored record built (id and version set); errors say why not.
+  absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> BuildRecord(
+      const StoredSkeleton& record) const;
+  absl::Status BeginLocked(StoreWrite& write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  absl::Status CommitLocked(StoreWrite& write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void ApplyLocked(const StoreChanges& changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void ApplyRecordLocked(const std::string& id,
+                         const std::optional<StoredSkeleton>& record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void RemoveLocked(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  std::shared_ptr<const BuiltRetargetProfile> FindLocal(
+      absl::string_view id) const;
   void Publish(std::shared_ptr<const BuiltRetargetProfile> profile,
                std::vector<std::string> owners)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A copy of the owners of profile `id` (none when unknown).
   std::vector<std::string> OwnersOf(const std::string& id) const;
 
+  // The store, for its thread-safe Read only.
+  SkeletonStore* const reader_;
   // Serialises writers and the store; mu_ is held only to swap pointers.
-  absl::Mutex write_mu_;
+  mutable absl::Mutex write_mu_;
   std::unique_ptr<SkeletonStore> store_ ABSL_GUARDED_BY(write_mu_);
   int64_t next_version_ ABSL_GUARDED_BY(write_mu_) = 1;
+  int64_t applied_ ABSL_GUARDED_BY(write_mu_) = 0;
   const RetargetProfileLimits limits_;
 
   mutable absl::Mutex mu_;

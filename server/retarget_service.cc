@@ -207,6 +207,32 @@ grpc::ServerUnaryReactor* RetargetService::DeleteRetargetProfile(
   return service_->Finish(call, ToGrpcStatus(status));
 }
 
+grpc::ServerUnaryReactor* RetargetService::UpdateRetargetProfile(
+    grpc::CallbackServerContext* context,
+    const v1::UpdateRetargetProfileRequest* request,
+    v1::UpdateRetargetProfileResponse* response) {
+  const IkService::UnaryCall call =
+      service_->BeginUnary(context, Rpc::kUpdateRetargetProfile);
+  if (!call.caller.ok()) {
+    return service_->Finish(call, ToGrpcStatus(call.caller.status()));
+  }
+  absl::StatusOr<std::shared_ptr<const BuiltRetargetProfile>> updated =
+      profiles_->Update(
+          request->profile_id(), request->version(), request->spec(),
+          *registry_,
+          DeletingOwner(*call.caller, service_->options().peers_delete_any));
+  if (!updated.ok()) {
+    if (!IsClientError(updated.status())) {
+      service_->error_log().Error(absl::StrCat(
+          "UpdateRetargetProfile: ", updated.status().ToString()));
+    }
+    return service_->Finish(call, ToGrpcStatus(updated.status()));
+  }
+  service_->metrics().SetRetargetProfiles(profiles_->size());
+  *response->mutable_profile() = (*updated)->description;
+  return service_->Finish(call, grpc::Status::OK);
+}
+
 grpc::ServerUnaryReactor* RetargetService::Retarget(
     grpc::CallbackServerContext* context, const v1::RetargetRequest* request,
     v1::RetargetResponse* response) {

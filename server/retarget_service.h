@@ -52,11 +52,12 @@ using RetargetServiceBase =
         v1::RetargetService::WithCallbackMethod_GetRetargetProfile<
             v1::RetargetService::WithCallbackMethod_ListRetargetProfiles<
                 v1::RetargetService::WithCallbackMethod_DeleteRetargetProfile<
+                    v1::RetargetService::WithCallbackMethod_UpdateRetargetProfile<
                     v1::RetargetService::WithCallbackMethod_Retarget<
                         v1::RetargetService::WithCallbackMethod_RetargetBatch<
                             v1::RetargetService::
                                 WithRawCallbackMethod_RetargetStream<
-                                    v1::RetargetService::Service>>>>>>>;
+                                    v1::RetargetService::Service>>>>>>>>;
 
 class RetargetService final : public RetargetServiceBase {
  public:
@@ -80,6 +81,10 @@ class RetargetService final : public RetargetServiceBase {
       grpc::CallbackServerContext* context,
       const v1::DeleteRetargetProfileRequest* request,
       v1::DeleteRetargetProfileResponse* response) override;
+  grpc::ServerUnaryReactor* UpdateRetargetProfile(
+      grpc::CallbackServerContext* context,
+      const v1::UpdateRetargetProfileRequest* request,
+      v1::UpdateRetargetProfileResponse* response) override;
   grpc::ServerUnaryReactor* Retarget(grpc::CallbackServerContext* context,
                                      const v1::RetargetRequest* request,
                                      v1::RetargetResponse* response) override;

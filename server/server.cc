@@ -21,8 +21,10 @@
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
 #include "server/call_interceptor.h"
+#include "server/postgres_store.h"
 #include "server/skeleton_store.h"
 #include "server/tls_files.h"
+#include "wire/convert.h"
 
 namespace reach {
 namespace {
@@ -80,7 +82,9 @@ void WriteLockHolder(int fd, absl::string_view listen) {
 
 // The store of `table` ("skeletons", "retarget_profiles").
 absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenStore(
-    const ServerOptions& options, absl::string_view table) {
+    const ServerOptions& options, PostgresRegistry* postgres,
+    absl::string_view table) {
+  if (postgres != nullptr) return postgres->NewStore(table);
   if (options.in_memory_store) return NewMemoryStore();
   return OpenSqliteStore(options.data_dir + "/registry.sqlite3", table);
 }
@@ -143,7 +147,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   files.reload_interval = std::max(o.tls_reload_interval, absl::Seconds(1));
   // The private copies go in the data directory (writable where the root
   // filesystem is read-only, as in the k8s manifest), else $TMPDIR.
-  if (!o.in_memory_store) files.private_parent = o.data_dir;
+  if (!o.in_memory_store && !IsPostgresUrl(o.registry)) {
+    files.private_parent = o.data_dir;
+  }
   absl::StatusOr<std::unique_ptr<TlsFiles>> opened =
       TlsFiles::Open(std::move(files));
   if (!opened.ok()) return opened.status();
@@ -254,8 +260,21 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
       share(o.quota_retarget_profiles, o.max_retarget_profiles,
             "--quota_retarget_profiles", "--max_retarget_profiles");
   if (o.insecure) o.service.peers_delete_any = true;
+  const bool postgres = IsPostgresUrl(o.registry);
+  if (o.registry == "memory") o.in_memory_store = true;
+  if (!postgres && !o.registry.empty() && o.registry != "sqlite" &&
+      o.registry != "memory") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--registry=", ClientString(o.registry),
+        ": expected sqlite (at --data_dir), memory, or a postgresql:// URL"));
+  }
+  if (postgres && o.in_memory_store) {
+    return absl::InvalidArgumentError(
+        "--in_memory and --registry=postgresql://... exclude each other");
+  }
+  const bool sqlite = !o.in_memory_store && !postgres;
 
-  if (!o.in_memory_store) {
+  if (sqlite) {
     absl::StatusOr<int> lock = LockDataDir(o.data_dir);
     if (!lock.ok()) return lock.status();
     s->data_dir_lock_.fd = *lock;
@@ -297,8 +316,14 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   s->auth_ = *std::move(auth);
 
   s->metrics_ = std::make_unique<Metrics>();
+  if (postgres) {
+    absl::StatusOr<std::unique_ptr<PostgresRegistry>> opened =
+        PostgresRegistry::Open(o.registry);
+    if (!opened.ok()) return opened.status();
+    s->postgres_ = *std::move(opened);
+  }
   absl::StatusOr<std::unique_ptr<SkeletonStore>> store =
-      OpenStore(o, "skeletons");
+      OpenStore(o, s->postgres_.get(), "skeletons");
   if (!store.ok()) return store.status();
   RegistryLimits limits;
   limits.skeleton.max_joints = o.max_joints;
@@ -315,7 +340,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   for (const std::string& line : skipped) {
     LogError(absl::StrCat("registry: skipped stored skeleton ", line));
   }
-  store = OpenStore(o, "retarget_profiles");
+  store = OpenStore(o, s->postgres_.get(), "retarget_profiles");
   if (!store.ok()) return store.status();
   RetargetProfileLimits profile_limits;
   profile_limits.skeleton = limits.skeleton;
@@ -457,6 +482,42 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     s->viewer_ = *std::move(started);
   }
   s->health_->SetServing(true);
+  if (s->postgres_ != nullptr) {
+    // What other servers write reaches this one through the listener.
+    const auto sequences = [registry = s->registry_.get(),
+                            profiles = s->profiles_.get(),
+                            metrics = s->metrics_.get()] {
+      metrics->SetRegistrySequence(registry->applied_sequence(),
+                                   profiles->applied_sequence());
+    };
+    sequences();
+    s->postgres_->Listen(
+        [registry = s->registry_.get(), profiles = s->profiles_.get(),
+         metrics = s->metrics_.get(),
+         sequences](absl::string_view table) -> absl::Status {
+          absl::Status status = table == "skeletons" ? registry->CatchUp()
+                                                     : profiles->CatchUp();
+          metrics->SetSkeletons(registry->size());
+          metrics->SetRetargetProfiles(profiles->size());
+          sequences();
+          return status;
+        },
+        [health = s->health_.get(), metrics = s->metrics_.get(),
+         name = s->postgres_->description()](bool up, const std::string& why) {
+          health->SetRegistryWritable(up);
+          metrics->SetRegistryStoreUp(up);
+          if (up) {
+            LogInfo(absl::StrCat("registry: ", name,
+                                 " reachable again; caught up, writes "
+                                 "accepted"));
+          } else {
+            LogError(absl::StrCat(
+                "registry: ", why,
+                "; writes get UNAVAILABLE until it returns, what this server "
+                "holds still serves"));
+          }
+        });
+  }
   return s;
 }
 
@@ -479,6 +540,9 @@ void ReachServer::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
+  // No more changes from other servers (the listener calls into the
+  // registry, health and metrics).
+  if (postgres_ != nullptr) postgres_->StopListening();
   // The metrics endpoint stops beside the drain: civetweb takes about a
   // second to stop its workers, which would otherwise come on top of the
   // grace (no scrapes are served while the server drains).

@@ -26,6 +26,7 @@ class Exposer;
 namespace reach {
 
 class TlsFiles;
+class PostgresRegistry;
 
 struct ServerOptions {
   // host:port for gRPC; port 0 picks a free port (see ReachServer::port()).
@@ -50,6 +51,10 @@ struct ServerOptions {
   // created if missing. in_memory_store: keep nothing across restarts.
   std::string data_dir = "reach-data";
   bool in_memory_store = false;
+  // The registry's store: "" or "sqlite" (data_dir, one server), "memory"
+  // (as in_memory_store), or a postgresql:// URL: one registry shared by
+  // many servers (postgres_store.h).
+  std::string registry;
   int max_joints = 1024;                    // Per skeleton.
   int max_name_bytes = 256;  // Skeleton, joint and chain names.
   // Memory all registered skeletons may take (RegistryLimits).
@@ -111,6 +116,8 @@ class ReachServer {
   const ServerOptions& options() const { return options_; }
   IkService& service() { return *service_; }
   RetargetProfiles& retarget_profiles() { return *profiles_; }
+  // The shared registry's database; nullptr with SQLite or memory.
+  PostgresRegistry* postgres() { return postgres_.get(); }
 
   // Sets the health status of the server ("" and "reach.v1.IkService":
   // SERVING or NOT_SERVING), e.g. to take a replica out of a load balancer
@@ -139,6 +146,9 @@ class ReachServer {
   };
   DataDirLock data_dir_lock_;
   ServerOptions options_;
+  // A shared registry's database (its listener stops in Shutdown); before
+  // registry_ and profiles_, whose stores use it.
+  std::unique_ptr<PostgresRegistry> postgres_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<Registry> registry_;

@@ -14,18 +14,28 @@ namespace {
 
 class MemoryStore : public SkeletonStore {
  public:
-  absl::StatusOr<std::vector<StoredSkeleton>> LoadAll() override {
-    std::vector<StoredSkeleton> out;
-    for (const auto& [id, record] : records_) out.push_back(record);
-    std::sort(out.begin(), out.end(),
+  absl::StatusOr<StoreSnapshot> LoadAll() override {
+    StoreSnapshot out;
+    for (const auto& [id, record] : records_) out.records.push_back(record);
+    std::sort(out.records.begin(), out.records.end(),
               [](const StoredSkeleton& a, const StoredSkeleton& b) {
                 return a.version < b.version;
               });
     return out;
   }
-  absl::Status Put(const StoredSkeleton& record) override {
+  absl::StatusOr<int64_t> Put(const StoredSkeleton& record) override {
     records_[record.id] = record;
-    return absl::OkStatus();
+    return record.version;
+  }
+  absl::StatusOr<int64_t> Replace(const StoredSkeleton& record,
+                                  int64_t replaces_version) override {
+    auto it = records_.find(record.id);
+    if (it == records_.end()) return absl::NotFoundError(record.id);
+    if (it->second.version != replaces_version) {
+      return absl::AbortedError(absl::StrCat(record.id, " changed"));
+    }
+    it->second = record;
+    return record.version;
   }
   absl::Status SetOwners(absl::string_view id,
                          const std::vector<std::string>& owners) override {
@@ -79,17 +89,17 @@ class SqliteStore : public SkeletonStore {
                              " ADD COLUMN owners TEXT NOT NULL DEFAULT '';"));
   }
 
-  absl::StatusOr<std::vector<StoredSkeleton>> LoadAll() override {
+  absl::StatusOr<StoreSnapshot> LoadAll() override {
     Statement s;
     absl::Status status = Prepare(
         absl::StrCat("SELECT id, version, definition, owners FROM ", table_,
                      " ORDER BY version"),
         &s);
     if (!status.ok()) return status;
-    std::vector<StoredSkeleton> out;
+    StoreSnapshot out;
     int rc;
     while ((rc = sqlite3_step(s.stmt)) == SQLITE_ROW) {
-      StoredSkeleton& record = out.emplace_back();
+      StoredSkeleton& record = out.records.emplace_back();
       record.id = reinterpret_cast<const char*>(sqlite3_column_text(s.stmt, 0));
       record.version = sqlite3_column_int64(s.stmt, 1);
       const void* blob = sqlite3_column_blob(s.stmt, 2);
@@ -103,26 +113,20 @@ class SqliteStore : public SkeletonStore {
     return out;
   }
 
-  absl::Status Put(const StoredSkeleton& record) override {
-    Statement s;
-    absl::Status status = Prepare(
-        absl::StrCat("INSERT OR REPLACE INTO ", table_,
-                     " (id, version, definition, owners) VALUES (?, ?, ?, ?)"),
-        &s);
-    if (!status.ok()) return status;
-    sqlite3_bind_text(s.stmt, 1, record.id.data(),
-                      static_cast<int>(record.id.size()), SQLITE_STATIC);
-    sqlite3_bind_int64(s.stmt, 2, record.version);
-    sqlite3_bind_blob(s.stmt, 3, record.definition.data(),
-                      static_cast<int>(record.definition.size()),
-                      SQLITE_STATIC);
-    const std::string owners = absl::StrJoin(record.owners, "\n");
-    sqlite3_bind_text(s.stmt, 4, owners.data(),
-                      static_cast<int>(owners.size()), SQLITE_STATIC);
-    if (sqlite3_step(s.stmt) != SQLITE_DONE) {
-      return Error(absl::StrCat("storing into ", table_));
-    }
-    return absl::OkStatus();
+  absl::StatusOr<int64_t> Put(const StoredSkeleton& record) override {
+    return Write(record, absl::StrCat("INSERT OR REPLACE INTO ", table_,
+                                      " (id, version, definition, owners) "
+                                      "VALUES (?, ?, ?, ?)"),
+                 -1);
+  }
+
+  absl::StatusOr<int64_t> Replace(const StoredSkeleton& record,
+                                  int64_t replaces_version) override {
+    return Write(record,
+                 absl::StrCat("UPDATE ", table_,
+                              " SET id = ?1, version = ?2, definition = ?3, "
+                              "owners = ?4 WHERE id = ?1 AND version = ?5"),
+                 replaces_version);
   }
 
   absl::Status SetOwners(absl::string_view id,
@@ -157,6 +161,32 @@ class SqliteStore : public SkeletonStore {
   }
 
  private:
+  // Put (replaces_version < 0) or Replace.
+  absl::StatusOr<int64_t> Write(const StoredSkeleton& record,
+                                const std::string& sql,
+                                int64_t replaces_version) {
+    Statement s;
+    absl::Status status = Prepare(sql, &s);
+    if (!status.ok()) return status;
+    sqlite3_bind_text(s.stmt, 1, record.id.data(),
+                      static_cast<int>(record.id.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(s.stmt, 2, record.version);
+    sqlite3_bind_blob(s.stmt, 3, record.definition.data(),
+                      static_cast<int>(record.definition.size()),
+                      SQLITE_STATIC);
+    const std::string owners = absl::StrJoin(record.owners, "\n");
+    sqlite3_bind_text(s.stmt, 4, owners.data(),
+                      static_cast<int>(owners.size()), SQLITE_STATIC);
+    if (replaces_version >= 0) sqlite3_bind_int64(s.stmt, 5, replaces_version);
+    if (sqlite3_step(s.stmt) != SQLITE_DONE) {
+      return Error(absl::StrCat("storing into ", table_));
+    }
+    if (replaces_version >= 0 && sqlite3_changes(db_) == 0) {
+      return absl::AbortedError(absl::StrCat(record.id, " changed"));
+    }
+    return record.version;
+  }
+
   absl::Status Error(absl::string_view what) const {
     return absl::InternalError(
         absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db_)));

@@ -1,11 +1,14 @@
-// Where registrations persist: an embedded SQLite file (the default) or
-// memory (tests, and by flag). A store is used by one writer at a time (the
-// registry serialises calls); Put returns only once the record is durable.
+// Where registrations persist: an embedded SQLite file (the default),
+// memory (tests, and by flag), or PostgreSQL shared by many servers
+// (postgres_store.h). A store is used by one writer at a time in a process
+// (the registry serialises calls); Put returns only once the record is
+// durable.
 #ifndef REACH_SERVER_SKELETON_STORE_H_
 #define REACH_SERVER_SKELETON_STORE_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,17 +29,98 @@ struct StoredSkeleton {
   std::vector<std::string> owners;
 };
 
+// What a store holds, and the change-log sequence it reflects (0 for the
+// local stores, which have no change log).
+struct StoreSnapshot {
+  std::vector<StoredSkeleton> records;  // In version order.
+  int64_t sequence = 0;
+};
+
+// A record as a shared store holds it after changes other servers made:
+// `record` unset when it was deleted.
+struct StoreChange {
+  std::string id;
+  std::optional<StoredSkeleton> record;
+};
+
+struct StoreChanges {
+  std::vector<StoreChange> changes;  // Each id once.
+  int64_t sequence = 0;  // The change log's sequence they bring one to.
+  // The log no longer reaches back to the sequence asked for: `changes`
+  // is then every record the store holds, and what is not among them is
+  // gone.
+  bool complete = false;
+};
+
+// A record read straight from a shared store, and the change-log sequence
+// that read saw.
+struct StoreRead {
+  std::optional<StoredSkeleton> record;
+  int64_t sequence = 0;
+};
+
 class SkeletonStore {
  public:
   virtual ~SkeletonStore() = default;
   // Every record, in version order.
-  virtual absl::StatusOr<std::vector<StoredSkeleton>> LoadAll() = 0;
-  // Durable when it returns OK (SQLite: committed with synchronous=FULL).
-  virtual absl::Status Put(const StoredSkeleton& record) = 0;
+  virtual absl::StatusOr<StoreSnapshot> LoadAll() = 0;
+  // Inserts a record the store does not hold; durable when it returns OK
+  // (SQLite: committed with synchronous=FULL). Returns the version stored:
+  // the record's, or one a shared store assigns.
+  virtual absl::StatusOr<int64_t> Put(const StoredSkeleton& record) = 0;
+  // Replaces the record of `record.id` only while its version is
+  // `replaces_version` (Aborted otherwise, NotFound when gone). Returns
+  // the version stored, as Put.
+  virtual absl::StatusOr<int64_t> Replace(const StoredSkeleton& record,
+                                          int64_t replaces_version) = 0;
   // Replaces the owners of a stored record (durable like Put).
   virtual absl::Status SetOwners(absl::string_view id,
                                  const std::vector<std::string>& owners) = 0;
   virtual absl::Status Delete(absl::string_view id) = 0;
+
+  // Shared stores (several servers on one database, postgres_store.h)
+  // bracket every write: BeginWrite takes the table's write lock across
+  // all servers, then the writer applies ChangesSince (so it checks its
+  // limits against what every server wrote), writes, and CommitWrite
+  // commits the lot with its change-log rows, returning the sequence of
+  // the last. The local stores have one writer and do nothing here.
+  virtual bool shared() const { return false; }
+  virtual absl::Status BeginWrite() { return absl::OkStatus(); }
+  virtual absl::StatusOr<int64_t> CommitWrite() { return int64_t{0}; }
+  virtual void AbortWrite() {}
+  virtual absl::StatusOr<StoreChanges> ChangesSince(int64_t /*sequence*/) {
+    return StoreChanges{};
+  }
+  // A read that does not wait for writers (thread-safe, unlike the rest):
+  // the registry's read-through on a miss.
+  virtual absl::StatusOr<StoreRead> Read(absl::string_view /*id*/) {
+    return StoreRead{};
+  }
+};
+
+// One write on a store: Begin, then Commit; a write that is not committed
+// is aborted when the scope ends.
+class StoreWrite {
+ public:
+  explicit StoreWrite(SkeletonStore* store) : store_(store) {}
+  StoreWrite(const StoreWrite&) = delete;
+  StoreWrite& operator=(const StoreWrite&) = delete;
+  ~StoreWrite() {
+    if (open_) store_->AbortWrite();
+  }
+  absl::Status Begin() {
+    absl::Status status = store_->BeginWrite();
+    open_ = status.ok();
+    return status;
+  }
+  absl::StatusOr<int64_t> Commit() {
+    open_ = false;
+    return store_->CommitWrite();
+  }
+
+ private:
+  SkeletonStore* const store_;
+  bool open_ = false;
 };
 
 // Keeps nothing across restarts.

@@ -1,0 +1,535 @@
+// Issue 43, 1: many reach-server replicas, one registry in PostgreSQL. A
+// real PostgreSQL (initdb into a temporary directory, a unix socket) and
+// real reach-server processes, started at once on a fresh database (the
+// schema is made by one of them). Exits 77 (CTest: skipped) only when the
+// PostgreSQL binaries are absent; scripts/setup installs them.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "reach/v1/retarget.grpc.pb.h"
+#include "tests/testing/http.h"
+#include "tests/testing/models.h"
+#include "tests/testing/postgres.h"
+#include "tests/testing/service.h"
+
+namespace reach {
+namespace {
+
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+using ::reach::testing::Context;
+using ::reach::testing::MakeGoal;
+using ::reach::testing::MustRegister;
+using ::reach::testing::ScratchPostgres;
+using ::reach::testing::ToWire;
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A reach-server child process on the shared registry, its log in a file.
+// Start() forks; Wait() waits for its start line (so several start at
+// once).
+class Replica {
+ public:
+  Replica(std::string name, const std::string& url,
+          std::vector<std::string> flags = {})
+      : name_(std::move(name)) {
+    char pattern[] = "/tmp/reach_replica_XXXXXX";
+    log_path_ = std::string(mkdtemp(pattern)) + "/server.log";
+    args_ = {REACH_SERVER_BINARY, "--listen=127.0.0.1:0",
+             "--metrics_listen=127.0.0.1:0", "--http_listen=",
+             "--solver_threads=1", "--registry=" + url};
+    args_.insert(args_.end(), flags.begin(), flags.end());
+  }
+  ~Replica() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  void Start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd =
+          open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, STDERR_FILENO);
+      std::vector<char*> argv;
+      for (std::string& a : args_) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+
+  // Whether it started (its ports are known).
+  bool Wait() {
+    const absl::Time give_up = absl::Now() + absl::Seconds(20);
+    while (absl::Now() < give_up) {
+      const std::string log = ReadFile(log_path_);
+      const size_t first = log.find("(port ");
+      const size_t second =
+          first == std::string::npos ? first : log.find("(port ", first + 1);
+      if (second != std::string::npos) {
+        port_ = std::atoi(log.c_str() + first + 6);
+        metrics_port_ = std::atoi(log.c_str() + second + 6);
+        channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
+                                       grpc::InsecureChannelCredentials());
+        ik_ = v1::IkService::NewStub(channel_);
+        retarget_ = v1::RetargetService::NewStub(channel_);
+        health_ = grpc::health::v1::Health::NewStub(channel_);
+        return true;
+      }
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+
+  const std::string& name() const { return name_; }
+  pid_t pid() const { return pid_; }
+  int metrics_port() const { return metrics_port_; }
+  v1::IkService::Stub& ik() { return *ik_; }
+  v1::RetargetService::Stub& retarget() { return *retarget_; }
+  std::string log() const { return ReadFile(log_path_); }
+
+  // "SERVING", "NOT_SERVING", or the call's error.
+  std::string Health(const std::string& service) {
+    HealthCheckRequest request;
+    request.set_service(service);
+    HealthCheckResponse response;
+    const grpc::Status status =
+        health_->Check(Context(5).get(), request, &response);
+    if (!status.ok()) return status.error_message();
+    return HealthCheckResponse::ServingStatus_Name(response.status());
+  }
+  std::string Metrics() {
+    return testing::HttpGet(metrics_port_, "/metrics", absl::Seconds(5));
+  }
+
+ private:
+  std::string name_;
+  std::string log_path_;
+  std::vector<std::string> args_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::IkService::Stub> ik_;
+  std::unique_ptr<v1::RetargetService::Stub> retarget_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+};
+
+// Polls `done` every 10 ms for up to `timeout`; the time it took, or
+// InfiniteDuration when it never held.
+absl::Duration Within(absl::Duration timeout, const std::function<bool()>& done) {
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < timeout) {
+    if (done()) return absl::Now() - start;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return absl::InfiniteDuration();
+}
+
+grpc::Status Solve(v1::IkService::Stub& stub, const std::string& id) {
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  *request.add_goals() = MakeGoal("leg", Eigen::Vector3d(0.2, 0, -0.6));
+  v1::SolveResponse response;
+  return stub.Solve(Context(10).get(), request, &response);
+}
+
+grpc::Status Register(v1::IkService::Stub& stub, const v1::Skeleton& skeleton,
+                      std::string* id = nullptr) {
+  v1::RegisterSkeletonRequest request;
+  *request.mutable_skeleton() = skeleton;
+  v1::RegisterSkeletonResponse response;
+  grpc::Status status =
+      stub.RegisterSkeleton(Context(10).get(), request, &response);
+  if (id != nullptr) *id = response.skeleton_id();
+  return status;
+}
+
+grpc::StatusCode GetSkeletonCode(v1::IkService::Stub& stub,
+                                 const std::string& id) {
+  v1::GetSkeletonRequest request;
+  request.set_skeleton_id(id);
+  v1::GetSkeletonResponse response;
+  return stub.GetSkeleton(Context(5).get(), request, &response).error_code();
+}
+
+// The ids ListSkeletons shows: what the replica holds (no read-through).
+std::vector<std::string> Listed(v1::IkService::Stub& stub) {
+  v1::ListSkeletonsRequest request;
+  request.set_page_size(1000);
+  v1::ListSkeletonsResponse response;
+  std::vector<std::string> ids;
+  if (stub.ListSkeletons(Context(5).get(), request, &response).ok()) {
+    for (const auto& s : response.skeletons()) ids.push_back(s.skeleton_id());
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+// A distinct small skeleton: the leg, named `name`.
+v1::Skeleton Leg(const std::string& name) {
+  return ToWire(testing::TwoBoneLegDef(), name);
+}
+
+class SharedRegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<ScratchPostgres>> pg =
+        ScratchPostgres::Create();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    pg_ = *std::move(pg);
+  }
+
+  // Starts replicas A, B, C at once on the fresh database.
+  void StartReplicas(const std::vector<std::string>& flags = {}) {
+    for (const char* name : {"A", "B", "C"}) {
+      replicas_.push_back(std::make_unique<Replica>(name, pg_->url(), flags));
+    }
+    for (auto& replica : replicas_) replica->Start();
+    int migrated = 0;
+    for (auto& replica : replicas_) {
+      ASSERT_TRUE(replica->Wait()) << replica->name() << ": " << replica->log();
+      migrated += replica->log().find("schema migrated") != std::string::npos;
+    }
+    // Concurrent starts: one made the schema, none raced.
+    EXPECT_EQ(migrated, 1);
+  }
+  Replica& A() { return *replicas_[0]; }
+  Replica& B() { return *replicas_[1]; }
+  Replica& C() { return *replicas_[2]; }
+
+  std::unique_ptr<ScratchPostgres> pg_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+};
+
+TEST_F(SharedRegistryTest, ReadThroughPropagationAndOneWinnerPerVersion) {
+  StartReplicas();
+  // Registered on A, solved on B at once: B reads it through.
+  std::string leg;
+  ASSERT_TRUE(Register(A().ik(), Leg("leg"), &leg).ok());
+  const grpc::Status solved = Solve(B().ik(), leg);
+  EXPECT_TRUE(solved.ok()) << solved.error_message();
+  EXPECT_EQ(GetSkeletonCode(C().ik(), leg), grpc::StatusCode::OK);
+
+  // A profile made on A, updated on B, seen by C within 1 s.
+  const v1::ImportSkeletonResponse source = testing::MustImport(
+      A().ik(), std::string(REACH_TEST_DATA) + "/mocap/cmu_02_01_walk.bvh",
+      false);
+  const v1::ImportSkeletonResponse target = testing::MustImport(
+      A().ik(), std::string(REACH_TEST_DATA) + "/rigs/BCN_Epileptic.glb",
+      false);
+  v1::CreateRetargetProfileRequest create;
+  create.mutable_spec()->mutable_source()->set_skeleton_id(
+      source.skeleton_id());
+  create.mutable_spec()->mutable_target()->set_skeleton_id(
+      target.skeleton_id());
+  v1::CreateRetargetProfileResponse created;
+  ASSERT_TRUE(A().retarget()
+                  .CreateRetargetProfile(Context().get(), create, &created)
+                  .ok());
+  const std::string profile = created.profile().profile_id();
+  int64_t version = created.profile().version();
+
+  const auto update = [&](Replica& on, int64_t from, double contact_height,
+                          v1::UpdateRetargetProfileResponse* out) {
+    v1::UpdateRetargetProfileRequest request;
+    request.set_profile_id(profile);
+    request.set_version(from);
+    *request.mutable_spec() = create.spec();
+    request.mutable_spec()->set_contact_height(contact_height);
+    return on.retarget().UpdateRetargetProfile(Context().get(), request, out);
+  };
+  const auto seen_by = [&](Replica& replica, int64_t v) {
+    v1::GetRetargetProfileRequest request;
+    request.set_profile_id(profile);
+    v1::GetRetargetProfileResponse response;
+    return replica.retarget()
+               .GetRetargetProfile(Context(5).get(), request, &response)
+               .ok() &&
+           response.profile().version() == v;
+  };
+  ASSERT_TRUE(Within(absl::Seconds(1), [&] { return seen_by(C(), version); }) <
+              absl::Seconds(1));
+  v1::UpdateRetargetProfileResponse updated;
+  grpc::Status status = update(B(), version, 0.3, &updated);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(updated.profile().profile_id(), profile);
+  EXPECT_GT(updated.profile().version(), version);
+  EXPECT_DOUBLE_EQ(updated.profile().spec().contact_height(), 0.3);
+  version = updated.profile().version();
+  const absl::Duration seen =
+      Within(absl::Seconds(1), [&] { return seen_by(C(), version); });
+  std::printf("profile update on B seen by C after %s\n",
+              absl::FormatDuration(seen).c_str());
+  EXPECT_LT(seen, absl::Seconds(1));
+  // An update naming a replaced version: ABORTED, naming the field.
+  status = update(C(), created.profile().version(), 0.4, &updated);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("version: "));
+
+  // Two updates of one version at once, on B and C: exactly one wins,
+  // every round.
+  for (int round = 0; round < 5; ++round) {
+    v1::UpdateRetargetProfileResponse on_b, on_c;
+    grpc::Status b_status, c_status;
+    std::thread b([&] { b_status = update(B(), version, 0.21 + round * 0.01, &on_b); });
+    std::thread c([&] { c_status = update(C(), version, 0.31 + round * 0.01, &on_c); });
+    b.join();
+    c.join();
+    ASSERT_NE(b_status.ok(), c_status.ok())
+        << "round " << round << ": B " << b_status.error_message() << "; C "
+        << c_status.error_message();
+    const grpc::Status& lost = b_status.ok() ? c_status : b_status;
+    EXPECT_EQ(lost.error_code(), grpc::StatusCode::ABORTED)
+        << lost.error_message();
+    version = (b_status.ok() ? on_b : on_c).profile().version();
+    ASSERT_LT(Within(absl::Seconds(1),
+                     [&] {
+                       return seen_by(A(), version) && seen_by(B(), version) &&
+                              seen_by(C(), version);
+                     }),
+              absl::Seconds(1));
+  }
+
+  // A delete on A: NOT_FOUND on B and C within 1 s (both held it).
+  v1::DeleteSkeletonRequest remove;
+  remove.set_skeleton_id(leg);
+  v1::DeleteSkeletonResponse removed;
+  ASSERT_TRUE(A().ik().DeleteSkeleton(Context().get(), remove, &removed).ok());
+  const absl::Duration gone = Within(absl::Seconds(1), [&] {
+    return GetSkeletonCode(B().ik(), leg) == grpc::StatusCode::NOT_FOUND &&
+           GetSkeletonCode(C().ik(), leg) == grpc::StatusCode::NOT_FOUND &&
+           Solve(B().ik(), leg).error_code() == grpc::StatusCode::NOT_FOUND;
+  });
+  std::printf("delete on A NOT_FOUND on B and C after %s\n",
+              absl::FormatDuration(gone).c_str());
+  EXPECT_LT(gone, absl::Seconds(1));
+}
+
+TEST_F(SharedRegistryTest, AQuotaHoldsAcrossAllReplicas) {
+  // Without auth every loopback caller is one owner, "peer:loopback".
+  StartReplicas({"--quota_skeletons=4"});
+  std::atomic<int> ok{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      for (int i = 0; i < 4; ++i) {
+        const grpc::Status status =
+            Register(replicas_[r]->ik(), Leg(absl::StrCat("leg ", r, ".", i)));
+        if (status.ok()) {
+          ++ok;
+        } else {
+          EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+          EXPECT_THAT(status.error_message(), HasSubstr("--quota_skeletons"));
+          ++refused;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 4);
+  EXPECT_EQ(refused.load(), 8);
+  // One deleted on B makes room on C.
+  const std::vector<std::string> held = Listed(B().ik());
+  ASSERT_EQ(held.size(), 4u);
+  v1::DeleteSkeletonRequest remove;
+  remove.set_skeleton_id(held[0]);
+  v1::DeleteSkeletonResponse removed;
+  ASSERT_TRUE(B().ik().DeleteSkeleton(Context().get(), remove, &removed).ok());
+  EXPECT_TRUE(Register(C().ik(), Leg("one more")).ok());
+  EXPECT_EQ(Register(A().ik(), Leg("and another")).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(SharedRegistryTest, AKilledListenerResynchronisesAndMissesNothing) {
+  StartReplicas();
+  for (int round = 0; round < 3; ++round) {
+    // C's listening connection killed; A changes things at once, while C
+    // reconnects.
+    absl::StatusOr<std::string> killed = pg_->Query(absl::StrCat(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM "
+        "pg_stat_activity WHERE application_name = 'reach-listen-",
+        C().pid(), "') k"));
+    ASSERT_TRUE(killed.ok()) << killed.status();
+    EXPECT_EQ(*killed, "1");
+    std::vector<std::string> ids;
+    for (int i = 0; i < 4; ++i) {
+      std::string id;
+      ASSERT_TRUE(
+          Register(A().ik(), Leg(absl::StrCat("leg ", round, ".", i)), &id)
+              .ok());
+      ids.push_back(id);
+    }
+    v1::DeleteSkeletonRequest remove;
+    remove.set_skeleton_id(ids.back());
+    v1::DeleteSkeletonResponse removed;
+    ASSERT_TRUE(
+        A().ik().DeleteSkeleton(Context().get(), remove, &removed).ok());
+    // What A holds, C holds (ListSkeletons: what it applied, no
+    // read-through).
+    const std::vector<std::string> expected = Listed(A().ik());
+    ASSERT_EQ(expected.size(), static_cast<size_t>(3 * (round + 1)));
+    const absl::Duration synced = Within(
+        absl::Seconds(2), [&] { return Listed(C().ik()) == expected; });
+    std::printf("round %d: C resynchronised after %s\n", round,
+                absl::FormatDuration(synced).c_str());
+    EXPECT_LT(synced, absl::Seconds(2)) << C().log();
+  }
+  EXPECT_THAT(C().log(), HasSubstr("listener's connection"));
+  // A killed listener is no outage: C kept taking writes.
+  EXPECT_EQ(C().Health("reach.registry"), "SERVING");
+}
+
+TEST_F(SharedRegistryTest, DatabaseDownSolvesGoOnWritesUnavailableThenResume) {
+  StartReplicas();
+  std::string leg;
+  ASSERT_TRUE(Register(A().ik(), Leg("leg"), &leg).ok());
+  ASSERT_TRUE(Solve(B().ik(), leg).ok());
+  // A stream open across the outage.
+  grpc::ClientContext stream_context;
+  auto stream = B().ik().SolveStream(&stream_context);
+  uint64_t sequence = 0;
+  const auto frame = [&]() -> bool {
+    v1::SolveRequest request;
+    request.set_skeleton_id(leg);
+    request.set_sequence(++sequence);
+    *request.add_goals() = MakeGoal("leg", Eigen::Vector3d(0.2, 0, -0.6));
+    v1::SolveResponse response;
+    return stream->Write(request) && stream->Read(&response) &&
+           !response.has_error() && response.sequence() == sequence;
+  };
+  ASSERT_TRUE(frame());
+
+  ASSERT_TRUE(pg_->Stop().ok());
+  const absl::Time stopped = absl::Now();
+  int solves = 0, frames = 0, unavailable = 0, writes = 0;
+  std::string message;
+  while (absl::Now() - stopped < absl::Seconds(10)) {
+    const grpc::Status solved = Solve(B().ik(), leg);
+    EXPECT_TRUE(solved.ok()) << solved.error_message();
+    solves += solved.ok();
+    EXPECT_TRUE(frame());
+    ++frames;
+    std::string id;
+    const grpc::Status written =
+        Register(A().ik(), Leg(absl::StrCat("down ", writes++)), &id);
+    EXPECT_EQ(written.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << written.error_message();
+    if (written.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      ++unavailable;
+      message = written.error_message();
+    }
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  std::printf("database down 10 s: %d solves, %d stream frames, %d of %d "
+              "writes UNAVAILABLE: %s\n",
+              solves, frames, unavailable, writes, message.c_str());
+  EXPECT_THAT(message, HasSubstr("registry database"));
+  EXPECT_THAT(message, HasSubstr("unreachable"));
+  // Health and metrics say so; the server as a whole still serves.
+  for (Replica* r : {&A(), &B(), &C()}) {
+    EXPECT_EQ(r->Health("reach.registry"), "NOT_SERVING") << r->name();
+    EXPECT_EQ(r->Health(""), "SERVING") << r->name();
+    EXPECT_THAT(r->Metrics(), HasSubstr("reach_registry_store_up 0"))
+        << r->name();
+  }
+
+  ASSERT_TRUE(pg_->Start().ok());
+  const absl::Duration back = Within(absl::Seconds(10), [&] {
+    return A().Health("reach.registry") == "SERVING" &&
+           B().Health("reach.registry") == "SERVING" &&
+           C().Health("reach.registry") == "SERVING";
+  });
+  std::printf("writable again %s after the database returned\n",
+              absl::FormatDuration(back).c_str());
+  ASSERT_LT(back, absl::Seconds(10));
+  std::string fresh;
+  const grpc::Status written = Register(A().ik(), Leg("after"), &fresh);
+  ASSERT_TRUE(written.ok()) << written.error_message();
+  EXPECT_LT(Within(absl::Seconds(1),
+                   [&] {
+                     const std::vector<std::string> held = Listed(C().ik());
+                     return std::find(held.begin(), held.end(), fresh) !=
+                            held.end();
+                   }),
+            absl::Seconds(1));
+  EXPECT_TRUE(Solve(B().ik(), fresh).ok());
+  EXPECT_TRUE(frame());
+  EXPECT_THAT(A().Metrics(), HasSubstr("reach_registry_store_up 1"));
+  stream->WritesDone();
+}
+
+TEST(SharedRegistryFlagTest, BadOrUnreachableRegistryRefusesToStart) {
+  ServerOptions options = testing::TestServerOptions();
+  options.in_memory_store = false;
+  options.registry = "mysql://db/reach";
+  absl::StatusOr<std::unique_ptr<ReachServer>> server =
+      ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("--registry=mysql://db/reach: expected sqlite"));
+  options.registry = "postgresql://h/d?nonsense=1";
+  server = ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(std::string(server.status().message()), HasSubstr("--registry"));
+  options.registry =
+      "postgresql://u:secret@/reach?host=/nonexistent-dir&port=1";
+  server = ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("unreachable"));
+  // The password is never repeated.
+  EXPECT_THAT(std::string(server.status().message()),
+              ::testing::Not(HasSubstr("secret")));
+  options.registry = "postgresql:///x";
+  options.in_memory_store = true;
+  server = ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("exclude each other"));
+}
+
+}  // namespace
+}  // namespace reach
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (!::testing::GTEST_FLAG(list_tests) &&
+      reach::testing::PostgresBinDir().empty()) {
+    std::printf("SKIPPED: no PostgreSQL binaries under /usr/lib/postgresql "
+                "(scripts/setup installs postgresql-15)\n");
+    return 77;
+  }
+  return RUN_ALL_TESTS();
+}
