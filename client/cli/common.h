@@ -57,6 +57,8 @@ void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run);
 // Runs locally (no server).
 void AddCharacterizeCommand(CLI::App& app, Command* run);
 void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run);
+// `reach vmc`: the VMC bridge (client/vmc_bridge.h).
+void AddVmcCommand(CLI::App& app, const Globals& globals, Command* run);
 
 // The client the global flags describe. Errors name the flag
 // ("--tls-ca: cannot read ...", "--token: ..."); FailSetup turns them into

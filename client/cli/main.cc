@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   AddBenchCommand(app, globals, &run);
   AddCharacterizeCommand(app, &run);
   AddRetargetCommand(app, globals, &run);
+  AddVmcCommand(app, globals, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

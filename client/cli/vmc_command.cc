@@ -1,0 +1,240 @@
+// `reach vmc --to TARGET`: a live VMC performance (UDP) retargeted by the
+// server onto TARGET and sent on as VMC (client/vmc_bridge.h).
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cli/common.h"
+#include "client/vmc_bridge.h"
+
+namespace reach::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void OnStopSignal(int) { g_stop.store(true); }
+
+struct VmcFlags {
+  std::string to;
+  std::string source;
+  std::string listen = "127.0.0.1:39539";
+  std::string send = "127.0.0.1:39540";
+  std::string bones = "normalized";
+  double scale = 1;
+  int window = 2;
+  int target_frame = -1;
+  std::vector<std::string> source_overrides;
+  std::vector<std::string> target_overrides;
+  bool keep_target_pose = false;
+  bool no_planting = false;
+  double duration_s = 0;
+  double status_interval_s = 10;
+  std::string status_file;
+  bool quiet = false;
+};
+
+// Writes `text` to `path` whole (a temporary file renamed over it), as
+// Prometheus' node_exporter textfile collector wants.
+void WriteStatusFile(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text;
+    if (!out) return;
+  }
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+std::string Summary(const client::VmcBridgeCounts& c) {
+  const vmc::ReceiveCounts& r = c.receive;
+  return absl::StrFormat(
+      "packets: %d ok, %d malformed, %d too large, %d reordered, %d "
+      "truncated; frames: %d in, %d superseded, %d sent, %d out, %d skipped, "
+      "%d errors, ~%d lost; ignored: %d unknown addresses, %d unknown bones, "
+      "%d bad arguments, %d tracker; in->out p50 %.3f ms, p99 %.3f ms",
+      r.packets_ok, r.packets_malformed, r.packets_too_large,
+      r.packets_reordered, c.packets_truncated, r.frames, c.frames_superseded,
+      c.frames_sent, c.frames_out, c.frames_skipped, c.frames_errors,
+      r.frames_lost, r.unknown_address, r.unknown_bone, r.bad_arguments,
+      r.tracker, absl::ToDoubleMilliseconds(c.p50),
+      absl::ToDoubleMilliseconds(c.p99));
+}
+
+int RunVmc(const Globals& globals, const VmcFlags& flags) {
+  client::VmcBridgeOptions options;
+  options.listen = flags.listen;
+  options.send_to = flags.send;
+  options.source = flags.source;
+  options.target = flags.to;
+  options.target_reference_frame = flags.target_frame;
+  options.bones = flags.bones == "raw" ? vmc::BoneMode::kRaw
+                                       : vmc::BoneMode::kNormalized;
+  options.scale = flags.scale;
+  options.max_in_flight = flags.window;
+  options.spec.set_keep_target_pose(flags.keep_target_pose);
+  options.spec.set_no_planting(flags.no_planting);
+  for (const auto& [list, side, flag] :
+       {std::make_tuple(&flags.source_overrides,
+                        options.spec.mutable_source(), "--source-override"),
+        std::make_tuple(&flags.target_overrides,
+                        options.spec.mutable_target(), "--target-override")}) {
+    for (const std::string& text : *list) {
+      auto parsed = ParseRoleOverride(text, flag);
+      if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+      v1::RoleOverride* o = side->add_overrides();
+      o->set_role(parsed->first);
+      o->set_joint(parsed->second);
+    }
+  }
+  if (flags.duration_s > 0) {
+    options.max_duration = absl::Seconds(flags.duration_s) + absl::Minutes(1);
+  }
+  auto made = MakeClient(globals);
+  if (!made.ok()) return FailSetup(made.status());
+  auto client = *std::move(made);
+  absl::StatusOr<std::unique_ptr<client::VmcBridge>> started =
+      client::VmcBridge::Start(*client, options);
+  if (!started.ok()) {
+    const absl::string_view message = started.status().message();
+    if (absl::StartsWith(message, "--")) {
+      return Fail(started.status(), kExitUsage);
+    }
+    if ((!flags.source.empty() && absl::StartsWith(message, flags.source)) ||
+        absl::StartsWith(message, flags.to)) {
+      return Fail(started.status(), kExitFileError);
+    }
+    return FailRpc(started.status());
+  }
+  client::VmcBridge& bridge = **started;
+  std::vector<std::string> bones;
+  for (const auto& [bone, joint] : bridge.bones()) {
+    bones.push_back(absl::StrCat(bone, "=", joint));
+  }
+  std::printf(
+      "profile %s: %s -> %s; listening on %s:%d, sending %zu bones (%s) to "
+      "%s\n",
+      bridge.profile().profile_id().c_str(),
+      bridge.profile().source().skeleton_name().c_str(),
+      bridge.profile().target().skeleton_name().c_str(),
+      flags.listen.substr(0, flags.listen.rfind(':')).c_str(), bridge.port(),
+      bones.size(), absl::StrJoin(bones, " ").c_str(), flags.send.c_str());
+  std::fflush(stdout);
+
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  const absl::Time begin = absl::Now();
+  absl::Time next_status = begin + absl::Seconds(flags.status_interval_s);
+  bool broke = false;
+  while (!g_stop.load()) {
+    if (bridge.Wait(absl::Milliseconds(100))) {
+      broke = true;
+      break;
+    }
+    const absl::Time now = absl::Now();
+    if (flags.duration_s > 0 && now - begin >= absl::Seconds(flags.duration_s)) {
+      break;
+    }
+    if (flags.status_interval_s > 0 && now >= next_status) {
+      next_status = now + absl::Seconds(flags.status_interval_s);
+      if (!flags.quiet) {
+        std::fprintf(stderr, "%s\n", Summary(bridge.counts()).c_str());
+      }
+      if (!flags.status_file.empty()) {
+        WriteStatusFile(flags.status_file, bridge.PrometheusText());
+      }
+    }
+  }
+  const absl::Status status = bridge.Stop();
+  if (!flags.status_file.empty()) {
+    WriteStatusFile(flags.status_file, bridge.PrometheusText());
+  }
+  std::printf("%s\n", Summary(bridge.counts()).c_str());
+  const std::string first_error = bridge.first_error();
+  if (!first_error.empty()) {
+    std::printf("first frame error: %s\n", first_error.c_str());
+  }
+  if (broke || !status.ok()) return FailRpc(status);
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddVmcCommand(CLI::App& app, const Globals& globals, Command* run) {
+  auto flags = std::make_shared<VmcFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "vmc",
+      "Bridge a live VMC performance (OSC over UDP, from VSeeFace, "
+      "VirtualMotionCapture, Warudo, ...) through the server's "
+      "RetargetStream onto a rig, and send the retargeted pose on as VMC. "
+      "Runs until SIGINT/SIGTERM or --duration; prints its counts.");
+  cmd->add_option("--to", flags->to,
+                  "Target rig: a skeleton file (.bvh, .gltf, .glb, .json, "
+                  ".urdf) or a registered skeleton id")
+      ->required();
+  cmd->add_option("--source", flags->source,
+                  "The performer's skeleton with HumanBodyBones joint names "
+                  "(default: the built-in normalised T-pose humanoid, "
+                  "examples/vmc_humanoid.skeleton.json)");
+  cmd->add_option("--listen", flags->listen,
+                  "Receive VMC on IPV4:PORT (port 0: any)")
+      ->capture_default_str();
+  cmd->add_option("--send", flags->send, "Send the retargeted VMC to IPV4:PORT")
+      ->capture_default_str();
+  cmd->add_option("--bones", flags->bones,
+                  "normalized: rotations relative to the target's retarget "
+                  "pose (VRM 0.x receivers); raw: the target joints' own "
+                  "local frames")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"normalized", "raw"}));
+  cmd->add_option("--scale", flags->scale,
+                  "Metres per target unit for the positions sent")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--window", flags->window,
+                  "Frames in flight to the server at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--target-frame", flags->target_frame,
+                  "A BVH target's retarget pose is this frame of it")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--source-override", flags->source_overrides,
+                  "Give a source role a joint: ROLE=JOINT (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--target-override", flags->target_overrides,
+                  "Give a target role a joint: ROLE=JOINT (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_flag("--keep-target-pose", flags->keep_target_pose,
+                "Use the target's rest as its retarget pose instead of "
+                "turning its limbs to the source's");
+  cmd->add_flag("--no-planting", flags->no_planting, "Do not plant feet");
+  cmd->add_option("--duration", flags->duration_s,
+                  "Stop after this many seconds (default: run until a signal)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--status-interval", flags->status_interval_s,
+                  "Print the counts to stderr every S seconds (0: only at the "
+                  "end)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--status-file", flags->status_file,
+                  "Also write the counts there in Prometheus' text format "
+                  "(node_exporter's textfile collector), replaced whole");
+  cmd->add_flag("--quiet", flags->quiet, "No periodic status on stderr");
+  cmd->callback([=, &globals] {
+    *run = [=, &globals] { return RunVmc(globals, *flags); };
+  });
+}
+
+}  // namespace reach::cli

@@ -1,0 +1,364 @@
+#include "client/vmc.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace reach::vmc {
+namespace {
+
+constexpr absl::string_view kBone = "/VMC/Ext/Bone/Pos";
+constexpr absl::string_view kRoot = "/VMC/Ext/Root/Pos";
+constexpr absl::string_view kTime = "/VMC/Ext/T";
+constexpr absl::string_view kOk = "/VMC/Ext/OK";
+
+}  // namespace
+
+const std::array<absl::string_view, 55>& HumanBodyBones() {
+  static const std::array<absl::string_view, 55> kNames = {
+      "Hips",
+      "LeftUpperLeg",
+      "RightUpperLeg",
+      "LeftLowerLeg",
+      "RightLowerLeg",
+      "LeftFoot",
+      "RightFoot",
+      "Spine",
+      "Chest",
+      "Neck",
+      "Head",
+      "LeftShoulder",
+      "RightShoulder",
+      "LeftUpperArm",
+      "RightUpperArm",
+      "LeftLowerArm",
+      "RightLowerArm",
+      "LeftHand",
+      "RightHand",
+      "LeftToes",
+      "RightToes",
+      "LeftEye",
+      "RightEye",
+      "Jaw",
+      "LeftThumbProximal",
+      "LeftThumbIntermediate",
+      "LeftThumbDistal",
+      "LeftIndexProximal",
+      "LeftIndexIntermediate",
+      "LeftIndexDistal",
+      "LeftMiddleProximal",
+      "LeftMiddleIntermediate",
+      "LeftMiddleDistal",
+      "LeftRingProximal",
+      "LeftRingIntermediate",
+      "LeftRingDistal",
+      "LeftLittleProximal",
+      "LeftLittleIntermediate",
+      "LeftLittleDistal",
+      "RightThumbProximal",
+      "RightThumbIntermediate",
+      "RightThumbDistal",
+      "RightIndexProximal",
+      "RightIndexIntermediate",
+      "RightIndexDistal",
+      "RightMiddleProximal",
+      "RightMiddleIntermediate",
+      "RightMiddleDistal",
+      "RightRingProximal",
+      "RightRingIntermediate",
+      "RightRingDistal",
+      "RightLittleProximal",
+      "RightLittleIntermediate",
+      "RightLittleDistal",
+      "UpperChest",
+  };
+  return kNames;
+}
+
+std::string HumanBoneForRole(absl::string_view role, int spine_joints,
+                             int neck_joints) {
+  if (role == "pelvis") return "Hips";
+  if (role == "head") return "Head";
+  const std::vector<absl::string_view> parts = absl::StrSplit(role, '.');
+  int index = 0;
+  if (parts.size() >= 2 && !absl::SimpleAtoi(parts.back(), &index)) {
+    index = -1;
+  }
+  if (parts.size() == 2 && parts[0] == "spine") {
+    if (index == 0) return "Spine";
+    if (index == 1 && spine_joints >= 2) return "Chest";
+    if (index >= 2 && index == spine_joints - 1) return "UpperChest";
+    return "";
+  }
+  if (parts.size() == 2 && parts[0] == "neck") {
+    return index == 0 && neck_joints >= 1 ? "Neck" : "";
+  }
+  if (parts.size() < 2 || (parts[0] != "left" && parts[0] != "right")) {
+    return "";
+  }
+  const std::string side = parts[0] == "left" ? "Left" : "Right";
+  if (parts.size() == 2) {
+    static const std::pair<absl::string_view, absl::string_view> kLimbs[] = {
+        {"clavicle", "Shoulder"}, {"upper_arm", "UpperArm"},
+        {"forearm", "LowerArm"},  {"hand", "Hand"},
+        {"thigh", "UpperLeg"},    {"shin", "LowerLeg"},
+        {"foot", "Foot"},         {"toe", "Toes"}};
+    for (const auto& [part, bone] : kLimbs) {
+      if (parts[1] == part) return absl::StrCat(side, bone);
+    }
+    return "";
+  }
+  if (parts.size() != 3 || index < 0 || index > 2) return "";
+  static const std::pair<absl::string_view, absl::string_view> kFingers[] = {
+      {"thumb", "Thumb"},   {"index", "Index"},     {"finger1", "Index"},
+      {"middle", "Middle"}, {"finger2", "Middle"},  {"ring", "Ring"},
+      {"finger3", "Ring"},  {"pinky", "Little"},    {"finger4", "Little"}};
+  static const absl::string_view kSegments[] = {"Proximal", "Intermediate",
+                                               "Distal"};
+  for (const auto& [finger, bone] : kFingers) {
+    if (parts[1] == finger) return absl::StrCat(side, bone, kSegments[index]);
+  }
+  return "";
+}
+
+VmcReceiver::VmcReceiver(std::vector<std::string> joint_names,
+                         std::vector<Transform> rest,
+                         const osc::Limits& limits)
+    : names_(std::move(joint_names)),
+      rest_(std::move(rest)),
+      limits_(limits),
+      local_(rest_) {
+  for (size_t j = 0; j < names_.size(); ++j) {
+    index_.emplace(names_[j], static_cast<int>(j));
+  }
+  frame_.rotations.resize(names_.size());
+}
+
+bool VmcReceiver::ReadFloats(const osc::Message& m, int first, int n,
+                             float* out) {
+  if (m.argument_count < first + n) return false;
+  for (int k = 0; k < n; ++k) {
+    const osc::Argument& a = packet_.arg(m, first + k);
+    if (a.type != 'f' || !std::isfinite(a.f)) return false;
+    out[k] = a.f;
+  }
+  return true;
+}
+
+VmcReceiver::Outcome VmcReceiver::Apply(const uint8_t* data, size_t size) {
+  switch (osc::Decode(data, size, limits_, &packet_)) {
+    case osc::DecodeResult::kOk:
+      break;
+    case osc::DecodeResult::kMalformed:
+      ++counts_.packets_malformed;
+      return Outcome::kDropped;
+    case osc::DecodeResult::kTooLarge:
+      ++counts_.packets_too_large;
+      return Outcome::kDropped;
+  }
+  // The packet's time first: one older than what was applied arrived out
+  // of order, and is dropped whole.
+  bool has_time = false;
+  double time = 0;
+  for (const osc::Message& m : packet_.messages) {
+    float t;
+    if (m.address == kTime && ReadFloats(m, 0, 1, &t)) {
+      has_time = true;
+      time = t;
+    }
+  }
+  if (has_time && has_time_ && time < last_time_) {
+    ++counts_.packets_reordered;
+    return Outcome::kDropped;
+  }
+  ++counts_.packets_ok;
+  bool frame = false;
+  for (const osc::Message& m : packet_.messages) {
+    const absl::string_view address = m.address;
+    if (address == kBone || address == kRoot) {
+      float v[7];
+      if (m.argument_count < 1 || packet_.arg(m, 0).type != 's' ||
+          !ReadFloats(m, 1, 7, v)) {
+        ++counts_.bad_arguments;
+        continue;
+      }
+      Eigen::Quaterniond q(v[6], v[3], v[4], v[5]);
+      const double norm = q.norm();
+      if (!(norm > 1e-6)) {
+        ++counts_.bad_arguments;
+        continue;
+      }
+      q.coeffs() /= norm;
+      Transform t;
+      t.rotation = FlipRotation(q);
+      t.translation = FlipPosition(Eigen::Vector3d(v[0], v[1], v[2]));
+      if (address == kRoot) {
+        // v2.1's scale and offset (6 more floats) are not applied.
+        root_ = t;
+        ++counts_.root;
+        frame = true;
+        continue;
+      }
+      const auto it = index_.find(packet_.arg(m, 0).bytes);
+      if (it == index_.end()) {
+        ++counts_.unknown_bone;
+        continue;
+      }
+      // Proportions are the source skeleton's: only the root joint (the
+      // hips) takes the sender's position.
+      local_[static_cast<size_t>(it->second)].rotation = t.rotation;
+      if (it->second == 0) local_[0].translation = t.translation;
+      ++counts_.bone;
+      frame = true;
+    } else if (address == kTime) {
+      float t;
+      if (ReadFloats(m, 0, 1, &t)) {
+        ++counts_.time;
+      } else {
+        ++counts_.bad_arguments;
+      }
+    } else if (address == kOk) {
+      ++counts_.ok;
+    } else if (absl::StartsWith(address, "/VMC/Ext/Tra/Pos") ||
+               absl::StartsWith(address, "/VMC/Ext/Hmd/Pos") ||
+               absl::StartsWith(address, "/VMC/Ext/Con/Pos")) {
+      ++counts_.tracker;
+    } else if (absl::StartsWith(address, "/VMC/Ext/Blend/")) {
+      ++counts_.blend;
+    } else {
+      ++counts_.unknown_address;
+    }
+  }
+  if (has_time) {
+    has_time_ = true;
+    last_time_ = time;
+  }
+  if (!frame) return Outcome::kNoFrame;
+  ++counts_.frames;
+  for (size_t j = 0; j < local_.size(); ++j) {
+    frame_.rotations[j] = local_[j].rotation;
+  }
+  if (!local_.empty()) {
+    frame_.rotations[0] = root_.rotation * local_[0].rotation;
+    frame_.root_translation = root_ * local_[0].translation;
+  }
+  frame_.has_time = has_time_;
+  frame_.time = last_time_;
+  if (has_time_) {
+    if (has_frame_time_) {
+      const double dt = last_time_ - last_frame_time_;
+      if (typical_dt_ > 0 && dt > 1.5 * typical_dt_) {
+        counts_.frames_lost +=
+            static_cast<uint64_t>(std::llround(dt / typical_dt_)) - 1;
+      } else if (dt > 0) {
+        typical_dt_ = typical_dt_ == 0 ? dt : 0.9 * typical_dt_ + 0.1 * dt;
+      }
+    }
+    has_frame_time_ = true;
+    last_frame_time_ = last_time_;
+  }
+  return Outcome::kFrame;
+}
+
+absl::StatusOr<VmcPoseWriter> VmcPoseWriter::Create(
+    std::vector<int> parents,
+    const std::vector<std::pair<std::string, int>>& roles,
+    std::vector<Transform> reference_globals, BoneMode mode, double scale) {
+  if (reference_globals.size() != parents.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the retarget pose has ", reference_globals.size(),
+                     " joints, the target ", parents.size()));
+  }
+  int spines = 0, necks = 0;
+  for (const auto& [role, joint] : roles) {
+    if (absl::StartsWith(role, "spine.")) ++spines;
+    if (absl::StartsWith(role, "neck.")) ++necks;
+  }
+  VmcPoseWriter w;
+  std::vector<int> bone_of(parents.size(), -1);
+  for (const auto& [role, joint] : roles) {
+    if (joint < 0 || joint >= static_cast<int>(parents.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("role ", role, ": joint ", joint, " out of range"));
+    }
+    std::string name = HumanBoneForRole(role, spines, necks);
+    if (name.empty() || bone_of[static_cast<size_t>(joint)] >= 0) continue;
+    bool taken = false;
+    for (const auto& b : w.bones_) taken = taken || b.first == name;
+    if (taken) continue;
+    bone_of[static_cast<size_t>(joint)] = 0;
+    w.bones_.emplace_back(std::move(name), joint);
+  }
+  // Joint order: parents come before children.
+  std::sort(w.bones_.begin(), w.bones_.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (size_t k = 0; k < w.bones_.size(); ++k) {
+    bone_of[static_cast<size_t>(w.bones_[k].second)] = static_cast<int>(k);
+  }
+  for (const auto& [name, joint] : w.bones_) {
+    int up = parents[static_cast<size_t>(joint)];
+    while (up >= 0 && up < static_cast<int>(parents.size()) &&
+           bone_of[static_cast<size_t>(up)] < 0) {
+      up = parents[static_cast<size_t>(up)];
+    }
+    w.bone_parent_.push_back(up >= 0 ? bone_of[static_cast<size_t>(up)] : -1);
+  }
+  w.reference_ = std::move(reference_globals);
+  w.mode_ = mode;
+  w.scale_ = scale;
+  return w;
+}
+
+Transform VmcPoseWriter::BoneTransform(const std::vector<Transform>& globals,
+                                       size_t k) const {
+  const size_t j = static_cast<size_t>(bones_[k].second);
+  const int pk = bone_parent_[k];
+  const size_t pj =
+      pk >= 0 ? static_cast<size_t>(bones_[static_cast<size_t>(pk)].second)
+              : 0;
+  Transform local;
+  if (mode_ == BoneMode::kRaw) {
+    local = pk >= 0 ? globals[pj].Inverse() * globals[j] : globals[j];
+  } else {
+    const Eigen::Quaterniond n =
+        globals[j].rotation * reference_[j].rotation.conjugate();
+    if (pk < 0) {
+      local.rotation = n;
+      local.translation = globals[j].translation;
+    } else {
+      const Eigen::Quaterniond np =
+          globals[pj].rotation * reference_[pj].rotation.conjugate();
+      local.rotation = np.conjugate() * n;
+      local.translation = reference_[j].translation - reference_[pj].translation;
+    }
+  }
+  local.rotation.normalize();
+  local.scale = 1;
+  return local;
+}
+
+void VmcPoseWriter::Write(const std::vector<Transform>& globals, float time,
+                          osc::Writer* w) const {
+  w->Clear();
+  w->OpenBundle();
+  w->Message(kOk).Int(1);
+  w->Message(kTime).Float(time);
+  w->Message(kRoot).String("root");
+  for (const float v : {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 1.f}) w->Float(v);
+  for (size_t k = 0; k < bones_.size(); ++k) {
+    const Transform t = BoneTransform(globals, k);
+    const Eigen::Vector3d p = FlipPosition(t.translation * scale_);
+    const Eigen::Quaterniond q = FlipRotation(t.rotation);
+    w->Message(kBone).String(bones_[k].first);
+    for (const double v : {p.x(), p.y(), p.z(), q.x(), q.y(), q.z(), q.w()}) {
+      w->Float(static_cast<float>(v));
+    }
+  }
+  w->CloseBundle();
+}
+
+}  // namespace reach::vmc

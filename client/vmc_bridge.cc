@@ -1,0 +1,494 @@
+#include "client/vmc_bridge.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "importers/import_error.h"
+#include "importers/skeleton_file.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+#include "wire/convert.h"
+
+namespace reach::client {
+namespace {
+
+constexpr size_t kMaxDatagram = 65536;
+constexpr size_t kLatencyRing = 4096;
+
+absl::StatusOr<sockaddr_in> ParseAddress(const std::string& text,
+                                         absl::string_view flag) {
+  const size_t colon = text.rfind(':');
+  int port = -1;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(text.substr(colon + 1), &port) || port < 0 ||
+      port > 65535 ||
+      inet_pton(AF_INET, text.substr(0, colon).c_str(), &address.sin_addr) !=
+          1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", text, ": expected IPV4:PORT (127.0.0.1:39539)"));
+  }
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  return address;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<VmcBridge>> VmcBridge::Start(
+    ReachClient& client, const VmcBridgeOptions& options) {
+  std::unique_ptr<VmcBridge> bridge(new VmcBridge());
+  bridge->client_ = &client;
+  bridge->options_ = options;
+  absl::StatusOr<sockaddr_in> listen = ParseAddress(options.listen, "--listen");
+  if (!listen.ok()) return listen.status();
+  absl::StatusOr<sockaddr_in> send_to = ParseAddress(options.send_to, "--send");
+  if (!send_to.ok()) return send_to.status();
+  if (options.target.empty()) {
+    return absl::InvalidArgumentError("--to: a target rig is needed");
+  }
+
+  // The source: the built-in humanoid or a file, imported by the server.
+  v1::ImportSkeletonRequest source_request;
+  if (options.source.empty()) {
+    source_request.set_data(kVmcHumanoidJson);
+    source_request.set_file_name("vmc_humanoid.skeleton.json");
+  } else {
+    if (absl::Status s =
+            import::ReadFile(options.source, source_request.mutable_data());
+        !s.ok()) {
+      return s;
+    }
+    const size_t slash = options.source.rfind('/');
+    source_request.set_file_name(slash == std::string::npos
+                                     ? options.source
+                                     : options.source.substr(slash + 1));
+  }
+  absl::StatusOr<v1::ImportSkeletonResponse> source =
+      client.ImportSkeleton(source_request);
+  if (!source.ok()) return source.status();
+  SkeletonDef source_def;
+  if (absl::Status s = FromProto(source->skeleton(), &source_def); !s.ok()) {
+    return s;
+  }
+  if (source_def.joints.empty() || source_def.joints[0].parent != -1) {
+    return absl::InvalidArgumentError(
+        "--source: the skeleton's first joint must be its root (Hips)");
+  }
+  std::vector<std::string> names;
+  std::vector<Transform> rest;
+  for (const JointDef& joint : source_def.joints) {
+    names.push_back(joint.name);
+    rest.push_back(joint.rest);
+  }
+
+  v1::RetargetProfileSpec spec = options.spec;
+  spec.mutable_source()->set_skeleton_id(source->skeleton_id());
+  if (import::FormatOfFileName(options.target) !=
+      import::SkeletonFormat::kUnknown) {
+    absl::StatusOr<v1::ImportSkeletonResponse> target = client.ImportFile(
+        options.target, options.target_reference_frame >= 0);
+    if (!target.ok()) return target.status();
+    spec.mutable_target()->set_skeleton_id(target->skeleton_id());
+    bridge->target_ = target->skeleton();
+    if (options.target_reference_frame >= 0) {
+      if (options.target_reference_frame >= target->motion_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--target-frame ", options.target_reference_frame, ": ",
+            options.target, " has ", target->motion_size(), " frames"));
+      }
+      *spec.mutable_target()->mutable_reference() =
+          target->motion(options.target_reference_frame);
+    }
+  } else {
+    absl::StatusOr<v1::GetSkeletonResponse> target =
+        client.GetSkeleton(options.target);
+    if (!target.ok()) return target.status();
+    spec.mutable_target()->set_skeleton_id(target->skeleton_id());
+    bridge->target_ = target->skeleton();
+  }
+  absl::StatusOr<v1::CreateRetargetProfileResponse> profile =
+      client.CreateRetargetProfile(spec);
+  if (!profile.ok()) return profile.status();
+  bridge->profile_ = profile->profile();
+
+  // The target's bones: roles -> HumanBodyBones, the retarget pose's
+  // model-space transforms.
+  SkeletonDef target_def;
+  if (absl::Status s = FromProto(bridge->target_, &target_def); !s.ok()) {
+    return s;
+  }
+  std::vector<int> parents;
+  absl::flat_hash_map<std::string, int> index;
+  for (const JointDef& joint : target_def.joints) {
+    index.emplace(joint.name, static_cast<int>(parents.size()));
+    parents.push_back(joint.parent);
+    bridge->target_names_.push_back(joint.name);
+  }
+  absl::StatusOr<Skeleton> target_skeleton =
+      Skeleton::Create(std::move(target_def));
+  if (!target_skeleton.ok()) return target_skeleton.status();
+  Pose reference = RestPose(*target_skeleton);
+  if (bridge->profile_.has_target_reference()) {
+    if (absl::Status s = FromProto(*target_skeleton,
+                                   bridge->profile_.target_reference(),
+                                   &reference, "target_reference");
+        !s.ok()) {
+      return s;
+    }
+  }
+  std::vector<Transform> reference_globals(parents.size());
+  ComputeGlobals(*target_skeleton, reference, absl::MakeSpan(reference_globals));
+  std::vector<std::pair<std::string, int>> roles;
+  for (const v1::RoleMapping& role : bridge->profile_.target().roles()) {
+    const auto it = index.find(role.joint());
+    if (it != index.end()) roles.emplace_back(role.role(), it->second);
+  }
+  absl::StatusOr<vmc::VmcPoseWriter> writer = vmc::VmcPoseWriter::Create(
+      std::move(parents), roles, std::move(reference_globals), options.bones,
+      options.scale);
+  if (!writer.ok()) return writer.status();
+  bridge->writer_ = std::make_unique<vmc::VmcPoseWriter>(*std::move(writer));
+  bridge->receiver_ = std::make_unique<vmc::VmcReceiver>(
+      std::move(names), std::move(rest), options.limits);
+
+  // The socket: bound where we listen; answers leave from it too.
+  bridge->fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (bridge->fd_ < 0) {
+    return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  }
+  const int buffer = 4 << 20;
+  setsockopt(bridge->fd_, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);
+  if (bind(bridge->fd_, reinterpret_cast<const sockaddr*>(&*listen),
+           sizeof *listen) != 0) {
+    const int error = errno;
+    close(bridge->fd_);
+    bridge->fd_ = -1;
+    return absl::UnavailableError(
+        absl::StrCat("--listen ", options.listen, ": ", strerror(error)));
+  }
+  sockaddr_in bound{};
+  socklen_t length = sizeof bound;
+  getsockname(bridge->fd_, reinterpret_cast<sockaddr*>(&bound), &length);
+  bridge->port_ = ntohs(bound.sin_port);
+  bridge->send_address_.resize(sizeof(sockaddr_in));
+  std::memcpy(bridge->send_address_.data(), &*send_to, sizeof(sockaddr_in));
+
+  bridge->stream_ = client.OpenRetargetStream(options.max_duration,
+                                              std::max(1, options.max_in_flight));
+  bridge->started_ = absl::Now();
+  bridge->latencies_.reserve(kLatencyRing);
+  VmcBridge* b = bridge.get();
+  b->receive_thread_ = std::thread([b] { b->ReceiveLoop(); });
+  b->send_thread_ = std::thread([b] { b->SendLoop(); });
+  b->answer_thread_ = std::thread([b] { b->AnswerLoop(); });
+  return bridge;
+}
+
+VmcBridge::~VmcBridge() { Stop().IgnoreError(); }
+
+void VmcBridge::Fail(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (!failed_) {
+    failed_ = true;
+    status_ = status;
+  }
+}
+
+void VmcBridge::ReceiveLoop() {
+  std::vector<uint8_t> buffer(kMaxDatagram);
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n =
+        recv(fd_, buffer.data(), buffer.size(), MSG_TRUNC | MSG_DONTWAIT);
+    if (n < 0) continue;
+    const absl::Time arrived = absl::Now();
+    if (static_cast<size_t>(n) > buffer.size()) {
+      absl::MutexLock lock(&mu_);
+      ++counts_.packets_truncated;
+      continue;
+    }
+    const vmc::VmcReceiver::Outcome outcome =
+        receiver_->Apply(buffer.data(), static_cast<size_t>(n));
+    absl::MutexLock lock(&mu_);
+    counts_.receive = receiver_->counts();
+    if (outcome != vmc::VmcReceiver::Outcome::kFrame) continue;
+    if (slot_full_) ++counts_.frames_superseded;
+    const vmc::SourceFrame& frame = receiver_->frame();
+    slot_.rotations.assign(frame.rotations.begin(), frame.rotations.end());
+    slot_.root_translation = frame.root_translation;
+    slot_.has_time = frame.has_time;
+    slot_.time = frame.time;
+    slot_arrived_ = arrived;
+    slot_full_ = true;
+  }
+}
+
+void VmcBridge::SendLoop() {
+  v1::RetargetRequest request;
+  request.set_profile_id(profile_.profile_id());
+  request.set_latest_wins(true);
+  request.set_return_globals(true);
+  vmc::SourceFrame frame;
+  absl::Time arrived;
+  uint64_t sequence = 0;
+  bool has_previous = false;
+  double previous_time = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return slot_full_ || stopping_.load() || failed_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (!slot_full_ || failed_) {
+        sending_done_ = true;
+        return;
+      }
+      std::swap(frame, slot_);
+      arrived = slot_arrived_;
+      slot_full_ = false;
+    }
+    // The sender's clock when it sends one, else arrival's.
+    const double time = frame.has_time
+                            ? frame.time
+                            : absl::ToDoubleSeconds(arrived - started_);
+    double dt = has_previous ? time - previous_time : 0;
+    if (has_previous) dt = std::clamp(dt, 1e-4, 10.0);
+    has_previous = true;
+    previous_time = time;
+    request.set_sequence(++sequence);
+    request.set_frame_time_s(dt);
+    v1::Pose* pose = request.mutable_source();
+    pose->mutable_rotations()->Clear();
+    for (const Eigen::Quaterniond& q : frame.rotations) {
+      ToProto(q, pose->add_rotations());
+    }
+    ToProto(frame.root_translation, pose->mutable_root_translation());
+    {
+      absl::MutexLock lock(&mu_);
+      pending_.push_back({sequence, time, arrived});
+    }
+    if (!stream_->Send(request)) {
+      absl::MutexLock lock(&mu_);
+      pending_.pop_back();
+      sending_done_ = true;
+      return;  // The answer thread sees the stream end and says why.
+    }
+    absl::MutexLock lock(&mu_);
+    ++counts_.frames_sent;
+  }
+}
+
+void VmcBridge::AnswerLoop() {
+  StreamAnswer<v1::RetargetResponse> answer;
+  std::vector<Transform> globals;
+  osc::Writer writer;
+  const auto* to = reinterpret_cast<const sockaddr*>(send_address_.data());
+  while (true) {
+    Pending pending;
+    {
+      absl::MutexLock lock(&mu_);
+      const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return counts_.frames_answered < counts_.frames_sent || sending_done_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (counts_.frames_answered >= counts_.frames_sent && sending_done_) {
+        break;
+      }
+    }
+    if (!stream_->Receive(&answer)) {
+      // The stream ended with frames unanswered: it broke (Stop() finishes
+      // it and says why).
+      Fail(absl::UnavailableError("RetargetStream: ended early"));
+      break;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      ++counts_.frames_answered;
+      while (!pending_.empty() &&
+             pending_.front().sequence < answer.response.sequence()) {
+        pending_.pop_front();
+      }
+      if (!pending_.empty()) {
+        pending = pending_.front();
+        pending_.pop_front();
+      }
+      if (answer.response.has_error()) {
+        ++counts_.frames_errors;
+        if (first_error_.empty()) {
+          first_error_ = answer.response.error().message();
+        }
+        continue;
+      }
+      if (answer.response.skipped()) {
+        ++counts_.frames_skipped;
+        continue;
+      }
+    }
+    if (answer.response.globals_size() !=
+        static_cast<int>(target_names_.size())) {
+      absl::MutexLock lock(&mu_);
+      ++counts_.frames_errors;
+      if (first_error_.empty()) {
+        first_error_ = "an answer without the target's globals";
+      }
+      continue;
+    }
+    globals.resize(target_names_.size());
+    for (int j = 0; j < answer.response.globals_size(); ++j) {
+      const v1::Transform& g = answer.response.globals(j);
+      globals[static_cast<size_t>(j)].translation = FromProto(g.translation());
+      globals[static_cast<size_t>(j)].rotation =
+          g.has_rotation() ? FromProto(g.rotation())
+                           : Eigen::Quaterniond::Identity();
+    }
+    writer_->Write(globals, static_cast<float>(pending.time), &writer);
+    const ssize_t sent = sendto(fd_, writer.data(), writer.size(), 0, to,
+                                sizeof(sockaddr_in));
+    const absl::Duration latency = absl::Now() - pending.arrived;
+    absl::MutexLock lock(&mu_);
+    if (sent == static_cast<ssize_t>(writer.size())) ++counts_.frames_out;
+    if (latencies_.size() < kLatencyRing) {
+      latencies_.push_back(latency);
+    } else {
+      latencies_[latency_next_] = latency;
+    }
+    latency_next_ = (latency_next_ + 1) % kLatencyRing;
+  }
+  absl::MutexLock lock(&mu_);
+  ended_ = true;
+}
+
+bool VmcBridge::Wait(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ended_;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&ended), timeout);
+}
+
+absl::Status VmcBridge::Stop() {
+  if (stopped_) {
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+  stopped_ = true;
+  stopping_.store(true);
+  {
+    absl::MutexLock lock(&mu_);  // Wakes the send thread's Await.
+  }
+  receive_thread_.join();
+  send_thread_.join();
+  answer_thread_.join();
+  const absl::Status finished = stream_->Finish();
+  close(fd_);
+  absl::MutexLock lock(&mu_);
+  if (!finished.ok()) status_ = finished;
+  return status_;
+}
+
+std::vector<std::pair<std::string, std::string>> VmcBridge::bones() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, joint] : writer_->bones()) {
+    out.emplace_back(name, target_names_[static_cast<size_t>(joint)]);
+  }
+  return out;
+}
+
+VmcBridgeCounts VmcBridge::counts() const {
+  absl::MutexLock lock(&mu_);
+  VmcBridgeCounts c = counts_;
+  std::vector<absl::Duration> sorted = latencies_;
+  std::sort(sorted.begin(), sorted.end());
+  c.p50 = Percentile(sorted, 0.50);
+  c.p99 = Percentile(sorted, 0.99);
+  c.max = sorted.empty() ? absl::ZeroDuration() : sorted.back();
+  return c;
+}
+
+std::string VmcBridge::first_error() const {
+  absl::MutexLock lock(&mu_);
+  return first_error_;
+}
+
+std::string VmcBridge::PrometheusText() const {
+  const VmcBridgeCounts c = counts();
+  const vmc::ReceiveCounts& r = c.receive;
+  std::string out;
+  absl::StrAppend(
+      &out,
+      "# HELP reach_vmc_packets_total VMC datagrams received, by what became "
+      "of them.\n# TYPE reach_vmc_packets_total counter\n");
+  for (const auto& [result, n] :
+       {std::pair<const char*, uint64_t>{"ok", r.packets_ok},
+        {"malformed", r.packets_malformed},
+        {"too_large", r.packets_too_large},
+        {"reordered", r.packets_reordered},
+        {"truncated", c.packets_truncated}}) {
+    absl::StrAppendFormat(&out, "reach_vmc_packets_total{result=\"%s\"} %d\n",
+                          result, n);
+  }
+  absl::StrAppend(&out,
+                  "# HELP reach_vmc_messages_total OSC messages of the ok "
+                  "packets, by kind.\n# TYPE reach_vmc_messages_total "
+                  "counter\n");
+  for (const auto& [kind, n] :
+       {std::pair<const char*, uint64_t>{"bone", r.bone},
+        {"root", r.root},
+        {"time", r.time},
+        {"ok", r.ok},
+        {"tracker", r.tracker},
+        {"blend", r.blend},
+        {"unknown_address", r.unknown_address},
+        {"unknown_bone", r.unknown_bone},
+        {"bad_arguments", r.bad_arguments}}) {
+    absl::StrAppendFormat(&out, "reach_vmc_messages_total{kind=\"%s\"} %d\n",
+                          kind, n);
+  }
+  absl::StrAppend(&out,
+                  "# HELP reach_vmc_frames_total Frames (packets that set "
+                  "bones), by what became of them.\n# TYPE "
+                  "reach_vmc_frames_total counter\n");
+  for (const auto& [result, n] :
+       {std::pair<const char*, uint64_t>{"received", r.frames},
+        {"superseded", c.frames_superseded},
+        {"sent", c.frames_sent},
+        {"answered", c.frames_answered},
+        {"skipped", c.frames_skipped},
+        {"error", c.frames_errors},
+        {"out", c.frames_out}}) {
+    absl::StrAppendFormat(&out, "reach_vmc_frames_total{result=\"%s\"} %d\n",
+                          result, n);
+  }
+  absl::StrAppendFormat(
+      &out,
+      "# HELP reach_vmc_frames_lost_total Frames missing between the "
+      "sender's times (estimated).\n# TYPE reach_vmc_frames_lost_total "
+      "counter\nreach_vmc_frames_lost_total %d\n",
+      r.frames_lost);
+  absl::StrAppendFormat(
+      &out,
+      "# HELP reach_vmc_latency_seconds Datagram in to VMC bundle out, last "
+      "%d frames.\n# TYPE reach_vmc_latency_seconds summary\n"
+      "reach_vmc_latency_seconds{quantile=\"0.5\"} %.6f\n"
+      "reach_vmc_latency_seconds{quantile=\"0.99\"} %.6f\n"
+      "reach_vmc_latency_seconds{quantile=\"1\"} %.6f\n",
+      kLatencyRing, absl::ToDoubleSeconds(c.p50), absl::ToDoubleSeconds(c.p99),
+      absl::ToDoubleSeconds(c.max));
+  return out;
+}
+
+}  // namespace reach::client
