@@ -165,30 +165,20 @@ absl::StatusOr<std::unique_ptr<Registry>> Registry::Create(
 
 absl::Status Registry::BeginLocked(StoreWrite& write) {
   if (absl::Status status = write.Begin(); !status.ok()) return status;
-  if (!store_->shared()) return absl::OkStatus();
-  // Under the store's write lock: after this, this registry holds what
-  // every server wrote, so its checks (quotas, limits, versions) are
-  // exact.
-  absl::StatusOr<StoreChanges> changes = store_->ChangesSince(applied_);
-  if (!changes.ok()) return changes.status();
-  ApplyLocked(*changes);
-  return absl::OkStatus();
+  // Under the store's write lock: after this, this holds what every server
+  // wrote, so its checks (quotas, limits, versions) are exact.
+  return FollowStore(*store_, applied_,
+                     [&](const StoreChanges& changes) { ApplyLocked(changes); });
 }
 
 absl::Status Registry::CommitLocked(StoreWrite& write) {
-  absl::StatusOr<int64_t> sequence = write.Commit();
-  if (!sequence.ok()) return sequence.status();
-  applied_ = std::max(applied_, *sequence);
-  return absl::OkStatus();
+  return CommitAndFollow(write, &applied_);
 }
 
 absl::Status Registry::CatchUp() {
   absl::MutexLock write_lock(&write_mu_);
-  if (!store_->shared()) return absl::OkStatus();
-  absl::StatusOr<StoreChanges> changes = store_->ChangesSince(applied_);
-  if (!changes.ok()) return changes.status();
-  ApplyLocked(*changes);
-  return absl::OkStatus();
+  return FollowStore(*store_, applied_,
+                     [&](const StoreChanges& changes) { ApplyLocked(changes); });
 }
 
 int64_t Registry::applied_sequence() const {

@@ -216,27 +216,20 @@ void RetargetProfiles::Publish(
 
 absl::Status RetargetProfiles::BeginLocked(StoreWrite& write) {
   if (absl::Status status = write.Begin(); !status.ok()) return status;
-  if (!store_->shared()) return absl::OkStatus();
-  absl::StatusOr<StoreChanges> changes = store_->ChangesSince(applied_);
-  if (!changes.ok()) return changes.status();
-  ApplyLocked(*changes);
-  return absl::OkStatus();
+  // Under the store's write lock: after this, this holds what every server
+  // wrote, so its checks (quotas, limits, versions) are exact.
+  return FollowStore(*store_, applied_,
+                     [&](const StoreChanges& changes) { ApplyLocked(changes); });
 }
 
 absl::Status RetargetProfiles::CommitLocked(StoreWrite& write) {
-  absl::StatusOr<int64_t> sequence = write.Commit();
-  if (!sequence.ok()) return sequence.status();
-  applied_ = std::max(applied_, *sequence);
-  return absl::OkStatus();
+  return CommitAndFollow(write, &applied_);
 }
 
 absl::Status RetargetProfiles::CatchUp() {
   absl::MutexLock write_lock(&write_mu_);
-  if (!store_->shared()) return absl::OkStatus();
-  absl::StatusOr<StoreChanges> changes = store_->ChangesSince(applied_);
-  if (!changes.ok()) return changes.status();
-  ApplyLocked(*changes);
-  return absl::OkStatus();
+  return FollowStore(*store_, applied_,
+                     [&](const StoreChanges& changes) { ApplyLocked(changes); });
 }
 
 int64_t RetargetProfiles::applied_sequence() const {

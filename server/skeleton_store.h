@@ -6,6 +6,7 @@
 #ifndef REACH_SERVER_SKELETON_STORE_H_
 #define REACH_SERVER_SKELETON_STORE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -122,6 +123,26 @@ class StoreWrite {
   SkeletonStore* const store_;
   bool open_ = false;
 };
+
+// For what follows a shared store (the registry, the retarget profiles):
+// `apply` gets the changes after sequence `applied` (a local store has
+// none).
+template <typename Apply>
+absl::Status FollowStore(SkeletonStore& store, int64_t applied, Apply apply) {
+  if (!store.shared()) return absl::OkStatus();
+  absl::StatusOr<StoreChanges> changes = store.ChangesSince(applied);
+  if (!changes.ok()) return changes.status();
+  apply(*changes);
+  return absl::OkStatus();
+}
+
+// Commits `write` and moves `*applied` to its sequence.
+inline absl::Status CommitAndFollow(StoreWrite& write, int64_t* applied) {
+  absl::StatusOr<int64_t> sequence = write.Commit();
+  if (!sequence.ok()) return sequence.status();
+  *applied = std::max(*applied, *sequence);
+  return absl::OkStatus();
+}
 
 // Keeps nothing across restarts.
 std::unique_ptr<SkeletonStore> NewMemoryStore();
