@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "client/cli/common.h"
+#include "version/version.h"
 
 namespace {
 
@@ -23,6 +24,9 @@ int main(int argc, char** argv) {
   app.footer(kFooter);
   app.require_subcommand(1);
   app.fallthrough();
+  app.set_version_flag("--version", reach::VersionLine("reach"),
+                       "Print the version, build type and git commit, and "
+                       "exit");
   Globals globals;
   AddGlobalFlags(app, &globals);
 
@@ -38,6 +42,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

@@ -92,6 +92,17 @@ TEST_F(CliTest, HealthExitCodes) {
   EXPECT_THAT(down.err, HasSubstr("UNAVAILABLE"));
 }
 
+// --version needs no server and no subcommand (issue 46).
+TEST_F(CliTest, VersionNamesTheReleaseTheBuildAndTheCommit) {
+  CliRun run = Reach("--version");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, ::testing::MatchesRegex(absl::StrCat(
+                           "reach ", REACH_PROJECT_VERSION, " \\(",
+                           REACH_BUILD_TYPE_STRING,
+                           " build(, commit [0-9a-f]{12})?\\)\n")));
+  EXPECT_THAT(Reach("--help").out, HasSubstr("--version"));
+}
+
 TEST_F(CliTest, RegistryCommands) {
   const std::string id = RegisterWalk();
   ASSERT_EQ(id.size(), 64u);
