@@ -25,6 +25,7 @@ enum ExitCode {
   kExitFileError = 3,     // A file could not be read, imported or written.
   kExitNotServing = 4,    // `health`: the server is up but not SERVING.
   kExitCheckFailed = 5,   // `stream`: frames answered with errors.
+  kExitNotReached = 6,    // `solve`: a goal was not reached.
 };
 
 struct Globals {

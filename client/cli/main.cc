@@ -12,7 +12,8 @@ constexpr char kFooter[] = R"(Exit codes:
   2  bad command line
   3  a file could not be read, imported or written
   4  health: the server is up but not SERVING
-  5  stream: frames were answered with errors)";
+  5  stream: frames were answered with errors
+  6  solve: the server answered, but a goal was not reached)";
 
 }  // namespace
 

@@ -162,9 +162,16 @@ int RunSolve(const Globals& globals, const SolveFlags& flags) {
   auto client = *std::move(made);
   absl::StatusOr<v1::SolveResponse> response = client->Solve(request);
   if (!response.ok()) return FailRpc(response.status());
+  // Exit 6 when the server answered but a goal was left unreached (after
+  // printing the answer, which says which and how far).
+  bool all_reached = response->results_size() > 0;
+  for (const v1::GoalResult& result : response->results()) {
+    all_reached = all_reached && result.reached();
+  }
+  const int done = all_reached ? kExitOk : kExitNotReached;
   if (flags.json) {
     std::printf("%s\n", ToJson(*response).c_str());
-    return kExitOk;
+    return done;
   }
   absl::StatusOr<v1::GetSkeletonResponse> skeleton =
       client->GetSkeleton(request.skeleton_id());
@@ -228,7 +235,7 @@ int RunSolve(const Globals& globals, const SolveFlags& flags) {
                   limits.c_str());
     }
   }
-  return kExitOk;
+  return done;
 }
 
 }  // namespace
@@ -240,7 +247,8 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
       "Solve one goal (move a chain's tip to a target: --skeleton, --chain, "
       "--target), or every goal of a request file (--request: a "
       "reach.v1.SolveRequest in protobuf JSON, e.g. a full-body problem), "
-      "and print each goal's result.");
+      "and print each goal's result. Exits 6 when the server answered but a "
+      "goal was not reached.");
   auto* request =
       solve->add_option("--request", flags->request,
                         "A SolveRequest in protobuf JSON (\"-\": stdin): "

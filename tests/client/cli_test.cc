@@ -618,5 +618,29 @@ TEST_F(CliTest, BenchGoalsAreReachedAndItsRigIsDeleted) {
   EXPECT_EQ(Reach("get " + id.skeleton_id()).exit_code, 0);
 }
 
+// Issue 46: a goal left unreached is exit 6, with or without --json; the
+// answer is printed all the same.
+TEST_F(CliTest, SolveExitsSixWhenAGoalIsNotReached) {
+  const std::string id = RegisterWalk();
+  CliRun far = Reach("solve --skeleton " + id +
+                     " --chain left_arm --target 500,500,500");
+  EXPECT_EQ(far.exit_code, 6) << far.err;
+  EXPECT_THAT(far.out, HasSubstr("chain left_arm: NOT reached"));
+  CliRun json = Reach("solve --json --skeleton " + id +
+                      " --chain left_arm --target 500,500,500");
+  EXPECT_EQ(json.exit_code, 6) << json.err;
+  v1::SolveResponse response;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json.out, &response).ok())
+      << json.out;
+  ASSERT_EQ(response.results_size(), 1);
+  EXPECT_FALSE(response.results(0).reached());
+  EXPECT_EQ(Reach("solve --skeleton " + id +
+                  " --chain left_arm --target 5,3,3")
+                .exit_code,
+            0);
+  EXPECT_THAT(Reach("--help").out, HasSubstr("6  solve"));
+}
+
 }  // namespace
 }  // namespace reach
