@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/common.h"
 #include "importers/import_error.h"
-#include "google/protobuf/util/json_util.h"
 #include "wire/convert.h"
+#include "wire/json.h"
 
 namespace reach::cli {
 namespace {
@@ -127,8 +127,9 @@ int RequestFromFile(const SolveFlags& flags, v1::SolveRequest* request) {
   } else if (absl::Status s = import::ReadFile(flags.request, &text); !s.ok()) {
     return Fail(s, kExitFileError);
   }
-  const auto parsed =
-      google::protobuf::util::JsonStringToMessage(text, request);
+  // Bare NaN / Infinity (as Python's json writes them) read as protobuf
+  // JSON's quoted ones: the server's validation then names the field.
+  const absl::Status parsed = JsonToMessage(text, request);
   if (!parsed.ok()) {
     return Fail(absl::InvalidArgumentError(
                     absl::StrCat(flags.request == "-" ? "stdin" : flags.request,

@@ -642,5 +642,22 @@ TEST_F(CliTest, SolveExitsSixWhenAGoalIsNotReached) {
   EXPECT_THAT(Reach("--help").out, HasSubstr("6  solve"));
 }
 
+// Issue 46: a non-finite number written as Python's json writes it (bare
+// NaN, not JSON) gets the server's message naming its field, not protobuf
+// JSON's "Couldn't parse NaN".
+TEST_F(CliTest, ABareNanInARequestFileNamesItsField) {
+  const std::string id = RegisterWalk();
+  const std::string file = Temp("nan.request.json");
+  std::ofstream(file) << "{\"skeletonId\": \"" << id
+                      << "\", \"goals\": [{\"chain\": \"left_arm\", "
+                         "\"target\": {\"x\": NaN, \"y\": 1.0, \"z\": "
+                         "-Infinity}}]}";
+  CliRun nan = Reach("solve --request " + file);
+  EXPECT_EQ(nan.exit_code, 1) << nan.err;
+  EXPECT_THAT(nan.err, HasSubstr("goals[0].target = (nan, 1, -inf) is not "
+                                 "finite"));
+  EXPECT_THAT(nan.err, Not(HasSubstr("Couldn't parse")));
+}
+
 }  // namespace
 }  // namespace reach
