@@ -642,6 +642,18 @@ TEST_F(CliTest, SolveExitsSixWhenAGoalIsNotReached) {
   EXPECT_THAT(Reach("--help").out, HasSubstr("6  solve"));
 }
 
+// Issue 46: an unknown chain is refused naming the field and listing the
+// skeleton's chains (the server's message).
+TEST_F(CliTest, AnUnknownChainIsRefusedListingTheChains) {
+  const std::string id = RegisterWalk();
+  CliRun unknown =
+      Reach("solve --skeleton " + id + " --chain tail --target 1,2,3");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err,
+              HasSubstr("goals[0].chain: no chain \"tail\"; chains: "
+                        "left_arm, right_arm, left_leg, right_leg"));
+}
+
 // Issue 46: a non-finite number written as Python's json writes it (bare
 // NaN, not JSON) gets the server's message naming its field, not protobuf
 // JSON's "Couldn't parse NaN".
