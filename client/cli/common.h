@@ -58,6 +58,7 @@ void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run);
 // Runs locally (no server).
 void AddCharacterizeCommand(CLI::App& app, Command* run);
 void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run);
+void AddProfileCommands(CLI::App& app, const Globals& globals, Command* run);
 
 // The client the global flags describe. Errors name the flag
 // ("--tls-ca: cannot read ...", "--token: ..."); FailSetup turns them into

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   AddBenchCommand(app, globals, &run);
   AddCharacterizeCommand(app, &run);
   AddRetargetCommand(app, globals, &run);
+  AddProfileCommands(app, globals, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

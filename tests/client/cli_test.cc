@@ -671,5 +671,60 @@ TEST_F(CliTest, ABareNanInARequestFileNamesItsField) {
   EXPECT_THAT(nan.err, Not(HasSubstr("Couldn't parse")));
 }
 
+// Issue 46: retarget profiles are listed, printed and deleted.
+TEST_F(CliTest, ProfilesListGetDelete) {
+  CliRun none = Reach("profiles list --json");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_THAT(none.out, Not(HasSubstr("profileId")));
+
+  CliRun made = Reach("retarget --json --frames 5 " +
+                      DataPath("mocap/cmu_02_01_walk.bvh") + " --to " +
+                      std::string(REACH_EXAMPLES_DIR) +
+                      "/humanoid.skeleton.json");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string id =
+      nlohmann::json::parse(made.out)["profileId"].get<std::string>();
+  ASSERT_EQ(id.size(), 64u);
+
+  CliRun list = Reach("profiles list --json");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  v1::ListRetargetProfilesResponse listed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(list.out, &listed).ok())
+      << list.out;
+  ASSERT_EQ(listed.profiles_size(), 1);
+  EXPECT_EQ(listed.profiles(0).profile_id(), id);
+  EXPECT_EQ(listed.profiles(0).source_name(), "cmu_02_01_walk");
+  CliRun table = Reach("profiles list");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr(id));
+  EXPECT_THAT(table.out, HasSubstr("cmu_02_01_walk ("));
+
+  CliRun get = Reach("profiles get " + id);
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  v1::RetargetProfile profile;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(get.out, &profile).ok())
+      << get.out;
+  EXPECT_EQ(profile.profile_id(), id);
+  CliRun with_skeletons = Reach("profiles get --skeletons " + id);
+  ASSERT_EQ(with_skeletons.exit_code, 0) << with_skeletons.err;
+  v1::GetRetargetProfileResponse whole;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(with_skeletons.out,
+                                                          &whole)
+                  .ok());
+  EXPECT_GT(whole.source_skeleton().joints_size(), 0);
+  EXPECT_GT(whole.target_skeleton().joints_size(), 0);
+
+  CliRun del = Reach("profiles delete " + id);
+  EXPECT_EQ(del.exit_code, 0) << del.err;
+  EXPECT_THAT(del.out, HasSubstr("deleted " + id));
+  EXPECT_THAT(Reach("profiles list --json").out, Not(HasSubstr(id)));
+  CliRun gone = Reach("profiles get " + id);
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(Reach("profiles").exit_code, 2);
+}
+
 }  // namespace
 }  // namespace reach
