@@ -618,14 +618,14 @@ void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run) {
       ->check(CLI::Range(1, 1024));
   auto* duration = bench->add_option("--duration", flags->duration_s,
                                      "Seconds to run (default 10)");
-  duration->check(CLI::PositiveNumber);
+  duration->check(Positive());
   bench->add_option("--requests", flags->requests,
                     "Requests (stream frames) to send in total")
-      ->check(CLI::PositiveNumber)
+      ->check(Positive())
       ->excludes(duration);
   bench->add_option("--rps", flags->rps,
                     "Total requests per second (default: unlimited)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   auto* skeleton = bench->add_option(
       "--skeleton", flags->skeleton,
       "Registered skeleton whose chains get goals (default: a built-in "

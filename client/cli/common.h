@@ -46,6 +46,14 @@ struct Globals {
 // REACH_TLS_SERVER_NAME, REACH_TOKEN.
 void AddGlobalFlags(CLI::App& app, Globals* globals);
 
+// Option checks with short messages: "--fps: must be > 0, got '0'", where
+// CLI11's PositiveNumber and NonNegativeNumber print the range's bounds
+// (a 309-digit DBL_MAX) and let "nan" through. The value must be a finite
+// number, and > `lo` (>= `lo` when `inclusive`).
+CLI::Validator NumberAtLeast(double lo, bool inclusive);
+const CLI::Validator& Positive();     // > 0
+const CLI::Validator& NonNegative();  // >= 0
+
 // A subcommand's body, run after parsing; returns the exit code.
 using Command = std::function<int()>;
 

@@ -273,7 +273,7 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
   auto* iterations = solve
                          ->add_option("--max-iterations", flags->max_iterations,
                                       "Iteration cap (0: the solver's default)")
-                         ->check(CLI::NonNegativeNumber);
+                         ->check(NonNegative());
   auto* restarts =
       solve
           ->add_option("--max-restarts", flags->max_restarts,
@@ -294,7 +294,7 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
       solve
           ->add_option("--tolerance", flags->tolerance,
                        "Position tolerance, model units (0: the default)")
-          ->check(CLI::NonNegativeNumber);
+          ->check(NonNegative());
   // The single goal's flags describe what a request file holds itself.
   for (CLI::Option* single : {chain, target, pole, orientation, solver,
                               iterations, restarts, budget, tolerance}) {

@@ -671,6 +671,27 @@ TEST_F(CliTest, ABareNanInARequestFileNamesItsField) {
   EXPECT_THAT(nan.err, Not(HasSubstr("Couldn't parse")));
 }
 
+// Issue 46: a bad number is named in a line, not with CLI11's range of
+// 309-digit bounds; "nan" is no number.
+TEST_F(CliTest, NumberFlagsAreCheckedWithShortMessages) {
+  const std::string clip = DataPath("mocap/cmu_02_01_walk.bvh");
+  for (const std::string& args : std::vector<std::string>{
+           "stream --fps 0 " + clip, "stream --fps -3 " + clip,
+        "stream --fps nan " + clip, "retarget --fps 0 " + clip + " --to x",
+        std::string("bench --duration 0"), "bench --rps inf",
+        "--timeout 0 health",
+        "stream --first -1 " + clip}) {
+    SCOPED_TRACE(args);
+    CliRun run = Reach(args);
+    EXPECT_EQ(run.exit_code, 2);
+    EXPECT_LT(run.err.size(), 300u) << run.err;
+    EXPECT_THAT(run.err, HasSubstr("got '"));
+    EXPECT_THAT(run.err, Not(HasSubstr("000000000000")));
+  }
+  EXPECT_THAT(Reach("stream --fps 0 " + clip).err,
+              HasSubstr("--fps: must be > 0, got '0'"));
+}
+
 // Issue 46: retarget profiles are listed, printed and deleted.
 TEST_F(CliTest, ProfilesListGetDelete) {
   CliRun none = Reach("profiles list --json");
