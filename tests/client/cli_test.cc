@@ -692,6 +692,38 @@ TEST_F(CliTest, NumberFlagsAreCheckedWithShortMessages) {
               HasSubstr("--fps: must be > 0, got '0'"));
 }
 
+// Issue 46: `stream` handed a glTF binary says what it is, in printable
+// text (it once echoed the file's first bytes, control characters and all).
+TEST_F(CliTest, StreamRefusesANonBvhFileReadably) {
+  CliRun glb = Reach("stream " + DataPath("gltf/RiggedFigure.glb"));
+  EXPECT_EQ(glb.exit_code, 3);
+  EXPECT_THAT(glb.err, HasSubstr("RiggedFigure.glb:1: the file: not BVH: it "
+                                 "starts like a binary glTF (.glb)"));
+  for (char c : glb.err) {
+    EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 || c == '\n')
+        << "control byte " << static_cast<int>(c) << " in " << glb.err;
+  }
+  const std::string file = Temp("binary.bvh");
+  std::ofstream(file, std::ios::binary)
+      << std::string("\x01\x02\x1b[31m", 7) << std::string(500, 'z');
+  CliRun binary = Reach("stream " + file);
+  EXPECT_EQ(binary.exit_code, 3);
+  EXPECT_THAT(binary.err, HasSubstr(":1: the file: not BVH: it starts like "
+                                    "binary data"));
+  // A token the parser quotes is cut short, its bytes that are not
+  // printable UTF-8 replaced.
+  std::ofstream(file, std::ios::binary)
+      << "HIERARCHX\xff\xfe" << std::string(100, 'z') << "\x1b[31m"
+      << std::string(500, 'z');
+  binary = Reach("stream " + file);
+  EXPECT_EQ(binary.exit_code, 3);
+  EXPECT_THAT(binary.err, Not(HasSubstr("\x1b")));
+  EXPECT_THAT(binary.err,
+              HasSubstr("expected 'HIERARCHY', found 'HIERARCHX\xEF\xBF\xBD"
+                        "\xEF\xBF\xBDzz"));
+  EXPECT_LT(binary.err.size(), 300u) << binary.err;
+}
+
 // Issue 46: retarget profiles are listed, printed and deleted.
 TEST_F(CliTest, ProfilesListGetDelete) {
   CliRun none = Reach("profiles list --json");
