@@ -145,11 +145,30 @@ ReachClient::CreateRetargetProfile(const v1::RetargetProfileSpec& spec) {
 }
 
 absl::StatusOr<v1::GetRetargetProfileResponse> ReachClient::GetRetargetProfile(
-    const std::string& id) {
+    const std::string& id, bool include_skeletons) {
   v1::GetRetargetProfileRequest request;
   request.set_profile_id(id);
+  request.set_include_skeletons(include_skeletons);
   return Call(*retarget_, &v1::RetargetService::Stub::GetRetargetProfile,
               request, "GetRetargetProfile");
+}
+
+absl::StatusOr<v1::ListRetargetProfilesResponse>
+ReachClient::ListRetargetProfiles(int page_size,
+                                  const std::string& page_token) {
+  v1::ListRetargetProfilesRequest request;
+  request.set_page_size(page_size);
+  request.set_page_token(page_token);
+  return Call(*retarget_, &v1::RetargetService::Stub::ListRetargetProfiles,
+              request, "ListRetargetProfiles");
+}
+
+absl::Status ReachClient::DeleteRetargetProfile(const std::string& id) {
+  v1::DeleteRetargetProfileRequest request;
+  request.set_profile_id(id);
+  return Call(*retarget_, &v1::RetargetService::Stub::DeleteRetargetProfile,
+              request, "DeleteRetargetProfile")
+      .status();
 }
 
 absl::StatusOr<v1::RetargetResponse> ReachClient::Retarget(

@@ -91,8 +91,13 @@ class ReachClient {
   // reach.v1.RetargetService.
   absl::StatusOr<v1::CreateRetargetProfileResponse> CreateRetargetProfile(
       const v1::RetargetProfileSpec& spec);
+  // `include_skeletons`: both skeletons the profile keeps, too.
   absl::StatusOr<v1::GetRetargetProfileResponse> GetRetargetProfile(
-      const std::string& id);
+      const std::string& id, bool include_skeletons = false);
+  // One page; `page_token` from the previous page's next_page_token.
+  absl::StatusOr<v1::ListRetargetProfilesResponse> ListRetargetProfiles(
+      int page_size = 0, const std::string& page_token = "");
+  absl::Status DeleteRetargetProfile(const std::string& id);
   absl::StatusOr<v1::RetargetResponse> Retarget(
       const v1::RetargetRequest& request);
   absl::StatusOr<v1::RetargetBatchResponse> RetargetBatch(

@@ -6,11 +6,13 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "importers/chains.h"
+#include "wire/convert.h"
 
 namespace reach::import {
 namespace {
@@ -137,7 +139,8 @@ class BvhParser {
                             ? absl::StrCat("file ends where '", keyword,
                                            "' was expected")
                             : absl::StrCat("expected '", keyword,
-                                           "', found '", token, "'"));
+                                           "', found '",
+                                           ClientString(token, 40), "'"));
   }
 
   std::string JointElement(int joint) const {
@@ -389,8 +392,31 @@ void BvhClip::FramePose(int frame, Pose* pose) const {
   }
 }
 
+// What a file that is not BVH looks like, by its first bytes; "" when it
+// looks like nothing else.
+absl::string_view OtherFormat(absl::string_view text) {
+  if (absl::StartsWith(text, "glTF")) return "a binary glTF (.glb)";
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == absl::string_view::npos) return "";
+  if (text[first] == '{') return "JSON (glTF or a skeleton file)";
+  if (text[first] == '<') return "XML (URDF?)";
+  for (size_t i = first; i < std::min(text.size(), first + 64); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 && c != '\t' && c != '\r' && c != '\n') return "binary data";
+  }
+  return "";
+}
+
 absl::StatusOr<BvhClip> ParseBvh(absl::string_view text,
                                  absl::string_view file) {
+  if (!absl::StartsWith(absl::StripLeadingAsciiWhitespace(text),
+                        "HIERARCHY")) {
+    if (const absl::string_view other = OtherFormat(text); !other.empty()) {
+      return ImportError(file, 1, "the file",
+                         absl::StrCat("not BVH: it starts like ", other,
+                                      "; a BVH clip starts with HIERARCHY"));
+    }
+  }
   return BvhParser(text, file).Parse();
 }
 

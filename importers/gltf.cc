@@ -29,6 +29,29 @@
 namespace reach::import {
 namespace {
 
+// A skin name that names no rig: what exporters write by default ("skin",
+// "Skin_0", "skin1", Blender's "Armature", "Armature.001"), or nothing.
+bool GenericSkinName(absl::string_view name) {
+  name = absl::StripAsciiWhitespace(name);
+  for (absl::string_view word : {"skin", "armature", "skeleton", "rig"}) {
+    if (name.size() < word.size() ||
+        !absl::EqualsIgnoreCase(name.substr(0, word.size()), word)) {
+      continue;
+    }
+    absl::string_view rest = name.substr(word.size());
+    if (!rest.empty() && (rest[0] == '_' || rest[0] == '.' || rest[0] == '-' ||
+                          rest[0] == ' ')) {
+      rest.remove_prefix(1);
+    }
+    if (std::all_of(rest.begin(), rest.end(), [](char c) {
+          return absl::ascii_isdigit(static_cast<unsigned char>(c));
+        })) {
+      return true;
+    }
+  }
+  return name.empty();
+}
+
 // Per-axis scales that agree to this relative tolerance count as uniform:
 // exporters write float scales such as (1, 1.0000001, 0.99999994).
 constexpr double kUniformScaleTolerance = 1e-6;
@@ -73,8 +96,14 @@ int JsonErrorLine(absl::string_view message) {
 
 class GltfReader {
  public:
-  GltfReader(const std::string& file, const tinygltf::Model& model)
-      : file_(file), model_(model), local_(model.nodes.size()) {}
+  // `named_file`: `file` is the file's real name, whose stem may name the
+  // skeleton.
+  GltfReader(const std::string& file, const tinygltf::Model& model,
+             bool named_file)
+      : file_(file),
+        model_(model),
+        local_(model.nodes.size()),
+        named_file_(named_file) {}
 
   absl::StatusOr<ImportedSkeleton> Read(int skin_index);
 
@@ -104,6 +133,7 @@ class GltfReader {
   const tinygltf::Model& model_;
   std::vector<int> parent_;
   std::vector<absl::optional<Transform>> local_;
+  const bool named_file_;
 };
 
 absl::Status GltfReader::ReadHierarchy() {
@@ -384,7 +414,10 @@ absl::StatusOr<ImportedSkeleton> GltfReader::Read(int skin_index) {
   }
 
   ImportedSkeleton out;
-  out.name = skin.name.empty() ? FileStem(file_) : skin.name;
+  out.name = skin.name;
+  if (GenericSkinName(skin.name) && (named_file_ || skin.name.empty())) {
+    out.name = FileStem(file_);
+  }
   out.def.joints.reserve(n);
   for (int k : order) {
     JointDef& joint = out.def.joints.emplace_back();
@@ -785,14 +818,15 @@ absl::StatusOr<ImportedSkeleton> ReadLoaded(bool loaded,
                                             const std::string& err,
                                             const std::string& warn,
                                             const std::string& file,
-                                            bool binary, int skin_index) {
+                                            bool binary, int skin_index,
+                                            bool named_file) {
   if (!loaded) {
     std::string message = absl::StrCat("cannot load glTF: ", OneLine(err));
     if (!warn.empty()) absl::StrAppend(&message, " (", OneLine(warn), ")");
     const int line = binary ? 0 : JsonErrorLine(err);
     return ImportError(file, line, "", message);
   }
-  return GltfReader(file, model).Read(skin_index);
+  return GltfReader(file, model, named_file).Read(skin_index);
 }
 
 absl::Status UnknownExtension(const std::string& file) {
@@ -845,7 +879,8 @@ absl::StatusOr<ImportedSkeleton> Load(absl::string_view contents,
                                       const std::string& file, bool binary,
                                       const std::string* base_dir,
                                       int skin_index,
-                                      const ImportLimits& limits) {
+                                      const ImportLimits& limits,
+                                      bool named_file) {
   if (contents.size() > std::numeric_limits<unsigned int>::max()) {
     return ImportError(file, 0, "", "larger than 4 GiB");
   }
@@ -875,7 +910,8 @@ absl::StatusOr<ImportedSkeleton> Load(absl::string_view contents,
                    length, dir)
              : loader.LoadASCIIFromString(&model, &err, &warn, contents.data(),
                                           length, dir);
-  return ReadLoaded(loaded, model, err, warn, file, binary, skin_index);
+  return ReadLoaded(loaded, model, err, warn, file, binary, skin_index,
+                    named_file);
 }
 
 }  // namespace
@@ -896,17 +932,18 @@ absl::StatusOr<ImportedSkeleton> ImportGltf(const std::string& path,
   const std::string base_dir =
       slash == std::string::npos ? "" : path.substr(0, slash);
   return Load(contents, path, extension == "glb", &base_dir, skin_index,
-              limits);
+              limits, /*named_file=*/true);
 }
 
 absl::StatusOr<ImportedSkeleton> ParseGltf(absl::string_view contents,
                                            const std::string& file,
                                            int skin_index,
-                                           const ImportLimits& limits) {
+                                           const ImportLimits& limits,
+                                           bool named_file) {
   const std::string extension = Extension(file);
   if (extension != "gltf" && extension != "glb") return UnknownExtension(file);
   return Load(contents, file, extension == "glb", /*base_dir=*/nullptr,
-              skin_index, limits);
+              skin_index, limits, named_file);
 }
 
 }  // namespace reach::import

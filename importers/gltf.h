@@ -8,8 +8,11 @@
 //
 // Joints are ball joints named after their nodes; unnamed nodes and repeated
 // names become "node_<index>". Scales must be uniform (to 1e-6, relative),
-// as Reach's transforms are. The result is named after the skin, or the
-// file's stem. Errors are InvalidArgument naming the file and the element
+// as Reach's transforms are. The result is named after the skin when the
+// skin's name says something ("ArmRig"), else after the file's stem:
+// exporters name skins generically ("skin", "Skin0", Blender's "Armature"),
+// and such a name told rigs apart in no listing.
+// Errors are InvalidArgument naming the file and the element
 // ("skin 1", "node 12 'LeftArm'"); a missing file is NotFound.
 //
 // Before tinygltf sees a file, its JSON (a .gltf, or a .glb's JSON chunk) is
@@ -39,10 +42,11 @@ absl::StatusOr<ImportedSkeleton> ImportGltf(
 // it in errors and its extension (.gltf or .glb) says which form `contents`
 // is. Buffers must be embedded (data: URIs, or a .glb's BIN chunk): no
 // other file is read, so a buffer in an external file is an error naming
-// its uri.
+// its uri. `named_file`: false when `file` is no real file name (bytes sent
+// without one): a generic skin name is then kept rather than `file`'s stem.
 absl::StatusOr<ImportedSkeleton> ParseGltf(
     absl::string_view contents, const std::string& file, int skin_index = 0,
-    const ImportLimits& limits = ImportLimits());
+    const ImportLimits& limits = ImportLimits(), bool named_file = true);
 
 }  // namespace reach::import
 

@@ -7,17 +7,22 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "wire/convert.h"
 
 namespace reach::import {
 
 absl::Status ImportError(absl::string_view file, int line,
                          absl::string_view element,
                          absl::string_view message) {
-  std::string text(file);
+  // The element and message quote the file (names, tokens), which may be
+  // anything: one line of valid UTF-8, and bounded.
+  std::string text = ClientString(file, 1000);
   if (line > 0) absl::StrAppend(&text, ":", line);
   absl::StrAppend(&text, ": ");
-  if (!element.empty()) absl::StrAppend(&text, element, ": ");
-  absl::StrAppend(&text, message);
+  if (!element.empty()) {
+    absl::StrAppend(&text, ClientString(element, 400), ": ");
+  }
+  absl::StrAppend(&text, ClientString(message, 2000));
   return absl::InvalidArgumentError(text);
 }
 

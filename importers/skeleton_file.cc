@@ -152,7 +152,8 @@ absl::StatusOr<ImportedFile> ImportSkeletonBytes(
         absl::StrAppend(&name, glb ? ".glb" : ".gltf");
       }
       absl::StatusOr<ImportedSkeleton> imported =
-          ParseGltf(data, name, options.gltf_skin, options.limits);
+          ParseGltf(data, name, options.gltf_skin, options.limits,
+                    options.named_file);
       if (!imported.ok()) return imported.status();
       out.skeleton = ToWire(*std::move(imported), options);
       return out;

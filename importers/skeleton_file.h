@@ -19,6 +19,10 @@ struct SkeletonFileOptions {
   std::string name;               // Replaces the file's own name when set.
   std::vector<ChainDef> chains;   // Replace or add chains by name.
   int gltf_skin = 0;              // Which skin of a glTF file.
+  // False when the file name given is no real one (ImportSkeleton bytes
+  // without a file_name): glTF then keeps a generic skin name ("Armature")
+  // rather than naming the skeleton after it.
+  bool named_file = true;
   // What one import may cost (importers/import_error.h): max_file_bytes
   // for every format, the rest for glTF. The defaults hold when unset.
   ImportLimits limits;

@@ -346,6 +346,7 @@ grpc::Status IkService::Import(const UnaryCall& call,
   for (const v1::Chain& chain : request.chains()) {
     options.chains.push_back({chain.name(), chain.root(), chain.tip()});
   }
+  options.named_file = !request.file_name().empty();
   const std::string file = request.file_name().empty()
                                ? std::string("data")
                                : ClientString(request.file_name());

@@ -13,11 +13,13 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
 #include "server/log.h"
 #include "server/memory.h"
 #include "server/postgres_store.h"
 #include "server/server.h"
+#include "version/version.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC listen address host:port (port 0: any free port)");
@@ -182,6 +184,20 @@ bool WantsHelp(int argc, char** argv) {
   return false;
 }
 
+// --version: ours (version/version.h) on stdout. Abseil's own prints the
+// program's name and "Debug build" whenever Abseil itself was compiled
+// without NDEBUG, as Debian's is, whatever this build is.
+bool WantsVersion(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) return false;
+    if (std::strcmp(argv[i], "--version") == 0 ||
+        std::strcmp(argv[i], "-version") == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void PrintHelp() {
   std::vector<const absl::CommandLineFlag*> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
@@ -196,6 +212,8 @@ void PrintHelp() {
     absl::StrAppend(&out, "  --", flag->Name(), "  (default: \"",
                     flag->DefaultValue(), "\")\n      ", flag->Help(), "\n");
   }
+  absl::StrAppend(&out, "  --version\n      Print ",
+                  reach::VersionLine("reach-server"), " and exit\n");
   absl::StrAppend(&out,
                   "\n--helpfull also lists Abseil's own flags (--flagfile, "
                   "--fromenv, ...).\n");
@@ -209,7 +227,19 @@ int main(int argc, char** argv) {
     PrintHelp();
     return 0;
   }
+  if (WantsVersion(argc, argv)) {
+    std::printf("%s\n", reach::VersionLine("reach-server").c_str());
+    return 0;
+  }
   absl::SetProgramUsageMessage(kUsage);
+  {
+    // What Abseil's --version would print (were it reached).
+    absl::FlagsUsageConfig config;
+    config.version_string = [] {
+      return reach::VersionLine("reach-server") + "\n";
+    };
+    absl::SetFlagsUsageConfig(config);
+  }
   absl::ParseCommandLine(argc, argv);
   reach::RouteLibraryLogs();
   if (!reach::RetainFreedMemory()) {
@@ -289,7 +319,7 @@ int main(int argc, char** argv) {
   }
   const reach::ServerOptions& o = (*server)->options();
   reach::LogInfo(absl::StrCat(
-      "reach-server listening on ", o.listen_address, " (port ",
+      reach::VersionLine("reach-server"), " listening on ", o.listen_address, " (port ",
       (*server)->port(), "); metrics on ",
       o.metrics_address.empty()
           ? std::string("(off)")

@@ -20,6 +20,7 @@
 #include "server/address.h"
 #include "server/log.h"
 #include "viewer/assets.h"
+#include "wire/json.h"
 
 namespace reach {
 namespace {
@@ -648,7 +649,9 @@ void Viewer::Api(mg_connection* conn) {
       body.append(buffer, got);
     }
     v1::SolveRequest request;
-    const auto parsed = pbutil::JsonStringToMessage(body, &request);
+    // Bare NaN / Infinity (Python's json) read as protobuf's quoted ones,
+    // so that Solve's validation names the field.
+    const absl::Status parsed = JsonToMessage(body, &request);
     if (!parsed.ok()) {
       SendError(conn, 400, "INVALID_ARGUMENT",
                 absl::StrCat("/api/solve: the body is not a SolveRequest: ",

@@ -198,6 +198,33 @@ void ToProto(const SkeletonDef& def, v1::Skeleton* skeleton) {
   }
 }
 
+std::string ChainList(const Skeleton& skeleton, size_t max_bytes) {
+  const int n = skeleton.num_chains();
+  if (n == 0) return "(none)";
+  std::string out;
+  int listed = 0;
+  for (; listed < n; ++listed) {
+    // Names come from whoever registered the skeleton: sanitised, and each
+    // cut short enough that a few always fit.
+    const std::string name = ClientString(skeleton.chain(listed).name, 64);
+    const size_t more = listed + 1 < n ? sizeof(", …(9999 more)") : 0;
+    if (listed > 0 && out.size() + 2 + name.size() + more > max_bytes) break;
+    if (listed > 0) out += ", ";
+    out += name;
+  }
+  if (listed < n) {
+    absl::StrAppend(&out, ", \xE2\x80\xA6(", n - listed, " more)");  // "…".
+  }
+  return out;
+}
+
+absl::Status NoChainError(const Skeleton& skeleton, absl::string_view chain,
+                          int goal) {
+  return absl::NotFoundError(absl::StrCat(
+      FieldName{"goals", goal, "chain"}.ToString(), ": no chain \"",
+      ClientString(chain), "\"; chains: ", ChainList(skeleton)));
+}
+
 absl::Status FromProto(
     const Skeleton& skeleton,
     const google::protobuf::RepeatedPtrField<v1::Goal>& goals,
@@ -212,11 +239,7 @@ absl::Status FromProto(
     const bool full_body = in.solver() == v1::SOLVER_FULL_BODY;
     if (!in.chain().empty()) {
       goal.chain = skeleton.FindChain(in.chain());
-      if (goal.chain < 0) {
-        return absl::NotFoundError(
-            absl::StrCat(FieldName{"goals", i, "chain"}.ToString(),
-                         ": no chain named '", ClientString(in.chain()), "'"));
-      }
+      if (goal.chain < 0) return NoChainError(skeleton, in.chain(), i);
     } else if (full_body && in.tip_joint().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           FieldName{"goals", i, "tip_joint"}.ToString(),

@@ -34,6 +34,18 @@ inline constexpr size_t kMaxClientStringBytes = 200;
 std::string ClientString(absl::string_view s,
                          size_t max_bytes = kMaxClientStringBytes);
 
+// The skeleton's chain names in order, comma-separated, for an error that
+// refuses a chain: sanitised as ClientString, and cut after as many as fit
+// in about `max_bytes`, with "…(N more)" ("(none)" without chains).
+inline constexpr size_t kMaxChainListBytes = 400;
+std::string ChainList(const Skeleton& skeleton,
+                      size_t max_bytes = kMaxChainListBytes);
+
+// NOT_FOUND for goals[goal].chain naming no chain of `skeleton`:
+// 'goals[0].chain: no chain "x"; chains: l_arm, r_arm, ...'.
+absl::Status NoChainError(const Skeleton& skeleton, absl::string_view chain,
+                          int goal);
+
 // absl::Status -> grpc::Status, code for code.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 

@@ -4,11 +4,14 @@
 // percentiles, a histogram, status codes and how many goals were reached.
 // --full-body sends whole-body frames (feet, hands, head look-at) of a
 // humanoid to SOLVER_FULL_BODY instead of one goal per chain.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -18,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cli/common.h"
 #include "importers/skeleton_file.h"
+#include "solvers/limits.h"
 #include "wire/convert.h"
 
 namespace reach::cli {
@@ -90,36 +94,65 @@ SkeletonDef BenchRig() {
   return def;
 }
 
-// Goals for every chain of `skeleton`, towards tips of random poses (fixed
-// seed): reachable by construction.
+// Goals for the chains of `skeleton`, towards the tips of random poses
+// (fixed seed), reachable from the pose the server solves them from: its
+// rest pose (the requests carry none). Only the chains' joints are turned,
+// each within its limits; the joints the chains hang from (hips, chest)
+// stay at rest, so every chain's root is where the server starts it.
+// (Turning them too, as the generator once did, moved the roots and left
+// half the targets out of reach.) A chain that carries another (a spine
+// under the arms) gets no goal: solving it would move the other's root.
 std::vector<v1::SolveRequest> MakeRequests(const Skeleton& skeleton,
                                            const std::string& id,
                                            v1::Solver solver, int count) {
+  const int n = skeleton.num_joints();
+  // Joints above some chain's root; the chains that get goals, and the
+  // joints they turn (root up to the joint before the tip: the tip's own
+  // rotation moves no tip).
+  std::vector<bool> carries(n, false), turned(n, false);
+  for (int c = 0; c < skeleton.num_chains(); ++c) {
+    for (int j = skeleton.joint(skeleton.chain(c).joints.front()).parent;
+         j >= 0; j = skeleton.joint(j).parent) {
+      carries[j] = true;
+    }
+  }
+  std::vector<int> chains;
+  for (int c = 0; c < skeleton.num_chains(); ++c) {
+    const std::vector<int>& joints = skeleton.chain(c).joints;
+    if (std::any_of(joints.begin(), joints.end(),
+                    [&](int j) { return carries[j]; })) {
+      continue;
+    }
+    chains.push_back(c);
+    for (size_t k = 0; k + 1 < joints.size(); ++k) turned[joints[k]] = true;
+  }
   std::mt19937_64 rng(42);
   std::normal_distribution<double> normal;
   std::vector<v1::SolveRequest> requests(count);
   Pose pose = RestPose(skeleton);
-  std::vector<Transform> globals(skeleton.num_joints());
+  std::vector<Transform> globals(n);
   for (int r = 0; r < count; ++r) {
-    for (Transform& local : pose.local) {
-      local.rotation = Eigen::Quaterniond(1, 0.3 * normal(rng),
-                                          0.3 * normal(rng), 0.3 * normal(rng))
-                           .normalized();
-    }
-    for (int j = 0; j < skeleton.num_joints(); ++j) {
-      pose.local[j].rotation =
-          skeleton.joint(j).rest.rotation * pose.local[j].rotation;
+    for (int j = 0; j < n; ++j) {
+      const Eigen::Quaterniond turn =
+          Eigen::Quaterniond(1, 0.3 * normal(rng), 0.3 * normal(rng),
+                             0.3 * normal(rng))
+              .normalized();
+      const Joint& joint = skeleton.joint(j);
+      pose.local[j].rotation = joint.rest.rotation;
+      if (!turned[j]) continue;
+      pose.local[j].rotation = joint.rest.rotation * turn;
+      ProjectIntoLimits(joint, &pose.local[j].rotation);
     }
     ComputeGlobals(skeleton, pose, absl::MakeSpan(globals));
     v1::SolveRequest& request = requests[r];
     request.set_skeleton_id(id);
     request.set_sequence(r);
-    for (int c = 0; c < skeleton.num_chains(); ++c) {
+    for (int c : chains) {
+      const std::vector<int>& joints = skeleton.chain(c).joints;
       v1::Goal* goal = request.add_goals();
       goal->set_chain(skeleton.chain(c).name);
       goal->set_solver(solver);
-      ToProto(globals[skeleton.chain(c).joints.back()].translation,
-              goal->mutable_target());
+      ToProto(globals[joints.back()].translation, goal->mutable_target());
     }
   }
   return requests;
@@ -353,8 +386,26 @@ int RunBench(const Globals& globals, const BenchFlags& flags) {
   auto client = *std::move(made);
 
   // The skeleton: the one named, the full-body humanoid, or the built-in
-  // four-limb rig.
+  // four-limb rig. What this run registers it deletes when it ends.
   std::string id = flags.skeleton;
+  std::string registered_id;
+  const std::string run_tag = absl::StrFormat(
+      "(reach bench %d-%x)", static_cast<int>(getpid()),
+      static_cast<unsigned>(std::random_device()()));
+  const auto cleanup = [&] {
+    if (registered_id.empty()) return;
+    if (absl::Status s = client->DeleteSkeleton(registered_id); !s.ok()) {
+      std::fprintf(stderr,
+                   "reach: bench: could not delete the skeleton it "
+                   "registered, %s: %s\n",
+                   registered_id.c_str(), s.ToString().c_str());
+    }
+    registered_id.clear();
+  };
+  struct Cleanup {
+    std::function<void()> run;
+    ~Cleanup() { run(); }
+  } cleanup_at_exit{cleanup};
   std::string skeleton_file;
   SkeletonDef def;
   if (flags.full_body) {
@@ -372,17 +423,22 @@ int RunBench(const Globals& globals, const BenchFlags& flags) {
     if (absl::Status s = FromProto(*wire, &def); !s.ok()) {
       return Fail(s, kExitFileError);
     }
+    // A name of this run's own (ids hash the name too), so that deleting
+    // it at the end pulls nothing from under another run or a user.
+    wire->set_name(absl::StrCat(wire->name(), " ", run_tag));
     auto registered = client->Register(*wire);
     if (!registered.ok()) return FailRpc(registered.status());
     id = registered->skeleton_id();
+    registered_id = id;
   } else if (id.empty()) {
     def = BenchRig();
     v1::Skeleton wire;
     ToProto(def, &wire);
-    wire.set_name("reach-bench-rig");
+    wire.set_name(absl::StrCat("reach-bench-rig ", run_tag));
     auto registered = client->Register(wire);
     if (!registered.ok()) return FailRpc(registered.status());
     id = registered->skeleton_id();
+    registered_id = id;
   } else {
     auto got = client->GetSkeleton(id);
     if (!got.ok()) return FailRpc(got.status());
@@ -562,14 +618,14 @@ void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run) {
       ->check(CLI::Range(1, 1024));
   auto* duration = bench->add_option("--duration", flags->duration_s,
                                      "Seconds to run (default 10)");
-  duration->check(CLI::PositiveNumber);
+  duration->check(Positive());
   bench->add_option("--requests", flags->requests,
                     "Requests (stream frames) to send in total")
-      ->check(CLI::PositiveNumber)
+      ->check(Positive())
       ->excludes(duration);
   bench->add_option("--rps", flags->rps,
                     "Total requests per second (default: unlimited)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   auto* skeleton = bench->add_option(
       "--skeleton", flags->skeleton,
       "Registered skeleton whose chains get goals (default: a built-in "

@@ -93,9 +93,9 @@ void AddCharacterizeCommand(CLI::App& app, Command* run) {
   cmd->add_option("--frame", flags->frame,
                   "BVH: read the shape from this frame (0-based) instead of "
                   "the rest pose, for rigs whose rest is no stance")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--skin", flags->skin, "glTF: which skin")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->callback([=] { *run = [=] { return RunCharacterize(*flags); }; });
 }
 

@@ -31,6 +31,41 @@ absl::Status ParseNumbers(const std::string& text, absl::string_view flag,
 
 }  // namespace
 
+CLI::Validator NumberAtLeast(double lo, bool inclusive) {
+  const std::string bound =
+      absl::StrCat(inclusive ? ">= " : "> ", absl::StrFormat("%g", lo));
+  CLI::Validator validator(
+      [lo, inclusive, bound](std::string& input) -> std::string {
+        double value;
+        // Quoted, and cut: the text is the user's.
+        const std::string shown =
+            input.size() > 40 ? input.substr(0, 40) + "..." : input;
+        if (!absl::SimpleAtod(input, &value) || !std::isfinite(value)) {
+          return absl::StrCat("expected a finite number ", bound, ", got '",
+                              shown, "'");
+        }
+        if (value < lo || (!inclusive && value == lo)) {
+          return absl::StrCat("must be ", bound, ", got '", shown, "'");
+        }
+        return std::string();
+      },
+      inclusive ? "NUMBER >= " + absl::StrFormat("%g", lo)
+                : "NUMBER > " + absl::StrFormat("%g", lo));
+  return validator;
+}
+
+const CLI::Validator& Positive() {
+  static const CLI::Validator* const validator =
+      new CLI::Validator(NumberAtLeast(0, /*inclusive=*/false));
+  return *validator;
+}
+
+const CLI::Validator& NonNegative() {
+  static const CLI::Validator* const validator =
+      new CLI::Validator(NumberAtLeast(0, /*inclusive=*/true));
+  return *validator;
+}
+
 void AddGlobalFlags(CLI::App& app, Globals* globals) {
   const auto last = CLI::MultiOptionPolicy::TakeLast;
   app.add_option("--addr", globals->addr, "Server address host:port")
@@ -41,7 +76,7 @@ void AddGlobalFlags(CLI::App& app, Globals* globals) {
                  "clip's length)")
       ->capture_default_str()
       ->multi_option_policy(last)
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   app.add_option("--tls-ca", globals->tls_ca,
                  "Connect with TLS; PEM file of the CA that signed the "
                  "server's certificate (TLS with the system's roots: any "

@@ -25,6 +25,7 @@ enum ExitCode {
   kExitFileError = 3,     // A file could not be read, imported or written.
   kExitNotServing = 4,    // `health`: the server is up but not SERVING.
   kExitCheckFailed = 5,   // `stream`: frames answered with errors.
+  kExitNotReached = 6,    // `solve`: a goal was not reached.
 };
 
 struct Globals {
@@ -45,6 +46,14 @@ struct Globals {
 // REACH_TLS_SERVER_NAME, REACH_TOKEN.
 void AddGlobalFlags(CLI::App& app, Globals* globals);
 
+// Option checks with short messages: "--fps: must be > 0, got '0'", where
+// CLI11's PositiveNumber and NonNegativeNumber print the range's bounds
+// (a 309-digit DBL_MAX) and let "nan" through. The value must be a finite
+// number, and > `lo` (>= `lo` when `inclusive`).
+CLI::Validator NumberAtLeast(double lo, bool inclusive);
+const CLI::Validator& Positive();     // > 0
+const CLI::Validator& NonNegative();  // >= 0
+
 // A subcommand's body, run after parsing; returns the exit code.
 using Command = std::function<int()>;
 
@@ -57,6 +66,7 @@ void AddBenchCommand(CLI::App& app, const Globals& globals, Command* run);
 // Runs locally (no server).
 void AddCharacterizeCommand(CLI::App& app, Command* run);
 void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run);
+void AddProfileCommands(CLI::App& app, const Globals& globals, Command* run);
 // `reach vmc`: the VMC bridge (client/vmc_bridge.h).
 void AddVmcCommand(CLI::App& app, const Globals& globals, Command* run);
 

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "client/cli/common.h"
+#include "version/version.h"
 
 namespace {
 
@@ -11,7 +12,8 @@ constexpr char kFooter[] = R"(Exit codes:
   2  bad command line
   3  a file could not be read, imported or written
   4  health: the server is up but not SERVING
-  5  stream: frames were answered with errors)";
+  5  stream: frames were answered with errors
+  6  solve: the server answered, but a goal was not reached)";
 
 }  // namespace
 
@@ -23,6 +25,9 @@ int main(int argc, char** argv) {
   app.footer(kFooter);
   app.require_subcommand(1);
   app.fallthrough();
+  app.set_version_flag("--version", reach::VersionLine("reach"),
+                       "Print the version, build type and git commit, and "
+                       "exit");
   Globals globals;
   AddGlobalFlags(app, &globals);
 
@@ -33,12 +38,15 @@ int main(int argc, char** argv) {
   AddBenchCommand(app, globals, &run);
   AddCharacterizeCommand(app, &run);
   AddRetargetCommand(app, globals, &run);
+  AddProfileCommands(app, globals, &run);
   AddVmcCommand(app, globals, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

@@ -180,7 +180,7 @@ void AddRegistryCommands(CLI::App& app, const Globals& globals, Command* run) {
                   "Add or replace a chain: NAME=ROOT:TIP (NAME=ROOT,TIP when "
                   "names hold ':'; repeatable)");
   reg->add_option("--skin", flags->skin, "glTF: which skin")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   reg->add_flag("--json", flags->json, "Print the response as JSON");
   reg->add_flag("--print", flags->print,
                 "Print the imported skeleton as JSON instead of registering");

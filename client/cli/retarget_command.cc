@@ -274,7 +274,7 @@ void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run) {
   auto* fps = cmd->add_option("--fps", flags->fps,
                               "Live: frames per second (default: the clip's "
                               "rate)");
-  fps->check(CLI::PositiveNumber);
+  fps->check(Positive());
   cmd->add_flag("--max-rate", flags->max_rate,
                 "Live: send as fast as the window allows")
       ->excludes(fps);
@@ -290,16 +290,16 @@ void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--first", flags->first, "First frame")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--frames", flags->frames, "Frames to send (default: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--source-frame", flags->source_frame,
                   "The source's retarget pose is this frame of the clip "
                   "(default: its rest pose), for rigs whose rest is no stance")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--target-frame", flags->target_frame,
                   "A BVH target's retarget pose is this frame of it")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--source-override", flags->source_overrides,
                   "Give a source role a joint: ROLE=JOINT (repeatable)")
       ->expected(1)
@@ -323,7 +323,7 @@ void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run) {
       ->delimiter(',');
   cmd->add_option("--pelvis-scale", flags->pelvis_scale,
                   "The pelvis' motion scale (default: the legs' ratio)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_flag("--json", flags->json, "Print the result as JSON");
   cmd->add_flag("--quiet", flags->quiet, "No progress line");
   cmd->callback([=, &globals] {

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/common.h"
 #include "importers/import_error.h"
-#include "google/protobuf/util/json_util.h"
 #include "wire/convert.h"
+#include "wire/json.h"
 
 namespace reach::cli {
 namespace {
@@ -127,8 +127,9 @@ int RequestFromFile(const SolveFlags& flags, v1::SolveRequest* request) {
   } else if (absl::Status s = import::ReadFile(flags.request, &text); !s.ok()) {
     return Fail(s, kExitFileError);
   }
-  const auto parsed =
-      google::protobuf::util::JsonStringToMessage(text, request);
+  // Bare NaN / Infinity (as Python's json writes them) read as protobuf
+  // JSON's quoted ones: the server's validation then names the field.
+  const absl::Status parsed = JsonToMessage(text, request);
   if (!parsed.ok()) {
     return Fail(absl::InvalidArgumentError(
                     absl::StrCat(flags.request == "-" ? "stdin" : flags.request,
@@ -162,9 +163,16 @@ int RunSolve(const Globals& globals, const SolveFlags& flags) {
   auto client = *std::move(made);
   absl::StatusOr<v1::SolveResponse> response = client->Solve(request);
   if (!response.ok()) return FailRpc(response.status());
+  // Exit 6 when the server answered but a goal was left unreached (after
+  // printing the answer, which says which and how far).
+  bool all_reached = response->results_size() > 0;
+  for (const v1::GoalResult& result : response->results()) {
+    all_reached = all_reached && result.reached();
+  }
+  const int done = all_reached ? kExitOk : kExitNotReached;
   if (flags.json) {
     std::printf("%s\n", ToJson(*response).c_str());
-    return kExitOk;
+    return done;
   }
   absl::StatusOr<v1::GetSkeletonResponse> skeleton =
       client->GetSkeleton(request.skeleton_id());
@@ -228,7 +236,7 @@ int RunSolve(const Globals& globals, const SolveFlags& flags) {
                   limits.c_str());
     }
   }
-  return kExitOk;
+  return done;
 }
 
 }  // namespace
@@ -240,7 +248,8 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
       "Solve one goal (move a chain's tip to a target: --skeleton, --chain, "
       "--target), or every goal of a request file (--request: a "
       "reach.v1.SolveRequest in protobuf JSON, e.g. a full-body problem), "
-      "and print each goal's result.");
+      "and print each goal's result. Exits 6 when the server answered but a "
+      "goal was not reached.");
   auto* request =
       solve->add_option("--request", flags->request,
                         "A SolveRequest in protobuf JSON (\"-\": stdin): "
@@ -264,7 +273,7 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
   auto* iterations = solve
                          ->add_option("--max-iterations", flags->max_iterations,
                                       "Iteration cap (0: the solver's default)")
-                         ->check(CLI::NonNegativeNumber);
+                         ->check(NonNegative());
   auto* restarts =
       solve
           ->add_option("--max-restarts", flags->max_restarts,
@@ -285,7 +294,7 @@ void AddSolveCommand(CLI::App& app, const Globals& globals, Command* run) {
       solve
           ->add_option("--tolerance", flags->tolerance,
                        "Position tolerance, model units (0: the default)")
-          ->check(CLI::NonNegativeNumber);
+          ->check(NonNegative());
   // The single goal's flags describe what a request file holds itself.
   for (CLI::Option* single : {chain, target, pole, orientation, solver,
                               iterations, restarts, budget, tolerance}) {

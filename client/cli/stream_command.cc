@@ -145,7 +145,7 @@ void AddStreamCommand(CLI::App& app, const Globals& globals, Command* run) {
                      "clip's own skeleton)");
   auto* fps = stream->add_option(
       "--fps", flags->fps, "Frames per second (default: the clip's rate)");
-  fps->check(CLI::PositiveNumber);
+  fps->check(Positive());
   stream->add_flag("--max-rate", flags->max_rate,
                    "Send as fast as the window allows")
       ->excludes(fps);
@@ -163,9 +163,9 @@ void AddStreamCommand(CLI::App& app, const Globals& globals, Command* run) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   stream->add_option("--first", flags->first, "First frame")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   stream->add_option("--frames", flags->frames, "Frames to send (default: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   stream->add_flag("--json", flags->json, "Print the report as JSON");
   stream->add_flag("--quiet", flags->quiet, "No progress line");
   stream->callback([=, &globals] {

@@ -97,7 +97,8 @@ TEST(GltfImportTest, RiggedFigureImportsItsNineteenJointsAsBalls) {
   const absl::StatusOr<ImportedSkeleton> figure =
       ImportGltf(GltfPath("RiggedFigure.gltf"));
   ASSERT_TRUE(figure.ok()) << figure.status();
-  EXPECT_EQ(figure->name, "Armature");  // The skin's name.
+  // Its skin is Blender's default "Armature": named after the file.
+  EXPECT_EQ(figure->name, "RiggedFigure");
   // The skin's order is already parent-before-child and is kept; the nodes
   // are unnamed.
   EXPECT_EQ(JointNames(figure->def),
@@ -310,6 +311,36 @@ TEST(GltfImportTest, SecondSkinIsChosenByIndexAndNamedAfterTheFile) {
             1e-15);
   EXPECT_NEAR(arm->def.joints[0].rest.scale, 0.01, 1e-18);
   EXPECT_TRUE(Skeleton::Create(arm->def).ok());
+}
+
+// A skin named as exporters name every skin ("skin", assimp's) is listed
+// by the file's name; a telling name is kept (issue 46).
+TEST(GltfImportTest, AGenericSkinNameGivesWayToTheFilesStem) {
+  const absl::StatusOr<ImportedSkeleton> bcn = ImportGltf(
+      absl::StrCat(REACH_TEST_DATA, "/rigs/BCN_Epileptic.glb"));
+  ASSERT_TRUE(bcn.ok()) << bcn.status();
+  EXPECT_EQ(bcn->name, "BCN_Epileptic");  // Its skin is "skin".
+
+  std::string arm;
+  ASSERT_TRUE(ReadFile(GltfPath("arm.gltf"), &arm).ok());
+  const auto named = [&](const std::string& skin_name) {
+    std::string text = arm;
+    const std::string from = "\"name\": \"ArmRig\"";
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos);
+    text.replace(at, from.size(), "\"name\": \"" + skin_name + "\"");
+    const absl::StatusOr<ImportedSkeleton> imported =
+        ParseGltf(text, "dir/left_arm_rig.gltf");
+    EXPECT_TRUE(imported.ok()) << imported.status();
+    return imported.ok() ? imported->name : "";
+  };
+  for (const char* generic : {"skin", "Skin", "skin0", "Skin_1", "Armature",
+                              "Armature.001", "skeleton", "rig", " "}) {
+    EXPECT_EQ(named(generic), "left_arm_rig") << generic;
+  }
+  for (const char* telling : {"ArmRig", "Mannequin", "skinny", "Armature Bob"}) {
+    EXPECT_EQ(named(telling), telling);
+  }
 }
 
 TEST(GltfImportTest, MissingFileIsNotFound) {

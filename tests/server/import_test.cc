@@ -126,7 +126,16 @@ TEST_F(ImportTest, UrdfGltfGlbAndJson) {
   request.set_format(v1::SKELETON_FORMAT_GLTF);
   v1::ImportSkeletonResponse response;
   ASSERT_TRUE(Import(request, &response).ok());
-  EXPECT_EQ(LocalId("gltf/RiggedFigure.glb"), response.skeleton_id());
+  // Without a file name there is no stem to name it after: the skin's own
+  // name, generic as it is (with one, "RiggedFigure").
+  EXPECT_EQ(response.skeleton().name(), "Armature");
+  absl::StatusOr<v1::Skeleton> local = import::LoadSkeletonFile(
+      std::string(REACH_TEST_DATA) + "/gltf/RiggedFigure.glb");
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(local->name(), "RiggedFigure");
+  local->set_name("Armature");
+  EXPECT_EQ(testing::MustRegister(*server_.stub, *local),
+            response.skeleton_id());
 
   // Skeleton JSON with a new name and an added chain.
   request.Clear();

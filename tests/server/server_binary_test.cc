@@ -87,6 +87,29 @@ TEST(ServerBinaryTest, HelpListsEveryFlagWithItsDefaultAndExitsZero) {
   }
 }
 
+// --version: the project's version, this build's type and the commit CMake
+// saw, not Abseil's "Debug build" (issue 46).
+TEST(ServerBinaryTest, VersionNamesTheReleaseTheBuildAndTheCommit) {
+  // The commit, when the source tree is a git checkout: 12 hex digits.
+  const std::string want =
+      absl::StrCat("reach-server ", REACH_PROJECT_VERSION, " \\(",
+                   REACH_BUILD_TYPE_STRING, " build(, commit [0-9a-f]{12})?\\)\n");
+  for (const char* flag : {"--version", "-version"}) {
+    int exit_status = -1;
+    const std::string out =
+        RunCommand(absl::StrCat(REACH_SERVER_BINARY, " ", flag), &exit_status);
+    EXPECT_EQ(exit_status, 0) << flag;
+    EXPECT_THAT(out, ::testing::MatchesRegex(want)) << flag;
+    EXPECT_THAT(out, ::testing::Not(HasSubstr("Debug build"))) << flag;
+  }
+  EXPECT_THAT(std::string(REACH_PROJECT_VERSION),
+              ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
+  int exit_status = -1;
+  EXPECT_THAT(
+      RunCommand(absl::StrCat(REACH_SERVER_BINARY, " --help"), &exit_status),
+      HasSubstr("--version"));
+}
+
 // A reach-server child on kernel-picked ports, its stderr in a file.
 class ServerProcess {
  public:

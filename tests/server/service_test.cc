@@ -7,6 +7,7 @@
 #include <limits>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -446,6 +447,47 @@ TEST_F(ServiceTest, SolveValidationNamesTheField) {
     EXPECT_EQ(status.error_code(), c.code) << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr(c.field));
   }
+}
+
+// Issue 46: an unknown chain is refused naming the field and listing the
+// chains there are, in a message bounded however many chains (and however
+// long their names) the skeleton has; batch items say the same in band.
+TEST_F(ServiceTest, AnUnknownChainIsRefusedListingTheChains) {
+  v1::SolveRequest request = LegRequest(kHip + Eigen::Vector3d(0.1, -0.5, 0.2));
+  request.mutable_goals(0)->set_chain("arm");
+  v1::SolveResponse response;
+  grpc::Status status =
+      server_.stub->Solve(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(status.error_message(),
+            "goals[0].chain: no chain \"arm\"; chains: leg");
+
+  // 250 chains of 100-byte names on a straight chain.
+  SkeletonDef many = testing::StraightChainDef(4);
+  many.chains.clear();
+  for (int c = 0; c < 250; ++c) {
+    many.chains.push_back({absl::StrCat("chain_", c, "_", std::string(90, 'x')),
+                           many.joints[0].name, many.joints[3].name});
+  }
+  const std::string many_id =
+      MustRegister(*server_.stub, ToWire(many, "many chains"));
+  request.set_skeleton_id(many_id);
+  request.mutable_goals(0)->set_chain(std::string(5000, 'q'));
+  status = server_.stub->Solve(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("; chains: chain_0_xxxxxxxxxx"));
+  EXPECT_THAT(status.error_message(), HasSubstr(" more)"));
+  EXPECT_LT(status.error_message().size(), 1000u) << status.error_message();
+
+  v1::SolveBatchRequest batch;
+  *batch.add_items() = LegRequest(kHip + Eigen::Vector3d(0.1, -0.5, 0.2));
+  batch.mutable_items(0)->mutable_goals(0)->set_chain("tail");
+  v1::SolveBatchResponse answers;
+  ASSERT_TRUE(server_.stub->SolveBatch(Context().get(), batch, &answers).ok());
+  ASSERT_EQ(answers.items_size(), 1);
+  EXPECT_EQ(answers.items(0).error().message(),
+            "goals[0].chain: no chain \"tail\"; chains: leg");
 }
 
 // A goal's time budget reaches the solver: the Panda from its all-zero

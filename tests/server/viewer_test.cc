@@ -164,6 +164,25 @@ TEST_F(ViewerTest, BadRequestsGetErrorsThatNameTheProblem) {
                       "{\"x\": \"NaN\"}}]}");
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(r.body, HasSubstr("goals[0].target"));
+  // The same written as Python's json.dumps writes a NaN (bare, not JSON):
+  // the service's message too, not the JSON parser's (issue 46).
+  r = HttpRequest(port_, "POST", "/api/solve", kJson,
+                  "{\"skeletonId\": \"" + id_ +
+                      "\", \"goals\": [{\"chain\": \"l_arm\", \"target\": "
+                      "{\"x\": NaN, \"y\": Infinity, \"z\": 0.5}}]}");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("goals[0].target = (nan, inf, 0.5) is not "
+                                "finite"));
+  EXPECT_THAT(r.body, Not(HasSubstr("Couldn't parse")));
+  // A string holding NaN stays a string (a chain of that name).
+  r = HttpRequest(port_, "POST", "/api/solve", kJson,
+                  "{\"skeletonId\": \"" + id_ +
+                      "\", \"goals\": [{\"chain\": \"NaN\", \"target\": "
+                      "{\"x\": NaN}}]}");
+  EXPECT_EQ(r.status, 404);
+  // An unknown chain: the chains there are (issue 46).
+  EXPECT_THAT(r.body, HasSubstr("goals[0].chain: no chain \\\"NaN\\\"; "
+                                "chains: l_leg, r_leg, l_arm, r_arm"));
   // JSON only (a cross-site form cannot send it without a preflight).
   r = HttpRequest(port_, "POST", "/api/solve", {{"Content-Type", "text/plain"}},
                   "{}");
