@@ -198,14 +198,14 @@ void AddVmcCommand(CLI::App& app, const Globals& globals, Command* run) {
   cmd->add_option("--scale", flags->scale,
                   "Metres per target unit for the positions sent")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--window", flags->window,
                   "Frames in flight to the server at most")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   cmd->add_option("--target-frame", flags->target_frame,
                   "A BVH target's retarget pose is this frame of it")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--source-override", flags->source_overrides,
                   "Give a source role a joint: ROLE=JOINT (repeatable)")
       ->expected(1)
@@ -222,12 +222,12 @@ void AddVmcCommand(CLI::App& app, const Globals& globals, Command* run) {
   cmd->add_flag("--no-planting", flags->no_planting, "Do not plant feet");
   cmd->add_option("--duration", flags->duration_s,
                   "Stop after this many seconds (default: run until a signal)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--status-interval", flags->status_interval_s,
                   "Print the counts to stderr every S seconds (0: only at the "
                   "end)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   cmd->add_option("--status-file", flags->status_file,
                   "Also write the counts there in Prometheus' text format "
                   "(node_exporter's textfile collector), replaced whole");

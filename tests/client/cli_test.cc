@@ -680,7 +680,8 @@ TEST_F(CliTest, NumberFlagsAreCheckedWithShortMessages) {
         "stream --fps nan " + clip, "retarget --fps 0 " + clip + " --to x",
         std::string("bench --duration 0"), "bench --rps inf",
         "--timeout 0 health",
-        "stream --first -1 " + clip}) {
+        "stream --first -1 " + clip, std::string("vmc --to x --scale 0"),
+        std::string("vmc --to x --duration -1")}) {
     SCOPED_TRACE(args);
     CliRun run = Reach(args);
     EXPECT_EQ(run.exit_code, 2);
