@@ -4,8 +4,13 @@
 // side chose, and checks every joint's world position against the ones it
 // computed (tests/client/cli_test.cc writes them):
 //
-//   node gltf_animation_check.mjs --glb OUT.glb --expected EXPECTED.json
+//   node gltf_animation_check.mjs --glb OUT.glb --expected EXPECTED.json \
+//       [--original TARGET.glb]
 //
+// With --original, Khronos' glTF validator (gltf-validator, from npm) must
+// find no error or warning in OUT.glb that it does not find in the target
+// file it was copied from (real rigs have their own: unnormalised weights,
+// a skinned mesh under a transformed node).
 // EXPECTED.json: {"animation": NAME, "frameTime": S, "height": H,
 //   "frames": [{"frame": F, "joints": [{"node": N, "name": S,
 //   "position": [x, y, z]}, ...]}, ...]}
@@ -37,6 +42,28 @@ const expected = JSON.parse(fs.readFileSync(arg('--expected'), 'utf8'));
 const tolerance = Number(arg('--tolerance', '1e-5'));
 
 const bytes = fs.readFileSync(glbPath);
+
+const originalPath = arg('--original', '');
+if (originalPath) {
+  const validator = (await import('gltf-validator')).default;
+  // Errors (0) and warnings (1) by code and JSON pointer.
+  const issues = async (file) => {
+    const report = await validator.validateBytes(
+      new Uint8Array(fs.readFileSync(file)), { maxIssues: 0 });
+    return report.issues.messages.filter((m) => m.severity <= 1)
+        .map((m) => `${m.code} ${m.pointer ?? ''}: ${m.message}`);
+  };
+  const before = new Set(await issues(originalPath));
+  const after = await issues(glbPath);
+  const added = after.filter((m) => !before.has(m));
+  console.log(`gltf-validator: ${after.length} errors and warnings in ` +
+              `${path.basename(glbPath)}, ${before.size} in ` +
+              `${path.basename(originalPath)}, ${added.length} new`);
+  if (added.length > 0) {
+    console.error(added.slice(0, 20).join('\n'));
+    process.exit(1);
+  }
+}
 const data = bytes.buffer.slice(bytes.byteOffset,
                                 bytes.byteOffset + bytes.byteLength);
 const gltf = await new Promise((resolve, reject) =>
