@@ -10,7 +10,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "importers/gltf.h"
 #include "nlohmann/json.hpp"
@@ -164,6 +163,9 @@ absl::StatusOr<std::string> WriteGltfAnimation(
 
   // The .glb's chunks (ParseGltf read the same bytes: the header and the
   // JSON chunk are sound).
+  if (target.size() < 20) {
+    return error("not a binary glTF file (no glTF header and JSON chunk)");
+  }
   const uint32_t length = Word(target, 8);
   const uint32_t json_length = Word(target, 12);
   if (Word(target, 0) != kGlbMagic || Word(target, 16) != kChunkJson ||
