@@ -613,9 +613,30 @@ TEST_F(CliTest, RetargetWritesTheMotionIntoTheTargetsGlb) {
                                {"frameTime", clip->frame_time},
                                {"height", height},
                                {"frames", nlohmann::json::array()}};
-    for (int f : {0, 1, 57, 171, 300, 342}) {
-      const testing::IndependentGlobals g =
-          testing::IndependentFk(*target, bvh_pose(f));
+    // Keys, and halfway between two (LINEAR: rotations slerped in the
+    // node's frame, which is the joint's turned by a fixed rotation, so
+    // slerping the joint's is the same; root translations lerped).
+    const auto halfway = [&](int f) {
+      const Pose a = bvh_pose(f), b = bvh_pose(f + 1);
+      Pose pose = a;
+      for (int j = 0; j < target->num_joints(); ++j) {
+        pose.local[j].rotation =
+            a.local[j].rotation.slerp(0.5, b.local[j].rotation);
+        pose.local[j].translation =
+            0.5 * (a.local[j].translation + b.local[j].translation);
+      }
+      return pose;
+    };
+    for (const auto& [f, fraction] :
+         std::vector<std::pair<int, double>>{{0, 0},
+                                             {1, 0},
+                                             {57, 0},
+                                             {171, 0},
+                                             {171, 0.5},
+                                             {300, 0.5},
+                                             {342, 0}}) {
+      const testing::IndependentGlobals g = testing::IndependentFk(
+          *target, fraction == 0 ? bvh_pose(f) : halfway(f));
       nlohmann::json joints = nlohmann::json::array();
       for (int j = 0; j < target->num_joints(); ++j) {
         joints.push_back({{"node", nodes.node[j]},
@@ -624,7 +645,8 @@ TEST_F(CliTest, RetargetWritesTheMotionIntoTheTargetsGlb) {
                            {g.position[j].x(), g.position[j].y(),
                             g.position[j].z()}}});
       }
-      expected["frames"].push_back({{"frame", f}, {"joints", joints}});
+      expected["frames"].push_back(
+          {{"frame", f}, {"fraction", fraction}, {"joints", joints}});
     }
     const std::string expected_file = Temp("expected.json");
     std::ofstream(expected_file) << expected.dump();

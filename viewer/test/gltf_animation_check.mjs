@@ -12,8 +12,10 @@
 // file it was copied from (real rigs have their own: unnormalised weights,
 // a skinned mesh under a transformed node).
 // EXPECTED.json: {"animation": NAME, "frameTime": S, "height": H,
-//   "frames": [{"frame": F, "joints": [{"node": N, "name": S,
-//   "position": [x, y, z]}, ...]}, ...]}
+//   "frames": [{"frame": F, "fraction": A, "joints": [{"node": N,
+//   "name": S, "position": [x, y, z]}, ...]}, ...]}
+// A frame is sampled at the clip's key F, or the fraction A (0 to 1) of the
+// way from key F to key F + 1.
 // Positions are in the scene's frame (the file's own, every ancestor of a
 // joint applied). Exits 0 when every position is within --tolerance
 // (default 1e-5) of the height, 1 otherwise; prints the worst.
@@ -98,12 +100,15 @@ const position = new THREE.Vector3();
 for (const frame of expected.frames) {
   // The clip's own key for the frame: its time is frame * frameTime,
   // stored as a float.
-  const time = keyTimes[frame.frame];
-  if (Math.abs(time - frame.frame * expected.frameTime) > 1e-5) {
-    console.error(`frame ${frame.frame}: key time ${time}, not ` +
+  const key = keyTimes[frame.frame];
+  if (Math.abs(key - frame.frame * expected.frameTime) > 1e-5) {
+    console.error(`frame ${frame.frame}: key time ${key}, not ` +
                   `${frame.frame * expected.frameTime}`);
     process.exit(1);
   }
+  const fraction = frame.fraction ?? 0;
+  const time = fraction === 0
+      ? key : key + fraction * (keyTimes[frame.frame + 1] - key);
   mixer.setTime(time);
   gltf.scene.updateMatrixWorld(true);
   for (const joint of frame.joints) {
@@ -122,7 +127,8 @@ for (const frame of expected.frames) {
     ++checked;
     if (error > worst) {
       worst = error;
-      worstAt = `frame ${frame.frame} (t=${time.toFixed(6)} s) '${joint.name}'`;
+      worstAt = `frame ${frame.frame + fraction} (t=${time.toFixed(6)} s) ` +
+                `'${joint.name}'`;
     }
   }
 }
