@@ -105,7 +105,7 @@ class GltfReader {
         local_(model.nodes.size()),
         named_file_(named_file) {}
 
-  absl::StatusOr<ImportedSkeleton> Read(int skin_index);
+  absl::StatusOr<ImportedSkeleton> Read(int skin_index, GltfJointNodes* nodes);
 
  private:
   // glTF has no line numbers once parsed: errors name the file and element.
@@ -292,7 +292,8 @@ absl::StatusOr<Transform> GltfReader::Local(int node) {
   return *local_[node];
 }
 
-absl::StatusOr<ImportedSkeleton> GltfReader::Read(int skin_index) {
+absl::StatusOr<ImportedSkeleton> GltfReader::Read(int skin_index,
+                                                  GltfJointNodes* nodes) {
   const int num_skins = static_cast<int>(model_.skins.size());
   if (num_skins == 0) {
     return Error("", "has no skins; a skeleton is imported from a skin");
@@ -349,6 +350,7 @@ absl::StatusOr<ImportedSkeleton> GltfReader::Read(int skin_index) {
   std::vector<int> path;  // Non-joint ancestors not folded yet, bottom up.
   std::vector<int> joint_parent(n, -1);
   std::vector<Transform> rest(n);
+  std::vector<Transform> above_joint(n);  // For `nodes`.
   for (int k = 0; k < n; ++k) {
     const int node = skin.joints[k];
     absl::StatusOr<Transform> t = Local(node);
@@ -372,7 +374,10 @@ absl::StatusOr<ImportedSkeleton> GltfReader::Read(int skin_index) {
       above = &folded[*it];
     }
     joint_parent[k] = joint;
-    if (above != nullptr) *t = above->above * *t;
+    if (above != nullptr) {
+      *t = above->above * *t;
+      above_joint[k] = above->above;
+    }
     t->rotation.normalize();
     rest[k] = *t;
   }
@@ -427,8 +432,16 @@ absl::StatusOr<ImportedSkeleton> GltfReader::Read(int skin_index) {
     joint.type = JointType::kBall;
   }
   out.def.chains = GuessLimbChains(out.def);
-  if (auto s = CheckCreatable(file_, absl::StrCat("skin ", skin_index),
-                              out.def);
+  if (nodes != nullptr) {
+    nodes->node.clear();
+    nodes->above.clear();
+    for (int k : order) {
+      nodes->node.push_back(skin.joints[k]);
+      nodes->above.push_back(above_joint[k]);
+    }
+  }
+  if (auto s =
+          CheckCreatable(file_, absl::StrCat("skin ", skin_index), out.def);
       !s.ok()) {
     return s;
   }
@@ -813,20 +826,17 @@ std::string Extension(absl::string_view path) {
 
 // The skeleton of a loader's result: its error (with the JSON line for
 // .gltf) when it did not load, else skin `skin_index` of `model`.
-absl::StatusOr<ImportedSkeleton> ReadLoaded(bool loaded,
-                                            const tinygltf::Model& model,
-                                            const std::string& err,
-                                            const std::string& warn,
-                                            const std::string& file,
-                                            bool binary, int skin_index,
-                                            bool named_file) {
+absl::StatusOr<ImportedSkeleton> ReadLoaded(
+    bool loaded, const tinygltf::Model& model, const std::string& err,
+    const std::string& warn, const std::string& file, bool binary,
+    int skin_index, bool named_file, GltfJointNodes* nodes) {
   if (!loaded) {
     std::string message = absl::StrCat("cannot load glTF: ", OneLine(err));
     if (!warn.empty()) absl::StrAppend(&message, " (", OneLine(warn), ")");
     const int line = binary ? 0 : JsonErrorLine(err);
     return ImportError(file, line, "", message);
   }
-  return GltfReader(file, model, named_file).Read(skin_index);
+  return GltfReader(file, model, named_file).Read(skin_index, nodes);
 }
 
 absl::Status UnknownExtension(const std::string& file) {
@@ -880,7 +890,7 @@ absl::StatusOr<ImportedSkeleton> Load(absl::string_view contents,
                                       const std::string* base_dir,
                                       int skin_index,
                                       const ImportLimits& limits,
-                                      bool named_file) {
+                                      bool named_file, GltfJointNodes* nodes) {
   if (contents.size() > std::numeric_limits<unsigned int>::max()) {
     return ImportError(file, 0, "", "larger than 4 GiB");
   }
@@ -911,14 +921,15 @@ absl::StatusOr<ImportedSkeleton> Load(absl::string_view contents,
              : loader.LoadASCIIFromString(&model, &err, &warn, contents.data(),
                                           length, dir);
   return ReadLoaded(loaded, model, err, warn, file, binary, skin_index,
-                    named_file);
+                    named_file, nodes);
 }
 
 }  // namespace
 
 absl::StatusOr<ImportedSkeleton> ImportGltf(const std::string& path,
                                             int skin_index,
-                                            const ImportLimits& limits) {
+                                            const ImportLimits& limits,
+                                            GltfJointNodes* nodes) {
   const std::string extension = Extension(path);
   if (extension != "gltf" && extension != "glb") return UnknownExtension(path);
   std::string contents;
@@ -931,19 +942,17 @@ absl::StatusOr<ImportedSkeleton> ImportGltf(const std::string& path,
   const size_t slash = path.find_last_of("/\\");
   const std::string base_dir =
       slash == std::string::npos ? "" : path.substr(0, slash);
-  return Load(contents, path, extension == "glb", &base_dir, skin_index,
-              limits, /*named_file=*/true);
+  return Load(contents, path, extension == "glb", &base_dir, skin_index, limits,
+              /*named_file=*/true, nodes);
 }
 
-absl::StatusOr<ImportedSkeleton> ParseGltf(absl::string_view contents,
-                                           const std::string& file,
-                                           int skin_index,
-                                           const ImportLimits& limits,
-                                           bool named_file) {
+absl::StatusOr<ImportedSkeleton> ParseGltf(
+    absl::string_view contents, const std::string& file, int skin_index,
+    const ImportLimits& limits, bool named_file, GltfJointNodes* nodes) {
   const std::string extension = Extension(file);
   if (extension != "gltf" && extension != "glb") return UnknownExtension(file);
   return Load(contents, file, extension == "glb", /*base_dir=*/nullptr,
-              skin_index, limits, named_file);
+              skin_index, limits, named_file, nodes);
 }
 
 }  // namespace reach::import

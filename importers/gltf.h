@@ -24,6 +24,7 @@
 #define REACH_IMPORTERS_GLTF_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -31,12 +32,24 @@
 
 namespace reach::import {
 
+// Where the joints of an imported skin are in the file, for writing back
+// into it (gltf_animation.h): for joint i of the skeleton (def order), its
+// node, and `above[i]`, the product of the local transforms of the nodes
+// between it and its parent joint's node (all its ancestors, for a root;
+// the identity when there are none), so that the joint's rest is
+// above[i] * local(node[i]).
+struct GltfJointNodes {
+  std::vector<int> node;
+  std::vector<Transform> above;
+};
+
 // Reads a .gltf (JSON, external or embedded buffers) or .glb file and
 // imports skin `skin_index` (the first one by default). External buffer and
 // image files count against limits.max_gltf_buffer_bytes when read.
 absl::StatusOr<ImportedSkeleton> ImportGltf(
     const std::string& path, int skin_index = 0,
-    const ImportLimits& limits = ImportLimits());
+    const ImportLimits& limits = ImportLimits(),
+    GltfJointNodes* nodes = nullptr);
 
 // Imports skin `skin_index` of a glTF file already in memory: `file` names
 // it in errors and its extension (.gltf or .glb) says which form `contents`
@@ -44,9 +57,11 @@ absl::StatusOr<ImportedSkeleton> ImportGltf(
 // other file is read, so a buffer in an external file is an error naming
 // its uri. `named_file`: false when `file` is no real file name (bytes sent
 // without one): a generic skin name is then kept rather than `file`'s stem.
+// With `nodes`, also says which node each joint is.
 absl::StatusOr<ImportedSkeleton> ParseGltf(
     absl::string_view contents, const std::string& file, int skin_index = 0,
-    const ImportLimits& limits = ImportLimits(), bool named_file = true);
+    const ImportLimits& limits = ImportLimits(), bool named_file = true,
+    GltfJointNodes* nodes = nullptr);
 
 }  // namespace reach::import
 

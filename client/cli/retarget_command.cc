@@ -1,19 +1,29 @@
 // `reach retarget SOURCE.bvh --to TARGET --out OUT.bvh`: a clip retargeted
 // onto another rig by the server (reach.v1.RetargetService), offline
 // through RetargetBatch or live through RetargetStream at the clip's rate.
+// `--to CHARACTER.glb --out OUT.glb` writes the motion into a copy of the
+// character's own file instead (importers/gltf_animation.h).
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/common.h"
 #include "client/retarget_clip.h"
+#include "importers/gltf_animation.h"
+#include "importers/import_error.h"
+#include "importers/skeleton_file.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
 #include "wire/convert.h"
@@ -47,6 +57,70 @@ struct RetargetFlags {
 };
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+// What --out writes, by its extension: .glb a copy of the target's .glb
+// with the motion added, anything else BVH.
+bool IsGlb(absl::string_view path) {
+  return absl::EndsWithIgnoreCase(path, ".glb");
+}
+
+// Checks --out before any work: its form goes with --to, and the file can
+// be written. Errors name the flag; *code is the exit code.
+absl::Status CheckOut(const RetargetFlags& flags, int* code) {
+  *code = kExitUsage;
+  const std::string& out = flags.out;
+  if (absl::EndsWithIgnoreCase(out, ".gltf")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--out ", out, ": glTF is written as a binary .glb; name it .glb"));
+  }
+  if (IsGlb(out) && !IsGlb(flags.to)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--out ", out,
+        ": a .glb is written as a copy of the target's own .glb file, and "
+        "--to ",
+        flags.to,
+        " is not one (give --to the character's .glb, or --out a .bvh "
+        "file)"));
+  }
+  *code = kExitFileError;
+  struct stat st;
+  if (stat(out.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--out ", out, ": is a directory"));
+    }
+    if (access(out.c_str(), W_OK) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--out ", out, ": cannot write it: ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+  const size_t slash = out.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : out.substr(0, slash);
+  if (access(dir.c_str(), W_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--out ", out, ": cannot write in ", dir, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// Writes `bytes` to --out; errors name the flag.
+absl::Status WriteOut(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--out ", path, ": cannot write it: ", std::strerror(errno)));
+  }
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--out ", path, ": write failed"));
+  }
+  return absl::OkStatus();
+}
 
 // The profile options the flags ask for; errors name the flag.
 absl::Status SpecFromFlags(const RetargetFlags& flags,
@@ -107,6 +181,10 @@ void PrintQuality(const v1::RetargetQuality& q) {
 }
 
 int RunRetarget(const Globals& globals, const RetargetFlags& flags) {
+  if (!flags.out.empty()) {
+    int code = kExitUsage;
+    if (absl::Status s = CheckOut(flags, &code); !s.ok()) return Fail(s, code);
+  }
   client::RetargetClipOptions options;
   options.target = flags.to;
   options.source_reference_frame = flags.source_frame;
@@ -167,10 +245,28 @@ int RunRetarget(const Globals& globals, const RetargetFlags& flags) {
       }
       poses.push_back(pose);
     }
-    const absl::Status written =
-        WriteBvhFile(flags.out, *target, poses, r.frame_time_s);
-    if (!written.ok()) return Fail(written, kExitFileError);
+    if (IsGlb(flags.out)) {
+      // The target's own file, with the motion as one more animation named
+      // after the clip.
+      std::string contents;
+      if (absl::Status s = import::ReadFile(flags.to, &contents); !s.ok()) {
+        return Fail(s, kExitFileError);
+      }
+      import::GltfAnimationOptions glb;
+      glb.name = import::FileStem(flags.file);
+      absl::StatusOr<std::string> bytes = import::WriteGltfAnimation(
+          contents, flags.to, *target, poses, r.frame_time_s, glb);
+      if (!bytes.ok()) return Fail(bytes.status(), kExitFileError);
+      if (absl::Status s = WriteOut(flags.out, *bytes); !s.ok()) {
+        return Fail(s, kExitFileError);
+      }
+    } else {
+      const absl::Status written =
+          WriteBvhFile(flags.out, *target, poses, r.frame_time_s);
+      if (!written.ok()) return Fail(written, kExitFileError);
+    }
   }
+
 
   int unreached = 0;
   for (const v1::RetargetResponse& answer : r.answers) {
@@ -265,7 +361,9 @@ void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run) {
                   ".urdf) or a registered skeleton id")
       ->required();
   cmd->add_option("--out", flags->out,
-                  "Write the retargeted motion as BVH on the target rig");
+                  "Write the retargeted motion: OUT.glb (with --to a .glb) a "
+                  "copy of the target's file with the motion as one more "
+                  "animation; any other name BVH on the target rig");
   cmd->add_flag("--live", flags->live,
                 "Stream the frames over RetargetStream at the clip's rate");
   cmd->add_flag("--report", flags->report,

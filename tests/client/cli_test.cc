@@ -15,7 +15,9 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
 #include "importers/bvh.h"
+#include "importers/gltf.h"
 #include "solvers/pose.h"
+#include "tests/testing/gltf_bake.h"
 #include "tests/testing/service.h"
 #include "tests/testing/sweep.h"
 
@@ -506,6 +508,199 @@ TEST_F(CliTest, RetargetWritesAnUprightClipOntoAnotherRig) {
                          DataPath("gltf/RiggedFigure.glb"));
   EXPECT_EQ(missing.exit_code, 3) << missing.err;
   EXPECT_THAT(missing.err, HasSubstr("nope.bvh"));
+}
+
+// `--out OUT.glb` with a .glb target: the motion goes into a copy of the
+// target's own file. Read back through the project's importer (each key
+// baked into its nodes, the file imported again), every frame is the BVH
+// output's pose of the same retarget, joint by joint; and three.js'
+// GLTFLoader and AnimationMixer (under Node, viewer/node_modules) put every
+// bone where the C++ side's forward kinematics of the BVH frames does, and
+// Khronos' glTF validator finds nothing in the copy that it does not find
+// in the target file.
+TEST_F(CliTest, RetargetWritesTheMotionIntoTheTargetsGlb) {
+  for (const char* rig : {"rigs/BCN_Epileptic.glb", "gltf/RiggedFigure.glb"}) {
+    SCOPED_TRACE(rig);
+    const std::string target_file = DataPath(rig);
+    const std::string glb = Temp("retargeted.glb");
+    const std::string bvh = Temp("retargeted.bvh");
+    for (const std::string& out : {glb, bvh}) {
+      CliRun run = Reach("retarget --quiet --first 1 --out " + out + " " +
+                         DataPath("mocap/cmu_02_01_walk.bvh") + " --to " +
+                         target_file);
+      ASSERT_EQ(run.exit_code, 0) << run.err;
+      EXPECT_THAT(run.out, HasSubstr("wrote " + out + " (343 frames)"));
+    }
+    const std::string written = Slurp(glb);
+    std::string name;
+    absl::StatusOr<int> keys = testing::GlbAnimationKeys(written, -1, &name);
+    ASSERT_TRUE(keys.ok()) << keys.status();
+    EXPECT_EQ(*keys, 343);
+    EXPECT_EQ(name, "cmu_02_01_walk");
+
+    absl::StatusOr<import::BvhClip> clip = import::ImportBvh(bvh);
+    ASSERT_TRUE(clip.ok()) << clip.status();
+    ASSERT_EQ(clip->num_frames, 343);
+    absl::StatusOr<Skeleton> bvh_skeleton = Skeleton::Create(clip->skeleton.def);
+    ASSERT_TRUE(bvh_skeleton.ok());
+    // The target as the importer reads it (scales and all), and its nodes.
+    import::GltfJointNodes nodes;
+    absl::StatusOr<import::ImportedSkeleton> imported =
+        import::ImportGltf(target_file, 0, import::ImportLimits(), &nodes);
+    ASSERT_TRUE(imported.ok()) << imported.status();
+    absl::StatusOr<Skeleton> target = Skeleton::Create(imported->def);
+    ASSERT_TRUE(target.ok());
+    const testing::IndependentGlobals rest =
+        testing::IndependentFk(*target, RestPose(*target));
+    Eigen::Vector3d lo = rest.position[0], hi = rest.position[0];
+    for (const Eigen::Vector3d& p : rest.position) {
+      lo = lo.cwiseMin(p);
+      hi = hi.cwiseMax(p);
+    }
+    const double height = (hi - lo).maxCoeff();
+
+    // The BVH's frame on the target: its joints' rotations, its root's
+    // translation.
+    std::vector<int> bvh_joint(target->num_joints());
+    for (int j = 0; j < target->num_joints(); ++j) {
+      bvh_joint[j] = bvh_skeleton->FindJoint(target->joint(j).name);
+      ASSERT_GE(bvh_joint[j], 0) << target->joint(j).name;
+    }
+    const auto bvh_pose = [&](int f) {
+      Pose frame;
+      clip->FramePose(f, &frame);
+      Pose pose = RestPose(*target);
+      for (int j = 0; j < target->num_joints(); ++j) {
+        pose.local[j].rotation = frame.local[bvh_joint[j]].rotation;
+        if (target->joint(j).parent < 0) {
+          pose.local[j].translation = frame.local[bvh_joint[j]].translation;
+        }
+      }
+      return pose;
+    };
+
+    double worst_angle = 0, worst_root = 0, worst_position = 0;
+    for (int f = 0; f < 343; ++f) {
+      absl::StatusOr<std::string> baked =
+          testing::BakeGlbAnimationKey(written, -1, f);
+      ASSERT_TRUE(baked.ok()) << baked.status();
+      absl::StatusOr<import::ImportedSkeleton> back =
+          import::ParseGltf(*baked, "baked.glb");
+      ASSERT_TRUE(back.ok()) << back.status();
+      absl::StatusOr<Skeleton> read = Skeleton::Create(back->def);
+      ASSERT_TRUE(read.ok());
+      const Pose want = bvh_pose(f);
+      const testing::IndependentGlobals from_bvh =
+          testing::IndependentFk(*target, want);
+      const testing::IndependentGlobals from_glb =
+          testing::IndependentFk(*read, RestPose(*read));
+      ASSERT_EQ(read->num_joints(), target->num_joints());
+      for (int j = 0; j < target->num_joints(); ++j) {
+        const int k = read->FindJoint(target->joint(j).name);
+        ASSERT_GE(k, 0);
+        worst_angle = std::max(worst_angle,
+                               AngleBetween(read->joint(k).rest.rotation,
+                                            want.local[j].rotation));
+        if (target->joint(j).parent < 0) {
+          worst_root = std::max(worst_root,
+                                (read->joint(k).rest.translation -
+                                 want.local[j].translation).norm() / height);
+        }
+        worst_position = std::max(
+            worst_position,
+            (from_glb.position[k] - from_bvh.position[j]).norm() / height);
+      }
+    }
+    EXPECT_LT(worst_angle, 1e-5);
+    EXPECT_LT(worst_root, 1e-5);
+    EXPECT_LT(worst_position, 1e-5);
+    std::printf("%s: GLB read back against the BVH over 343 frames: local "
+                "rotations within %.3g rad, root translation %.3g and joint "
+                "positions %.3g of the height (%.4g)\n",
+                rig, worst_angle, worst_root, worst_position, height);
+
+    // three.js: the bones' world positions at a few frames.
+    nlohmann::json expected = {{"animation", "cmu_02_01_walk"},
+                               {"frameTime", clip->frame_time},
+                               {"height", height},
+                               {"frames", nlohmann::json::array()}};
+    // Keys, and halfway between two (LINEAR: rotations slerped in the
+    // node's frame, which is the joint's turned by a fixed rotation, so
+    // slerping the joint's is the same; root translations lerped).
+    const auto halfway = [&](int f) {
+      const Pose a = bvh_pose(f), b = bvh_pose(f + 1);
+      Pose pose = a;
+      for (int j = 0; j < target->num_joints(); ++j) {
+        pose.local[j].rotation =
+            a.local[j].rotation.slerp(0.5, b.local[j].rotation);
+        pose.local[j].translation =
+            0.5 * (a.local[j].translation + b.local[j].translation);
+      }
+      return pose;
+    };
+    for (const auto& [f, fraction] :
+         std::vector<std::pair<int, double>>{{0, 0},
+                                             {1, 0},
+                                             {57, 0},
+                                             {171, 0},
+                                             {171, 0.5},
+                                             {300, 0.5},
+                                             {342, 0}}) {
+      const testing::IndependentGlobals g = testing::IndependentFk(
+          *target, fraction == 0 ? bvh_pose(f) : halfway(f));
+      nlohmann::json joints = nlohmann::json::array();
+      for (int j = 0; j < target->num_joints(); ++j) {
+        joints.push_back({{"node", nodes.node[j]},
+                          {"name", target->joint(j).name},
+                          {"position",
+                           {g.position[j].x(), g.position[j].y(),
+                            g.position[j].z()}}});
+      }
+      expected["frames"].push_back(
+          {{"frame", f}, {"fraction", fraction}, {"joints", joints}});
+    }
+    const std::string expected_file = Temp("expected.json");
+    std::ofstream(expected_file) << expected.dump();
+    const std::string log = Temp("three.log");
+    const std::string command = absl::StrCat(
+        "node ", REACH_SOURCE_DIR, "/viewer/test/gltf_animation_check.mjs",
+        " --glb ", glb, " --expected ", expected_file, " --original ",
+        target_file, " >", log, " 2>&1");
+    const int status = std::system(command.c_str());
+    const std::string three = Slurp(log);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << three;
+    EXPECT_THAT(three, HasSubstr("worst")) << three;
+    std::printf("%s", three.c_str());
+    for (const std::string& file : {glb, bvh, expected_file, log}) {
+      std::remove(file.c_str());
+    }
+  }
+
+  // Errors name the flag: a .glb out of a target that is not one, a .gltf
+  // out, a place that cannot be written.
+  const std::string walk = DataPath("mocap/cmu_02_01_walk.bvh");
+  CliRun not_glb = Reach("retarget --out " + Temp("x.glb") + " " + walk +
+                         " --to " + std::string(REACH_EXAMPLES_DIR) +
+                         "/humanoid.skeleton.json");
+  EXPECT_EQ(not_glb.exit_code, 2) << not_glb.err;
+  EXPECT_THAT(not_glb.err, HasSubstr("--out " + Temp("x.glb")));
+  EXPECT_THAT(not_glb.err, HasSubstr("--to "));
+  EXPECT_THAT(not_glb.err, HasSubstr("humanoid.skeleton.json is not one"));
+  CliRun gltf = Reach("retarget --out " + Temp("x.gltf") + " " + walk +
+                      " --to " + DataPath("gltf/RiggedFigure.glb"));
+  EXPECT_EQ(gltf.exit_code, 2) << gltf.err;
+  EXPECT_THAT(gltf.err, HasSubstr("name it .glb"));
+  for (const std::string& out :
+       {std::string("/nonexistent-dir/walk.glb"), ::testing::TempDir()}) {
+    CliRun unwritable = Reach("retarget --out " + out + " " + walk + " --to " +
+                              DataPath("gltf/RiggedFigure.glb"));
+    EXPECT_EQ(unwritable.exit_code, 3) << unwritable.err;
+    EXPECT_THAT(unwritable.err, HasSubstr("--out " + out + ": "));
+  }
+  EXPECT_THAT(Reach("retarget --out /nonexistent-dir/walk.glb " + walk +
+                    " --to " + DataPath("gltf/RiggedFigure.glb"))
+                  .err,
+              HasSubstr("cannot write in /nonexistent-dir"));
 }
 
 TEST_F(CliTest, BenchJsonCountsEveryRequest) {
