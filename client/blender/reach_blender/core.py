@@ -8,6 +8,8 @@ positions and rotations cross between Blender and the service through one
 `frame.Frame`.
 """
 import os
+import site
+import sys
 
 import bpy
 import mathutils
@@ -19,11 +21,28 @@ class AddonError(Exception):
     """A failure to show the user as is (operators report it)."""
 
 
+def _import_client():
+    import numpy  # noqa: F401
+    import reach
+    return reach
+
+
 def import_reach():
-    """The project's Python client, with a message that says how to get it."""
+    """The project's Python client, with a message that says how to get it.
+
+    Blender starts Python without the user's site directory (unless run
+    with --python-use-system-env), so a `pip install --user` of the client
+    is not on the path: it is added when the client is not found
+    otherwise."""
     try:
-        import reach  # noqa: F401
-        import numpy  # noqa: F401
+        return _import_client()
+    except ImportError:
+        pass
+    user_site = site.getusersitepackages()
+    if os.path.isdir(user_site) and user_site not in sys.path:
+        sys.path.append(user_site)
+    try:
+        return _import_client()
     except ImportError as e:
         raise AddonError(
             f"cannot import the reach Python client ({e}): install it into the Python Blender runs "
@@ -31,7 +50,6 @@ def import_reach():
             "--break-system-packages ./client/python, with apt-get install python3-grpcio "
             "python3-protobuf python3-numpy), or set the add-on's 'Python path' preference to a "
             "directory holding it (pip install --target DIR)") from None
-    return reach
 
 
 def connect(address, token="", use_tls=False, tls_ca="", timeout=30.0):

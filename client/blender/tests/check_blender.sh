@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# CTest blender.addon: the Reach add-on in Debian's Blender against a real
+# reach-server on loopback. Runs the README's "Blender add-on" commands as
+# written (install the add-on into ~/.config/blender/3.4, with HOME a
+# directory of this test's; drive BCN_Epileptic.glb with the CMU walk, in
+# one batch and over a live stream), from a copy of the repository's layout
+# made of links so that their outputs land here, then checks each saved
+# .blend and the render with check_walk.py. Exit 77 (skipped) only where
+# no blender is installed: scripts/setup installs it.
+#
+#   client/blender/tests/check_blender.sh SERVER_BINARY
+set -euo pipefail
+if ! command -v blender >/dev/null; then
+  echo "blender.addon: SKIPPED: no blender on PATH (apt-get install blender; scripts/setup installs it)"
+  exit 77
+fi
+server_bin=$1
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../../.." && pwd)"
+work=$(mktemp -d)
+# The check asks the server for the same batch again and compares: a
+# generous --max_solve_ms keeps a slow, shared machine from leaving the
+# later frames of one of the two runs unsolved.
+"$server_bin" --listen=127.0.0.1:0 --metrics_listen= --http_listen= --in_memory \
+  --max_solve_ms=120000 2>"$work/log" &
+server=$!
+trap 'kill -TERM $server 2>/dev/null || true; wait; rm -rf "$work"' EXIT
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/.*listening on [^ ]* (port \([0-9]*\)).*/\1/p' "$work/log" | head -1)
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "$port" ] || { cat "$work/log" >&2; exit 1; }
+
+mkdir -p "$work/repo" "$work/home"
+for d in client examples proto tests; do ln -s "$repo/$d" "$work/repo/$d"; done
+# The README's shell blocks of its Blender section that install the client
+# and the add-on and run it.
+/usr/bin/python3 - "$repo/README.md" >"$work/readme.sh" <<'PY'
+import sys, textwrap
+text = open(sys.argv[1], encoding="utf-8").read()
+start = text.index("## Blender add-on (`client/blender`)")
+section = text[start:text.index("\n## ", start + 1)]
+blocks, current = [], None
+for line in section.splitlines():
+    if line.startswith("    ") or (current is not None and not line.strip()):
+        current = (current or []) + [line]
+    else:
+        if current:
+            blocks.append(textwrap.dedent("\n".join(current)).strip() + "\n")
+        current = None
+if current:
+    blocks.append(textwrap.dedent("\n".join(current)).strip() + "\n")
+run = [b for b in blocks if b.startswith(("python3 -m pip install --user", "blender -b --addons"))]
+assert len(run) == 2, f"README: {len(run)} add-on blocks, want 2 (install, run)"
+print("".join(run))
+PY
+cat "$work/readme.sh"
+# Debian's python3 and pip, offline (no index; a proxy that refuses).
+export HOME="$work/home" PATH="/usr/bin:/bin:$PATH" PIP_NO_INDEX=1 \
+  PIP_DISABLE_PIP_VERSION_CHECK=1 http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 \
+  no_proxy=127.0.0.1,localhost
+unset PYTHONPATH PYTHONUSERBASE
+(cd "$work/repo" && REACH_ADDRESS="127.0.0.1:$port" bash -euo pipefail "$work/readme.sh") \
+  | tee "$work/out"
+grep -q "drive_rig: .*: 343 frames keyed" "$work/out"
+for blend in walk.blend walk_live.blend; do
+  png=()
+  [ "$blend" = walk.blend ] && png=(--png "$work/repo/walk.png")
+  # --python-use-system-env: the check imports the client from the user site.
+  blender -b "$work/repo/$blend" --python-use-system-env --python-exit-code 1 \
+    --python "$here/check_walk.py" -- --clip "$repo/tests/data/mocap/cmu_02_01_walk.bvh" \
+    --first 1 --addr "127.0.0.1:$port" "${png[@]}" 2>&1 | grep -v '^$' | grep -v '^Blender quit' \
+    | tee "$work/check"
+  grep -q "check_walk: ok" "$work/check"
+done
