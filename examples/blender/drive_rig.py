@@ -7,7 +7,7 @@ Action. Optionally saves the .blend and renders one frame (Workbench).
 
     blender -b --addons reach_blender --python-exit-code 1 \\
         --python examples/blender/drive_rig.py -- RIG.glb CLIP \\
-        [--addr HOST:PORT] [--first N] [--frames N] [--live] \\
+        [--addr HOST:PORT] [--first N] [--frames N] [--live] [--animation NAME] \\
         [--out X.blend] [--render X.png] [--render-frame N]
 
 The address defaults to $REACH_ADDRESS, else 127.0.0.1:50051; the token
@@ -76,6 +76,7 @@ def main():
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--frames", type=int, default=0)
     parser.add_argument("--live", action="store_true")
+    parser.add_argument("--animation", default="", help="a glTF clip's animation (default: first)")
     parser.add_argument("--out", default="")
     parser.add_argument("--render", default="")
     parser.add_argument("--render-frame", type=int, default=0)
@@ -99,6 +100,7 @@ def main():
     settings.first_frame = args.first
     settings.frame_count = args.frames
     settings.live = args.live
+    settings.clip_animation = args.animation
     for op in (bpy.ops.reach.connect, bpy.ops.reach.register_armature, bpy.ops.reach.retarget):
         if op() != {"FINISHED"}:
             sys.exit(f"drive_rig: {op.idname_py()} failed")

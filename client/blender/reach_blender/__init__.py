@@ -73,6 +73,8 @@ class ReachSettings(bpy.types.PropertyGroup):
                                        "(empty: the system's roots)")
     clip: StringProperty(name="Clip", subtype="FILE_PATH",
                          description="A .bvh (imported by the server) or .glb/.gltf clip")
+    clip_animation: StringProperty(
+        name="Animation", description="glTF clips: the animation to use (empty: the file's first)")
     live: BoolProperty(name="Live stream",
                        description="Retarget over RetargetStream, frame by frame, "
                                    "instead of one RetargetBatch")
@@ -166,7 +168,8 @@ class REACH_OT_retarget(bpy.types.Operator):
             # Registering again is free (the id is the content's hash) and
             # keeps the profile's joints equal to the bones as they are now.
             skeleton_id, roles = core.register(client, rig)
-            clip = core.load_clip(client, s.clip, scene, s.first_frame, s.frame_count)
+            clip = core.load_clip(client, s.clip, scene, s.first_frame, s.frame_count,
+                                  s.clip_animation)
             profile, frames = core.retarget(client, rig, skeleton_id, clip, live=s.live)
             action = core.key_action(rig, frames, f"{clip.name} ({rig.obj.name})", s.start_frame)
         except core.AddonError as e:
@@ -219,6 +222,8 @@ class REACH_PT_panel(bpy.types.Panel):
                 row.label(text=bone)
         box = layout.box()
         box.prop(s, "clip")
+        if s.clip.lower().endswith((".glb", ".gltf")):
+            box.prop(s, "clip_animation")
         box.prop(s, "live")
         box.prop(s, "first_frame")
         box.prop(s, "frame_count")

@@ -184,11 +184,13 @@ class Clip:
         self.frame_time_s, self.name = frame_time_s, name
 
 
-def load_clip(client, path, scene, first=0, count=0):
+def load_clip(client, path, scene, first=0, count=0, animation=""):
     """A BVH (imported by the server with its motion) or a glTF/GLB file
-    (read by Blender's importer: its first armature and the animation it
-    plays, sampled frame by frame, registered from its rest pose; the
-    objects are removed again). first/count: the source frames to use."""
+    (read by Blender's importer: its first armature, registered from its
+    rest pose, and its animation named `animation`, else the one the
+    importer makes active (the file's first), sampled at the scene's frame
+    rate, as the importer places the keys; the imported objects are removed
+    again). first/count: the source frames to use."""
     import numpy as np
     reach = import_reach()
     path = bpy.path.abspath(path)
@@ -204,7 +206,7 @@ def load_clip(client, path, scene, first=0, count=0):
         rotations, roots, dt = imported.motion, imported.root_translations, imported.frame_time_s
         skeleton_id = imported.skeleton_id
     elif ext in (".glb", ".gltf"):
-        skeleton_id, rotations, roots, dt = _sample_gltf(client, path, scene)
+        skeleton_id, rotations, roots, dt = _sample_gltf(client, path, scene, animation)
     else:
         raise AddonError(f"clip {path!r}: not a .bvh, .glb or .gltf file")
     if first < 0 or first >= len(rotations):
@@ -214,7 +216,7 @@ def load_clip(client, path, scene, first=0, count=0):
                 dt if dt > 0 else 1.0 / 30.0, name)
 
 
-def _sample_gltf(client, path, scene):
+def _sample_gltf(client, path, scene, animation):
     import numpy as np
     reach = import_reach()
     before = set(bpy.data.objects)
@@ -231,9 +233,20 @@ def _sample_gltf(client, path, scene):
         source = next((o for o in new if o.type == "ARMATURE"), None)
         if source is None:
             raise AddonError(f"clip {path!r}: no armature in the file")
-        action = source.animation_data.action if source.animation_data else None
+        data = source.animation_data
+        # The importer puts each glTF animation on an NLA track of its name.
+        tracks = {t.name: t for t in data.nla_tracks} if data else {}
+        if animation:
+            if animation not in tracks or not tracks[animation].strips:
+                raise AddonError(f"clip animation {animation!r}: {os.path.basename(path)} has "
+                                 f"{', '.join(sorted(tracks)) or 'no animations'}")
+            data.action = tracks[animation].strips[0].action
+        action = data.action if data else None
         if action is None:
             raise AddonError(f"clip {path!r}: the armature plays no animation")
+        # Only the action plays, not the tracks beside it.
+        for t in data.nla_tracks:
+            t.mute = True
         rig = Rig(source, scene)
         start, end = (int(round(x)) for x in action.frame_range)
         rotations, roots = [], []

@@ -8,13 +8,16 @@
 # .blend and the render with check_walk.py. Exit 77 (skipped) only where
 # no blender is installed: scripts/setup installs it.
 #
-#   client/blender/tests/check_blender.sh SERVER_BINARY
+# Then a glTF clip: the walk that `reach retarget --out X.glb` writes into a
+# copy of BCN's own file, driven onto BCN again (check_gltf.py).
+#
+#   client/blender/tests/check_blender.sh SERVER_BINARY REACH_BINARY
 set -euo pipefail
 if ! command -v blender >/dev/null; then
   echo "blender.addon: SKIPPED: no blender on PATH (apt-get install blender; scripts/setup installs it)"
   exit 77
 fi
-server_bin=$1
+server_bin=$1 reach_bin=$2
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
 work=$(mktemp -d)
@@ -75,3 +78,14 @@ for blend in walk.blend walk_live.blend; do
     | tee "$work/check"
   grep -q "check_walk: ok" "$work/check"
 done
+
+# A glTF clip (the file's second animation; its first is BCN's own).
+"$reach_bin" --addr "127.0.0.1:$port" retarget "$repo/tests/data/mocap/cmu_02_01_walk.bvh" \
+  --first 1 --to "$repo/tests/data/rigs/BCN_Epileptic.glb" --out "$work/walk_bcn.glb" >/dev/null
+(cd "$work/repo" && REACH_ADDRESS="127.0.0.1:$port" blender -b --addons reach_blender \
+   --python-exit-code 1 --python examples/blender/drive_rig.py -- \
+   tests/data/rigs/BCN_Epileptic.glb "$work/walk_bcn.glb" --animation cmu_02_01_walk \
+   --out walk_gltf.blend) | grep drive_rig
+blender -b "$work/repo/walk_gltf.blend" --python-exit-code 1 --python "$here/check_gltf.py" -- \
+  "$work/walk_bcn.glb" cmu_02_01_walk 2>&1 | grep check_gltf | tee "$work/check"
+grep -q "check_gltf: ok" "$work/check"
