@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # CTest blender.addon: the Reach add-on in Debian's Blender against a real
-# reach-server on loopback. Runs the README's "Blender add-on" commands as
-# written (install the add-on into ~/.config/blender/3.4, with HOME a
-# directory of this test's; drive BCN_Epileptic.glb with the CMU walk, in
-# one batch and over a live stream), from a copy of the repository's layout
-# made of links so that their outputs land here, then checks each saved
-# .blend and the render with check_walk.py. Exit 77 (skipped) only where
-# no blender is installed: scripts/setup installs it.
-#
-# Then a glTF clip: the walk that `reach retarget --out X.glb` writes into a
-# copy of BCN's own file, driven onto BCN again (check_gltf.py).
+# reach-server on loopback. Exit 77 (skipped) only where no blender is
+# installed; scripts/setup installs it.
+# 1. The README's "Blender add-on" commands as written (the client with pip
+#    --user, offline, and the add-on into ~/.config/blender/3.4, with HOME
+#    a directory of this test's; BCN_Epileptic.glb driven with the CMU walk
+#    in one batch and over a live stream), from a copy of the repository's
+#    layout made of links so that their outputs land here; check_walk.py
+#    checks each saved .blend and the render.
+# 2. A glTF clip: the walk that `reach retarget --out X.glb` writes into a
+#    copy of BCN's own file, driven onto BCN again (check_gltf.py).
+# 3. Bad input, and an armature moved, turned and scaled in other units
+#    (check_addon.py, then check_walk.py on its .blend).
 #
 #   client/blender/tests/check_blender.sh SERVER_BINARY REACH_BINARY
 set -euo pipefail
@@ -79,7 +81,7 @@ for blend in walk.blend walk_live.blend; do
   grep -q "check_walk: ok" "$work/check"
 done
 
-# A glTF clip (the file's second animation; its first is BCN's own).
+# 2. A glTF clip (the file's second animation; its first is BCN's own).
 "$reach_bin" --addr "127.0.0.1:$port" retarget "$repo/tests/data/mocap/cmu_02_01_walk.bvh" \
   --first 1 --to "$repo/tests/data/rigs/BCN_Epileptic.glb" --out "$work/walk_bcn.glb" >/dev/null
 (cd "$work/repo" && REACH_ADDRESS="127.0.0.1:$port" blender -b --addons reach_blender \
@@ -89,3 +91,14 @@ done
 blender -b "$work/repo/walk_gltf.blend" --python-exit-code 1 --python "$here/check_gltf.py" -- \
   "$work/walk_bcn.glb" cmu_02_01_walk 2>&1 | grep check_gltf | tee "$work/check"
 grep -q "check_gltf: ok" "$work/check"
+
+# 3. Bad input, and an armature object moved, turned and scaled in other units.
+(cd "$work/repo" && blender -b --addons reach_blender --python-exit-code 1 \
+   --python "$here/check_addon.py" -- "$repo/tests/data/rigs/BCN_Epileptic.glb" \
+   "$repo/tests/data/mocap/cmu_02_01_walk.bvh" "$work/walk_bcn.glb" "127.0.0.1:$port" \
+   "$work/moved.blend") 2>&1 | grep check_addon | tee "$work/check"
+grep -q "check_addon: ok" "$work/check"
+blender -b "$work/moved.blend" --python-use-system-env --python-exit-code 1 \
+  --python "$here/check_walk.py" -- --clip "$repo/tests/data/mocap/cmu_02_01_walk.bvh" \
+  --first 1 --addr "127.0.0.1:$port" 2>&1 | grep check_walk | tee "$work/check"
+grep -q "check_walk: ok" "$work/check"

@@ -1,0 +1,90 @@
+"""The add-on's operators on bad input, and on an armature object that is
+moved, turned and scaled (CTest blender.addon), in Blender:
+
+- every refusal is an error that names what is wrong (not connected, no
+  armature, a scale that is not uniform, a missing or unknown clip, a
+  first frame past the clip, an unknown glTF animation, an address with
+  no server), and a refused glTF clip leaves nothing behind;
+- BCN moved by (1, -2, 0.5), turned 30 degrees about +Z and scaled 0.5,
+  in a scene whose unit scale is 3 metres (so 1.5 times its height in
+  metres): driven with 40 frames of the walk and saved to OUT.blend, which
+  check_walk.py checks like the others (the service's frame includes the
+  object's transform and the units).
+
+    blender -b --addons reach_blender --python-exit-code 1 --python check_addon.py -- \\
+        RIG.glb CLIP.bvh GLTF_CLIP.glb ADDRESS OUT.blend
+"""
+import math
+import sys
+
+import bpy
+
+
+def expect_error(op, needle, **kwargs):
+    try:
+        result = op(**kwargs)
+    except RuntimeError as e:
+        message = str(e)
+    else:
+        sys.exit(f"check_addon: FAIL: {op.idname_py()} gave {result}, not an error about {needle!r}")
+    if needle not in message:
+        sys.exit(f"check_addon: FAIL: {op.idname_py()}: {message!r} does not say {needle!r}")
+    print(f"check_addon: {op.idname_py()} refused: {message.strip().splitlines()[-1]}")
+
+
+def main():
+    rig, clip, gltf_clip, address, out = sys.argv[sys.argv.index("--") + 1:]
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    bpy.ops.preferences.addon_enable(module="reach_blender")
+    scene = bpy.context.scene
+    s = scene.reach
+    ops = bpy.ops.reach
+
+    expect_error(ops.register_armature, "not connected")
+    s.address = "127.0.0.1:9"
+    expect_error(ops.connect, "127.0.0.1:9")
+    s.address = address
+    ops.connect()
+    expect_error(ops.register_armature, "select an armature")
+
+    bpy.ops.import_scene.gltf(filepath=rig)
+    obj = next(o for o in scene.objects if o.type == "ARMATURE")
+    for o in scene.objects:
+        o.select_set(o == obj)
+    bpy.context.view_layer.objects.active = obj
+
+    obj.scale = (1.0, 1.0, 2.0)
+    expect_error(ops.register_armature, "armature object scale")
+    obj.scale = (1.0, 1.0, 1.0)
+
+    expect_error(ops.retarget, "clip: choose")
+    s.clip = "/nonexistent/walk.bvh"
+    expect_error(ops.retarget, "no such file")
+    s.clip = __file__
+    expect_error(ops.retarget, "not a .bvh, .glb or .gltf")
+    s.clip = clip
+    s.first_frame = 100000
+    expect_error(ops.retarget, "first frame 100000")
+    s.first_frame = 0
+    s.clip = gltf_clip
+    s.clip_animation = "no such animation"
+    objects, actions = len(bpy.data.objects), len(bpy.data.actions)
+    expect_error(ops.retarget, "clip animation 'no such animation'")
+    if (len(bpy.data.objects), len(bpy.data.actions)) != (objects, actions):
+        sys.exit("check_addon: FAIL: a refused glTF clip left its objects behind")
+    s.clip_animation = ""
+
+    # Moved, turned, scaled, and other units.
+    obj.location = (1.0, -2.0, 0.5)
+    obj.rotation_euler = (0.0, 0.0, math.radians(30.0))
+    obj.scale = (0.5, 0.5, 0.5)
+    scene.unit_settings.scale_length = 3.0
+    s.clip, s.first_frame, s.frame_count = clip, 1, 40
+    if ops.register_armature() != {"FINISHED"} or ops.retarget() != {"FINISHED"}:
+        sys.exit("check_addon: FAIL: the moved armature was not driven")
+    bpy.ops.wm.save_as_mainfile(filepath=out)
+    print(f"check_addon: moved, turned and scaled armature driven, saved {out}")
+    print("check_addon: ok")
+
+
+main()
