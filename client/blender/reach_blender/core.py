@@ -100,6 +100,14 @@ class Rig:
         self.bones = _bones_parents_first(obj.data)
         if not self.bones:
             raise AddonError(f"{obj.name}: the armature has no bones")
+        # A service joint always turns with its parent; a bone that does
+        # not would be posed wrongly, so say so. (Inherit Scale does not
+        # matter: nothing here scales a bone.)
+        odd = [b.name for b in self.bones if b.parent is not None and not b.use_inherit_rotation]
+        if odd:
+            raise AddonError(f"{obj.name}: bone {odd[0]!r} does not inherit its parent's rotation "
+                             f"(Bone Properties > Relations; {len(odd)} such bones): the "
+                             "service's joints do")
         self.names = [b.name for b in self.bones]
         index = {n: i for i, n in enumerate(self.names)}
         self.parents = [index[b.parent.name] if b.parent else -1 for b in self.bones]

@@ -2,9 +2,10 @@
 moved, turned and scaled (CTest blender.addon), in Blender:
 
 - every refusal is an error that names what is wrong (not connected, no
-  armature, a scale that is not uniform, a missing or unknown clip, a
-  first frame past the clip, an unknown glTF animation, an address with
-  no server), and a refused glTF clip leaves nothing behind;
+  armature, a scale that is not uniform, a bone that does not inherit its
+  parent's rotation, a missing or unknown clip, a first frame past the
+  clip, an unknown glTF animation, an address with no server), and a
+  refused glTF clip leaves nothing behind;
 - BCN moved by (1, -2, 0.5), turned 30 degrees about +Z and scaled 0.5,
   in a scene whose unit scale is 3 metres (so 1.5 times its height in
   metres): driven with 40 frames of the walk and saved to OUT.blend, which
@@ -56,6 +57,9 @@ def main():
     obj.scale = (1.0, 1.0, 2.0)
     expect_error(ops.register_armature, "armature object scale")
     obj.scale = (1.0, 1.0, 1.0)
+    obj.data.bones["B_Knee_Left"].use_inherit_rotation = False
+    expect_error(ops.register_armature, "'B_Knee_Left' does not inherit its parent's rotation")
+    obj.data.bones["B_Knee_Left"].use_inherit_rotation = True
 
     expect_error(ops.retarget, "clip: choose")
     s.clip = "/nonexistent/walk.bvh"
