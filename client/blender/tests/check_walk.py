@@ -11,7 +11,8 @@ blender.addon), inside Blender, against the server and by itself:
   feet along +Z, and the armature's height (its bones' extent along +Z)
   within 5 % of the rest pose's (the body height below).
 - Knees bend forward: where a leg bends, its knee lies in front of the
-  hip-ankle line (front: the hips' left-to-right axis turned about +Z).
+  hip-ankle line (front: the hips' left-to-right axis turned about +Z);
+  elbows the other way, behind the shoulder-wrist line.
 - The rendered PNG is not empty and is a standing figure (taller than wide).
 
     blender -b OUT.blend --python-exit-code 1 --python check_walk.py -- \\
@@ -83,6 +84,7 @@ def main():
     worst_all = worst_limbs = 0.0
     heights = []
     knee_angles = []
+    elbow_angles = []
     knee_worst_offset = math.inf
     for k, f in enumerate(frames):
         scene.frame_set(f)
@@ -117,6 +119,14 @@ def main():
                 fr = front - axis * front.dot(axis)
                 knee_angles.append(math.degrees(flat.angle(fr)))
             knee_worst_offset = min(knee_worst_offset, off.dot(front) / body)
+        for side in ("left", "right"):
+            shoulder, elbow, wrist = (at[roles[f"{side}.{p}"]]
+                                      for p in ("upper_arm", "forearm", "hand"))
+            axis = (wrist - shoulder).normalized()
+            off = (elbow - shoulder) - axis * (elbow - shoulder).dot(axis)
+            if math.degrees((elbow - shoulder).angle(wrist - elbow)) > 10.0:
+                back = -front - axis * (-front).dot(axis)
+                elbow_angles.append(math.degrees(off.angle(back)))
 
     heights = np.array(heights)
     print(f"check_walk: {len(frames)} frames, body height {body:.4f} m")
@@ -128,6 +138,8 @@ def main():
     print(f"check_walk: knees bent > 10 deg in {len(knee_angles)} leg-frames, bend direction "
           f"within {max(knee_angles, default=0):.1f} deg of the front; lowest knee offset "
           f"along the front {knee_worst_offset:+.4f} of the height")
+    print(f"check_walk: elbows bent > 10 deg in {len(elbow_angles)} arm-frames, elbow within "
+          f"{max(elbow_angles, default=0):.1f} deg of the back")
     if worst_limbs > 1e-4 * body or worst_all > 1e-4 * body:
         fail("Blender's pose differs from the service's answer by more than 1e-4 of the height")
     if min(extents) < 0.95 or max(extents) > 1.05:
@@ -136,6 +148,8 @@ def main():
         fail("no frame bends a knee")
     if max(knee_angles) > 60.0:
         fail("a knee bends more than 60 degrees away from the front")
+    if not elbow_angles or max(elbow_angles) >= 90.0:
+        fail("an elbow bends forward (the bend is 90 degrees or more from the back)")
     if knee_worst_offset < -0.01:
         fail("a knee lies behind its hip-ankle line")
 
