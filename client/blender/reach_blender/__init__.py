@@ -5,10 +5,11 @@ View3D > Sidebar (N) > Reach: Connect (address, token, TLS), Register
 Armature (the selected armature's rest pose goes to the server, which
 characterises it: the panel lists which bone plays which role), Retarget
 (a BVH or glTF clip, in one batch or over a live stream, keyed as a new
-Action on the armature). Knees and elbows bend as the rig's own do: the
-server takes each limb's pole from the rig's retarget pose and the
-source's bend. Axes (Blender's Z-up, the service's Y-up) and units are
-converted in one place, frame.py.
+Action on the armature). Knees and elbows bend as the source's do,
+turned onto the rig (the server's pole for each limb is its transferred
+knee or elbow; a straight one bends as the rig's retarget pose does).
+Axes (Blender's Z-up, the service's Y-up) and units are converted in one
+place, frame.py.
 
 Scripts call the same operators (bpy.ops.reach.connect(), ...) with the
 settings in scene.reach, or the functions in reach_blender.core.
