@@ -12,6 +12,8 @@
 #    copy of BCN's own file, driven onto BCN again (check_gltf.py).
 # 3. Bad input, and an armature moved, turned and scaled in other units
 #    (check_addon.py, then check_walk.py on its .blend).
+# 4. A second server with TLS (deploy/make-certs.sh) and tokens
+#    (check_secure.py).
 #
 #   client/blender/tests/check_blender.sh SERVER_BINARY REACH_BINARY
 set -euo pipefail
@@ -29,14 +31,19 @@ work=$(mktemp -d)
 "$server_bin" --listen=127.0.0.1:0 --metrics_listen= --http_listen= --in_memory \
   --max_solve_ms=120000 2>"$work/log" &
 server=$!
-trap 'kill -TERM $server 2>/dev/null || true; wait; rm -rf "$work"' EXIT
-port=""
-for _ in $(seq 100); do
-  port=$(sed -n 's/.*listening on [^ ]* (port \([0-9]*\)).*/\1/p' "$work/log" | head -1)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { cat "$work/log" >&2; exit 1; }
+secure=""
+trap 'kill -TERM $server $secure 2>/dev/null || true; wait; rm -rf "$work"' EXIT
+port_of() {  # the port a server logged it listens on
+  local port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/.*listening on [^ ]* (port \([0-9]*\)).*/\1/p' "$1" | head -1)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  [ -n "$port" ] || { cat "$1" >&2; return 1; }
+  echo "$port"
+}
+port=$(port_of "$work/log")
 
 mkdir -p "$work/repo" "$work/home"
 for d in client examples proto tests; do ln -s "$repo/$d" "$work/repo/$d"; done
@@ -102,3 +109,17 @@ blender -b "$work/moved.blend" --python-use-system-env --python-exit-code 1 \
   --python "$here/check_walk.py" -- --clip "$repo/tests/data/mocap/cmu_02_01_walk.bvh" \
   --first 1 --addr "127.0.0.1:$port" 2>&1 | grep check_walk | tee "$work/check"
 grep -q "check_walk: ok" "$work/check"
+
+# 4. TLS and a token.
+"$repo/deploy/make-certs.sh" "$work/pki" >/dev/null
+token=$(openssl rand -hex 32)
+echo "artist $(printf %s "$token" | sha256sum | cut -d' ' -f1) solve,register" >"$work/pki/tokens"
+"$server_bin" --listen=127.0.0.1:0 --metrics_listen= --http_listen= --in_memory \
+  --tls_cert="$work/pki/tls.crt" --tls_key="$work/pki/tls.key" \
+  --auth_tokens_file="$work/pki/tokens" 2>"$work/secure.log" &
+secure=$!
+secure_port=$(port_of "$work/secure.log")
+blender -b --addons reach_blender --python-exit-code 1 --python "$here/check_secure.py" -- \
+  "$repo/tests/data/rigs/BCN_Epileptic.glb" "$repo/tests/data/mocap/cmu_02_01_walk.bvh" \
+  "127.0.0.1:$secure_port" "$work/pki/ca.crt" "$token" 2>&1 | grep check_secure | tee "$work/check"
+grep -q "check_secure: ok" "$work/check"
