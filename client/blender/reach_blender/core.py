@@ -58,7 +58,10 @@ def connect(address, token="", use_tls=False, tls_ca="", timeout=30.0):
     tls = None
     if use_tls:
         tls = reach.TLS(ca=bpy.path.abspath(tls_ca)) if tls_ca else True
-    client = reach.Client(address or None, token=token or None, tls=tls, timeout=timeout)
+    try:
+        client = reach.Client(address or None, token=token or None, tls=tls, timeout=timeout)
+    except reach.ReachError as e:
+        raise AddonError(f"{'TLS' if use_tls else f'address {address!r}'}: {e.message}") from None
     try:
         status = client.health()
     except reach.ReachError as e:
@@ -71,15 +74,13 @@ def connect(address, token="", use_tls=False, tls_ca="", timeout=30.0):
 
 
 def _bones_parents_first(armature):
+    """Depth first from each root bone (no recursion: a chain may be long)."""
     out = []
-
-    def visit(bone):
+    stack = [b for b in reversed(armature.bones) if b.parent is None]
+    while stack:
+        bone = stack.pop()
         out.append(bone)
-        for child in bone.children:
-            visit(child)
-    for bone in armature.bones:
-        if bone.parent is None:
-            visit(bone)
+        stack.extend(reversed(bone.children))
     return out
 
 

@@ -4,8 +4,8 @@ moved, turned and scaled (CTest blender.addon), in Blender:
 - every refusal is an error that names what is wrong (not connected, no
   armature, a scale that is not uniform, a bone that does not inherit its
   parent's rotation, a missing or unknown clip, a first frame past the
-  clip, an unknown glTF animation, an address with no server), and a
-  refused glTF clip leaves nothing behind;
+  clip, an unknown glTF animation, an address with no server, a CA file
+  that is not there), and a refused glTF clip leaves nothing behind;
 - BCN moved by (1, -2, 0.5), turned 30 degrees about +Z and scaled 0.5,
   in a scene whose unit scale is 3 metres (so 1.5 times its height in
   metres): driven with 40 frames of the walk and saved to OUT.blend, which
@@ -44,6 +44,9 @@ def main():
     expect_error(ops.register_armature, "not connected")
     s.address = "127.0.0.1:9"
     expect_error(ops.connect, "127.0.0.1:9")
+    s.use_tls, s.tls_ca = True, "/nonexistent/ca.crt"
+    expect_error(ops.connect, "TLS: tls.ca: cannot read '/nonexistent/ca.crt'")
+    s.use_tls, s.tls_ca = False, ""
     s.address = address
     ops.connect()
     expect_error(ops.register_armature, "select an armature")
