@@ -14,6 +14,8 @@
 #    (check_addon.py, then check_walk.py on its .blend).
 # 4. A second server with TLS (deploy/make-certs.sh) and tokens
 #    (check_secure.py).
+# 5. The "Python path" preference, in a Blender that cannot import the
+#    client otherwise (check_python_path.py).
 #
 #   client/blender/tests/check_blender.sh SERVER_BINARY REACH_BINARY
 set -euo pipefail
@@ -123,3 +125,12 @@ blender -b --addons reach_blender --python-exit-code 1 --python "$here/check_sec
   "$repo/tests/data/rigs/BCN_Epileptic.glb" "$repo/tests/data/mocap/cmu_02_01_walk.bvh" \
   "127.0.0.1:$secure_port" "$work/pki/ca.crt" "$token" 2>&1 | grep check_secure | tee "$work/check"
 grep -q "check_secure: ok" "$work/check"
+
+# 5. The client from pip --target, found through the add-on's preference
+#    only (a HOME with no user site).
+python3 -m pip install -q --no-deps --target "$work/target" "$repo/client/python"
+mkdir -p "$work/home2"
+HOME="$work/home2" BLENDER_USER_SCRIPTS="$work/home/.config/blender/3.4/scripts" \
+  blender -b --addons reach_blender --python-exit-code 1 --python "$here/check_python_path.py" -- \
+  "$work/target" "127.0.0.1:$port" 2>&1 | grep check_python_path | tee "$work/check"
+grep -q "check_python_path: ok" "$work/check"
