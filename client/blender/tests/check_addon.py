@@ -6,8 +6,10 @@ moved, turned and scaled (CTest blender.addon), in Blender:
   parent's rotation, a missing or unknown clip, a first frame past the
   clip, an unknown glTF animation, an address with no server, a CA file
   that is not there), and a refused glTF clip leaves nothing behind;
-- BCN moved by (1, -2, 0.5), turned 30 degrees about +Z and scaled 0.5,
-  in a scene whose unit scale is 3 metres (so 1.5 times its height in
+- BCN's bones turned Y-up inside the armature (as an FBX import has
+  them) and its object turned back (+90 degrees about X), moved by
+  (1, -2, 0.5), turned 30 degrees about +Z and scaled 0.5, in a scene
+  whose unit scale is 3 metres (so 1.5 times its height in
   metres): driven with 40 frames of the walk and saved to OUT.blend, which
   check_walk.py checks like the others (the service's frame includes the
   object's transform and the units).
@@ -19,6 +21,7 @@ import math
 import sys
 
 import bpy
+import mathutils
 
 
 def expect_error(op, needle, **kwargs):
@@ -81,14 +84,28 @@ def main():
         sys.exit("check_addon: FAIL: a refused glTF clip left its objects behind")
     s.clip_animation = ""
 
-    # Moved, turned, scaled, and other units.
+    # Moved, turned, scaled, and other units; and Y-up inside, as an FBX
+    # import is: the bones turned -90 degrees about X in the armature's own
+    # space and the object +90 degrees, so the character stands as before.
+    bpy.ops.object.mode_set(mode="EDIT")
+    for bone in obj.data.edit_bones:
+        bone.transform(mathutils.Matrix.Rotation(-math.pi / 2, 4, "X"))
+    bpy.ops.object.mode_set(mode="OBJECT")
+    if abs(obj.data.bones["B_Neck"].head_local.y - obj.data.bones["B_Ankle_Left"].head_local.y) < 1.0:
+        sys.exit("check_addon: FAIL: the armature's own space is not Y-up")
     obj.location = (1.0, -2.0, 0.5)
-    obj.rotation_euler = (0.0, 0.0, math.radians(30.0))
+    obj.rotation_mode = "XYZ"   # (the glTF importer leaves objects in QUATERNION)
+    obj.rotation_euler = (math.radians(90.0), 0.0, math.radians(30.0))
     obj.scale = (0.5, 0.5, 0.5)
     scene.unit_settings.scale_length = 3.0
     s.clip, s.first_frame, s.frame_count = clip, 1, 40
     if ops.register_armature() != {"FINISHED"} or ops.retarget() != {"FINISHED"}:
         sys.exit("check_addon: FAIL: the moved armature was not driven")
+    world = obj.matrix_world.to_3x3().normalized()
+    want = (mathutils.Matrix.Rotation(math.radians(30.0), 3, "Z")
+            @ mathutils.Matrix.Rotation(math.radians(90.0), 3, "X"))
+    if max(abs(a - b) for ra, rb in zip(world, want) for a, b in zip(ra, rb)) > 1e-6:
+        sys.exit(f"check_addon: FAIL: the armature object is not turned as set: {world}")
     bpy.ops.wm.save_as_mainfile(filepath=out)
     print(f"check_addon: moved, turned and scaled armature driven, saved {out}")
     print("check_addon: ok")
