@@ -20,6 +20,7 @@
 #include "tests/testing/gltf_bake.h"
 #include "tests/testing/service.h"
 #include "tests/testing/sweep.h"
+#include "tests/testing/expectations.h"
 
 namespace reach {
 namespace {
@@ -100,7 +101,7 @@ TEST_F(CliTest, VersionNamesTheReleaseTheBuildAndTheCommit) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, ::testing::MatchesRegex(absl::StrCat(
                            "reach ", REACH_PROJECT_VERSION, " \\(",
-                           REACH_BUILD_TYPE_STRING,
+                           testing::RegexLiteral(REACH_BUILD_TYPE_STRING),
                            " build(, commit [0-9a-f]{12})?\\)\n")));
   EXPECT_THAT(Reach("--help").out, HasSubstr("--version"));
 }

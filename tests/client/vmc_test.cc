@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,12 +24,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -311,6 +314,14 @@ class LoParser {
     return 0;
   }
   static int OnBundleEnd(void*) { return 0; }
+  // liblo's arguments point into the message at 4-byte alignment, but
+  // lo_arg (a union with 64-bit members) wants 8: read them through
+  // memcpy, never as lo_arg members (UBSan: misaligned member access).
+  static float Float(const lo_arg* arg) {
+    float f;
+    std::memcpy(&f, arg, sizeof f);
+    return f;
+  }
   static int OnMessage(const char* path, const char* types, lo_arg** argv,
                        int argc, lo_message, void* self) {
     LoParsed& p = static_cast<LoParser*>(self)->parsed_;
@@ -321,16 +332,16 @@ class LoParser {
     if (address == "/VMC/Ext/OK") p.ok = argc >= 1 && t[0] == 'i';
     if (address == "/VMC/Ext/T" && argc == 1 && t == "f") {
       p.has_time = true;
-      p.time = argv[0]->f;
+      p.time = Float(argv[0]);
     }
     if ((address == "/VMC/Ext/Bone/Pos" || address == "/VMC/Ext/Root/Pos") &&
         t == "sfffffff") {
       Floats7 v;
-      for (int k = 0; k < 7; ++k) v[static_cast<size_t>(k)] = argv[k + 1]->f;
+      for (int k = 0; k < 7; ++k) v[static_cast<size_t>(k)] = Float(argv[k + 1]);
       if (address == "/VMC/Ext/Root/Pos") {
         p.root = true;
       } else {
-        p.bones[&argv[0]->s] = v;
+        p.bones[reinterpret_cast<const char*>(argv[0])] = v;
       }
     }
     return 0;
@@ -876,6 +887,9 @@ TEST_F(VmcTest, ReachVmcCommandBridgesAndReportsItsCounts) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    // Dies with the test: a test that fails (or aborts under a sanitizer)
+    // must not leave the bridge holding CTest's output pipe open.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(pipe_fds[1], STDOUT_FILENO);
     close(pipe_fds[0]);
     execl(REACH_CLI_BINARY, REACH_CLI_BINARY, "--addr", addr.c_str(), "vmc",
@@ -885,6 +899,8 @@ TEST_F(VmcTest, ReachVmcCommandBridgesAndReportsItsCounts) {
     _exit(127);
   }
   close(pipe_fds[1]);
+  // An ASSERT that returns early stops the bridge too.
+  absl::Cleanup stop_bridge = [pid] { kill(pid, SIGKILL); };
   std::string out;
   char buffer[4096];
   while (out.find('\n') == std::string::npos) {
@@ -916,6 +932,7 @@ TEST_F(VmcTest, ReachVmcCommandBridgesAndReportsItsCounts) {
   kill(pid, SIGTERM);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  std::move(stop_bridge).Cancel();
   ssize_t n;
   while ((n = read(pipe_fds[0], buffer, sizeof buffer)) > 0) {
     out.append(buffer, static_cast<size_t>(n));

@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "server/log.h"
 #include "tests/server/raw_call.h"
+#include "tests/testing/expectations.h"
 
 namespace reach {
 namespace {
@@ -93,7 +94,8 @@ TEST(ServerBinaryTest, VersionNamesTheReleaseTheBuildAndTheCommit) {
   // The commit, when the source tree is a git checkout: 12 hex digits.
   const std::string want =
       absl::StrCat("reach-server ", REACH_PROJECT_VERSION, " \\(",
-                   REACH_BUILD_TYPE_STRING, " build(, commit [0-9a-f]{12})?\\)\n");
+                   testing::RegexLiteral(REACH_BUILD_TYPE_STRING),
+                   " build(, commit [0-9a-f]{12})?\\)\n");
   for (const char* flag : {"--version", "-version"}) {
     int exit_status = -1;
     const std::string out =

@@ -374,11 +374,24 @@ TEST_F(SharedRegistryTest, AKilledListenerResynchronisesAndMissesNothing) {
   StartReplicas();
   for (int round = 0; round < 3; ++round) {
     // C's listening connection killed; A changes things at once, while C
-    // reconnects.
+    // reconnects. (It is killed once it is there: at start, and after the
+    // last round's kill, C may still be connecting, the more so under the
+    // sanitizers.)
+    const std::string listener = absl::StrCat(
+        "FROM pg_stat_activity WHERE application_name = 'reach-listen-",
+        C().pid(), "'");
+    const absl::Time give_up = absl::Now() + absl::Seconds(20);
+    absl::StatusOr<std::string> present;
+    while ((present = pg_->Query(absl::StrCat("SELECT count(*) ", listener)))
+                   .ok() &&
+           *present != "1" && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_TRUE(present.ok()) << present.status();
+    ASSERT_EQ(*present, "1") << "C's listener never connected";
     absl::StatusOr<std::string> killed = pg_->Query(absl::StrCat(
-        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM "
-        "pg_stat_activity WHERE application_name = 'reach-listen-",
-        C().pid(), "') k"));
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) ", listener,
+        ") k"));
     ASSERT_TRUE(killed.ok()) << killed.status();
     EXPECT_EQ(*killed, "1");
     std::vector<std::string> ids;

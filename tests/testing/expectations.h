@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
@@ -21,6 +24,21 @@ inline void ExpectBoneLengthsKept(const Skeleton& skeleton, const Pose& before,
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_NEAR(b[i], a[i], 1e-9) << "joint " << i;
   }
+}
+
+// `text` as a regular expression that matches exactly it (GoogleTest's
+// POSIX extended expressions): build types such as
+// "RelWithDebInfo+ASan+UBSan" carry metacharacters.
+inline std::string RegexLiteral(absl::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (absl::string_view("\\^$.|?*+()[]{}").find(c) !=
+        absl::string_view::npos) {
+      out.push_back('\\');
+    }
+    out.push_back(c);
+  }
+  return out;
 }
 
 }  // namespace reach::testing
