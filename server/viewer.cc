@@ -98,7 +98,8 @@ bool Viewer::Admit(mg_connection* conn) {
   }
   mg_response_header_start(conn, 204);
   AddCorsGrant(conn);
-  mg_response_header_add(conn, "Access-Control-Allow-Methods", "GET, POST", -1);
+  mg_response_header_add(conn, "Access-Control-Allow-Methods",
+                         "GET, POST, PUT, DELETE", -1);
   mg_response_header_add(conn, "Access-Control-Allow-Headers",
                          "Authorization, Content-Type", -1);
   mg_response_header_add(conn, "Access-Control-Max-Age", "600", -1);
