@@ -345,6 +345,9 @@ check(batch.items.length === targets.length &&
 names(await expect(400, 'POST', '/api/v1/solve-batch', { as: 'solver',
   body: { skeleton_id: id, items: Array(MAX_BATCH + 1).fill({ goals: [{ chain: 'l_arm', target: [0.4, 1.2, 0.2] }] }) } },
 'a batch over --max_batch'), ['--max_batch'], 'a batch over --max_batch');
+names(await expect(400, 'POST', '/api/v1/solve', { as: 'solver',
+  body: { skeleton_id: id, goals: Array(65).fill({ chain: 'l_arm', target: [0.4, 1.2, 0.2] }) } }, 'goals over --max_goals'),
+['--max_goals'], 'goals over --max_goals');
 const badItem = await expect(200, 'POST', '/api/v1/solve-batch', { as: 'solver',
   body: { skeleton_id: id, items: [solveRequest(targets[0], 1), { goals: [{ chain: 'l_arm', target: [0, 0, 'NaN'] }] }] } },
 'a batch with a bad item');
@@ -579,6 +582,28 @@ await expect(404, 'GET', `/api/v1/skeletons/${id}`, { as: 'solver' }, 'get a del
       l.includes(`grpc_method="${method}"`) && l.includes('grpc_code="OK"'));
     check(line && +line.split(' ').at(-1) > 0, `metrics: ${method} handled OK counted (${line ?? `none: ${response.status} ${text.slice(0, 300)}`})`);
   }
+}
+
+// ---- The byte budget: a caller's share of --max_buffered_bytes ------------
+{
+  const { server: small, ports: smallPorts } = await startServer(['--max_buffered_bytes_per_caller=20000']);
+  servers.push(small);
+  const smallBase = `http://127.0.0.1:${smallPorts.http}`;
+  const post = async (path, body) => {
+    const r = await fetch(smallBase + path, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(body) });
+    return { status: r.status, body: await r.json() };
+  };
+  const small_id = (await post('/api/v1/skeletons', { skeleton: humanoid })).body.skeleton_id;
+  const r = await post('/api/v1/solve-batch', { skeleton_id: small_id,
+    items: Array(200).fill({ goals: [{ chain: 'l_arm', target: [0.4, 1.2, 0.2] }], return_globals: true }) });
+  check(r.status === 429, `a batch over the caller's byte budget: 429 (got ${r.status})`);
+  documented('POST', '/api/v1/solve-batch', r.status, r.body);
+  names(r.body, ['--max_buffered_bytes'], 'a batch over the byte budget');
+  const one = await post('/api/v1/solve', solveRequest(targets[0], 1));
+  check(one.status === 200 && maxDiff(one.body.rotations, unary[0].rotations) < 1e-12,
+        'within the budget the same server solves');
+  small.kill('SIGTERM');
 }
 
 // ---- Every documented operation answered -----------------------------------
