@@ -14,7 +14,8 @@
 //
 // and 64-bit integers (versions, sequences) are JSON numbers, not the
 // strings protobuf writes. Every field is written, defaults included, so
-// an answer's shape does not depend on its values. Requests may still give
+// an answer's shape does not depend on its values, and an object's keys
+// come in the proto's field order. Requests may still give
 // a Vec3 or Quat as protobuf's {"x": ..} object.
 #ifndef REACH_WIRE_API_JSON_H_
 #define REACH_WIRE_API_JSON_H_
