@@ -45,6 +45,10 @@ ABSL_FLAG(int, metrics_threads, 128,
 ABSL_FLAG(int, http_max_watchers, 8,
           "Viewer WebSockets watching live streams at once (each holds one "
           "of --http_threads); 0: no watching");
+ABSL_FLAG(int, http_max_streams, 8,
+          "WebSockets streaming solves or retargets through the HTTP API "
+          "(/api/v1/solve-stream, /api/v1/retarget-stream) at once (each "
+          "holds one of --http_threads); 0: none");
 ABSL_FLAG(int, solver_threads, 0,
           "Solver worker threads; 0: one per hardware thread");
 ABSL_FLAG(int, queue_capacity, 1024,
@@ -264,6 +268,7 @@ int main(int argc, char** argv) {
   options.http_address = absl::GetFlag(FLAGS_http_listen);
   options.http_threads = absl::GetFlag(FLAGS_http_threads);
   options.http_max_watchers = absl::GetFlag(FLAGS_http_max_watchers);
+  options.http_max_streams = absl::GetFlag(FLAGS_http_max_streams);
   options.http_request_timeout = absl::GetFlag(FLAGS_http_request_timeout);
   options.http_allowed_origins = absl::GetFlag(FLAGS_http_allowed_origins);
   options.metrics_threads = absl::GetFlag(FLAGS_metrics_threads);

@@ -470,6 +470,7 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     viewer.threads = o.http_threads;
     viewer.max_body_bytes = o.max_message_bytes;
     viewer.max_watchers = o.http_max_watchers;
+    viewer.max_streams = o.http_max_streams;
     viewer.allowed_origins = o.http_allowed_origins;
     viewer.request_timeout = o.http_request_timeout;
     absl::StatusOr<std::unique_ptr<Viewer>> started =

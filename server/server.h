@@ -38,6 +38,7 @@ struct ServerOptions {
   std::string http_address;
   int http_threads = 128;  // Viewer requests (and idle sockets) at once.
   int http_max_watchers = 8;  // Viewer WebSockets watching streams.
+  int http_max_streams = 8;  // HTTP API WebSockets streaming (/api/v1).
   // Origins the viewer grants cross-origin access (ViewerOptions).
   std::vector<std::string> http_allowed_origins;
   // Idle viewer connections are closed after this (ViewerOptions).

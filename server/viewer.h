@@ -30,6 +30,14 @@
 //                                       comes in the query.
 //
 // Bodies are the messages' proto3 JSON mapping (lowerCamelCase names).
+//
+// The HTTP API for programs (game engines, scripts) is under /api/v1
+// (http_api.cc, docs/openapi.yaml): every IkService and RetargetService
+// call, with the JSON of wire/api_json.h, and SolveStream and
+// RetargetStream as WebSockets (/api/v1/solve-stream,
+// /api/v1/retarget-stream: one request per text message, one answer per
+// message in order). It goes through the same in-process gRPC service and
+// the same checks as the routes above.
 // The page sends the user's token as `Authorization: Bearer TOKEN`, which
 // the gateway checks (visible ASCII only: anything else is a 400 naming the
 // header, never passed to gRPC) and passes on as the call's metadata; the
@@ -92,6 +100,9 @@ struct ViewerOptions {
   // Origins ("https://tool.example:8443") granted cross-origin access
   // (CORS); empty: none.
   std::vector<std::string> allowed_origins;
+  // WebSockets streaming solves or retargets (/api/v1/*-stream) at once;
+  // each holds one of `threads`.
+  int max_streams = 8;
   // A connection silent this long is closed; a WebSocket is pinged every
   // third of it and closed when none of the pings is answered.
   absl::Duration request_timeout = absl::Seconds(5);
@@ -117,6 +128,9 @@ class Viewer {
   // Origin `origin`, or null when it is not in allowed_origins.
   const std::string* GrantedOrigin(absl::string_view origin) const;
 
+  // A WebSocket of the HTTP API bridged to a gRPC stream (http_api.cc).
+  class ApiStream;
+
  private:
   Viewer() = default;
   static int Handle(mg_connection* conn, void* self);
@@ -127,6 +141,20 @@ class Viewer {
   std::string RefusalOf(const mg_connection* conn) const;
   void Api(mg_connection* conn);
   void ListStreams(mg_connection* conn, const Caller& caller);
+  // The HTTP API's unary routes (/api/v1/..., http_api.cc) for a caller
+  // already admitted and authenticated.
+  void ApiV1(mg_connection* conn, absl::string_view authorization);
+  // Reads the body (at most max_body_bytes) of a request to `route` whose
+  // Content-Type must be `content_type`; false when it answered an error.
+  bool ReadBody(mg_connection* conn, absl::string_view route,
+                absl::string_view content_type, std::string* body);
+
+  // A WebSocket streaming solves or retargets (http_api.cc).
+  static int OnStreamConnect(const mg_connection* conn, void* self);
+  static void OnStreamReady(mg_connection* conn, void* self);
+  static int OnStreamData(mg_connection* conn, int bits, char* data,
+                          size_t size, void* self);
+  static void OnStreamClose(const mg_connection* conn, void* self);
   // The Authorization of an HTTP request: its header, else "Bearer " and
   // `access_token` from the query; InvalidArgument when not visible ASCII.
   static absl::StatusOr<std::string> AuthorizationOf(const mg_connection* conn);
@@ -168,6 +196,7 @@ class Viewer {
   absl::Mutex mu_;
   std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);  // Ready ones.
   int accepted_ ABSL_GUARDED_BY(mu_) = 0;  // Connected, not yet closed.
+  int api_streams_ ABSL_GUARDED_BY(mu_) = 0;  // /api/v1 streams open.
   absl::Notification stop_;
   std::thread pump_;
 };
