@@ -1,10 +1,10 @@
 #include "client/connect.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -109,11 +109,11 @@ absl::StatusOr<ChannelTarget> ParseAddress(absl::string_view address) {
   const bool ipv6 = absl::StartsWith(parts[0], "[");
   for (size_t i = 0; i < parts.size(); ++i) {
     if (!IsIpHostPort(parts[i], ipv6)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "address: part ", i + 1, " '", parts[i], "' of '", address,
-          "' is not ", ipv6 ? "[IPv6]:port" : "IPv4:port",
-          " (several addresses are IP addresses of one family, "
-          "comma-separated; for a name use dns:///name:port)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("address: part ", i + 1, " '", parts[i], "' of '",
+                       address, "' is not ", ipv6 ? "[IPv6]:port" : "IPv4:port",
+                       " (several addresses are IP addresses of one family, "
+                       "comma-separated; for a name use dns:///name:port)"));
     }
   }
   out.target = absl::StrCat(ipv6 ? "ipv6:" : "ipv4:", address);
@@ -140,8 +140,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
   }
   if (!UsesTls(options)) {
-    return grpc::CreateCustomChannel(
-        target->target, grpc::InsecureChannelCredentials(), args);
+    return grpc::CreateCustomChannel(target->target,
+                                     grpc::InsecureChannelCredentials(), args);
   }
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     return absl::InvalidArgumentError(

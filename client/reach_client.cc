@@ -437,8 +437,9 @@ bool FrameStreamClient<Request, Response>::Resume(const grpc::Status& broken) {
                                  std::string(seeded.message()));
           continue;
         }
-        status_ = absl::Status(
-            seeded.code(), absl::StrCat(rpc_, ": resuming: ", seeded.message()));
+        status_ =
+            absl::Status(seeded.code(),
+                         absl::StrCat(rpc_, ": resuming: ", seeded.message()));
         return false;
       }
     }

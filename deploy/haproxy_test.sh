@@ -58,7 +58,8 @@ reach=("$build/client/reach" --tls-ca "$work/tls/ca.crt" --tls-server-name local
 # Each replica keeps its own registry here (--in_memory): the skeleton is
 # registered on each, under the same content-addressed id.
 for port in "${ports[@]}"; do
-  id=$("${reach[@]}" --addr "127.0.0.1:$port" register "$deploy/../examples/humanoid.skeleton.json")
+  id=$("${reach[@]}" --addr "127.0.0.1:$port" register "$deploy/../examples/humanoid.skeleton.json" |
+    sed -n "s/^registered \([0-9a-f]*\).*/\1/p")
 done
 for _ in $(seq 100); do
   "${reach[@]}" --addr "$HAPROXY_BIND" health >/dev/null 2>&1 && break

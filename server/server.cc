@@ -437,10 +437,9 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
     builder.AddChannelArgument(
         GRPC_ARG_MAX_CONNECTION_AGE_MS,
         static_cast<int>(absl::ToInt64Milliseconds(o.max_connection_age)));
-    builder.AddChannelArgument(
-        GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
-        static_cast<int>(
-            absl::ToInt64Milliseconds(o.max_connection_age_grace)));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               static_cast<int>(absl::ToInt64Milliseconds(
+                                   o.max_connection_age_grace)));
   }
   if (o.max_transport_bytes > 0) {
     grpc::ResourceQuota quota("reach-transport");

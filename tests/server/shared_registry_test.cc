@@ -236,11 +236,7 @@ class SharedRegistryTest : public ::testing::Test {
   Replica& C() { return *replicas_[2]; }
 
   std::unique_ptr<ScratchPostgres> pg_;
- public:
-  using Replicas = std::vector<std::unique_ptr<Replica>>;
-
- protected:
-  Replicas replicas_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
 };
 
 TEST_F(SharedRegistryTest, ReadThroughPropagationAndOneWinnerPerVersion) {
@@ -527,7 +523,8 @@ double SolvesStarted(Replica& replica) {
   return 0;
 }
 
-std::string AddressList(SharedRegistryTest::Replicas& replicas) {
+// "127.0.0.1:A,127.0.0.1:B,...": every replica, for a round-robin client.
+std::string AddressList(const std::vector<std::unique_ptr<Replica>>& replicas) {
   std::string out;
   for (auto& r : replicas) {
     absl::StrAppend(&out, out.empty() ? "" : ",", "127.0.0.1:", r->port());
@@ -578,9 +575,10 @@ TEST_F(SharedRegistryTest, RoundRobinSpreadsCallsOverReplicas) {
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
       client::Connect(connect);
   ASSERT_TRUE(channel.ok()) << channel.status();
-  // Every replica connected first, so the spread is the policy's.
-  for (int i = 0; i < 100 && (*channel)->GetState(true) !=
-                                  GRPC_CHANNEL_READY; ++i) {
+  // Connected (and a moment for the other replicas' connections), so the
+  // spread is the policy's, not the order connections came up in.
+  for (int i = 0; i < 100 && (*channel)->GetState(true) != GRPC_CHANNEL_READY;
+       ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   client::ReachClient reach(*channel);
@@ -620,8 +618,8 @@ double LargestStep(const std::vector<Eigen::Quaterniond>& a,
                    const std::vector<Eigen::Quaterniond>& b) {
   double largest = 0;
   for (size_t j = 0; j < a.size(); ++j) {
-    const double dot = std::min(1.0, std::abs(a[j].normalized().dot(
-                                         b[j].normalized())));
+    const double dot =
+        std::min(1.0, std::abs(a[j].normalized().dot(b[j].normalized())));
     largest = std::max(largest, 2 * std::acos(dot));
   }
   return largest;
@@ -732,12 +730,74 @@ TEST_F(SharedRegistryTest, AStreamResumesWarmOnAnotherReplicaAfterKill9) {
   std::printf(
       "resumed: largest gap between answers %s; largest joint step warm "
       "%.4f rad, across the resume %.4f rad\n",
-      absl::FormatDuration(largest_gap).c_str(), warm_largest,
-      resumed_largest);
+      absl::FormatDuration(largest_gap).c_str(), warm_largest, resumed_largest);
   EXPECT_LT(largest_gap, absl::Seconds(1));
   EXPECT_GT(warm_largest, 0);
   EXPECT_LE(resumed_largest, 2 * warm_largest);
   EXPECT_LT(killed_at, absl::InfiniteFuture());
+}
+
+// --max_connection_age closes every connection after about that long
+// (GOAWAY), and cancels what is still open after the grace: a resuming
+// stream carries on over it, each frame answered once, in order, and unary
+// calls go on.
+TEST_F(SharedRegistryTest, ConnectionsAgeOutAndResumingStreamsCarryOn) {
+  StartReplicas(
+      {"--max_connection_age=300ms", "--max_connection_age_grace=100ms"});
+  const v1::Skeleton chain = ToWire(testing::StraightChainDef(4), "chain4");
+  std::string id;
+  ASSERT_TRUE(Register(A().ik(), chain, &id).ok());
+  client::ConnectOptions connect;
+  connect.address = AddressList(replicas_);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      client::Connect(connect);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  client::ClientOptions options;
+  options.resume_streams = true;
+  client::ReachClient reach(*channel, options);
+  std::unique_ptr<client::SolveStream> stream =
+      reach.OpenStream(absl::Seconds(30), /*max_in_flight=*/2);
+  const absl::Time end = absl::Now() + absl::Milliseconds(1500);
+  uint64_t sent = 0, expected = 1;
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  *request.add_goals() = MakeGoal("chain", Eigen::Vector3d(0.1, 0.1, 0.25));
+  while (absl::Now() < end) {
+    request.set_sequence(++sent);
+    ASSERT_TRUE(stream->Send(request)) << stream->Finish();
+    client::StreamResult result;
+    while (stream->TryReceive(&result)) {
+      ASSERT_EQ(result.response.sequence(), expected++);
+    }
+    EXPECT_TRUE(reach.Solve(request).ok());
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const absl::Status finished = stream->Finish();
+  EXPECT_TRUE(finished.ok()) << finished;
+  client::StreamResult result;
+  while (stream->TryReceive(&result)) {
+    ASSERT_EQ(result.response.sequence(), expected++);
+  }
+  EXPECT_EQ(expected, sent + 1);
+  std::printf("%llu frames over 1.5 s, the stream reopened %d times\n",
+              static_cast<unsigned long long>(sent), stream->resumes());
+  EXPECT_GE(stream->resumes(), 1);
+}
+
+TEST(SharedRegistryFlagTest, ConnectionAgeFlagsAreChecked) {
+  ServerOptions options = testing::TestServerOptions();
+  options.max_connection_age = absl::Seconds(-1);
+  absl::StatusOr<std::unique_ptr<ReachServer>> server =
+      ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("--max_connection_age must be in [0, 576h]"));
+  options.max_connection_age = absl::Seconds(1);
+  options.max_connection_age_grace = absl::Hours(1000);
+  server = ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("--max_connection_age_grace must be in [0, 576h]"));
 }
 
 TEST(SharedRegistryFlagTest, BadOrUnreachableRegistryRefusesToStart) {
