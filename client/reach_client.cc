@@ -459,6 +459,9 @@ bool FrameStreamClient<Request, Response>::Resume(const grpc::Status& broken) {
       return false;
     }
   }
+  // Nothing was outstanding: the next frame sent starts from the last
+  // answer instead.
+  seed_next_ = frames.empty();
   absl::MutexLock lock(&mu_);
   // The first frame may carry its warm start now: keep what was sent.
   if (!frames.empty()) unanswered_.front() = frames.front();
@@ -481,13 +484,21 @@ bool FrameStreamClient<Request, Response>::Send(const Request& frame) {
   // Queued and written under one lock, so a resume sends it again exactly
   // when it went out on the call that broke.
   absl::MutexLock write_lock(&write_mu_);
+  const Request* out = &frame;
+  std::deque<Request> seeded;
   {
     absl::MutexLock lock(&mu_);
     if (read_done_) return false;
+    if (seed_next_ && resume_.reseed) {
+      // The first frame after a resume with nothing outstanding.
+      seed_next_ = false;
+      seeded.push_back(frame);
+      if (resume_.reseed(&seeded).ok()) out = &seeded.front();
+    }
     sent_at_.push_back(absl::Now());
-    if (resume_.enabled) unanswered_.push_back(frame);
+    if (resume_.enabled) unanswered_.push_back(*out);
   }
-  if (!call_->Write(frame)) {
+  if (!call_->Write(*out)) {
     // With resume, the reader sends it again on the next call.
     if (resume_.enabled) return true;
     // The frame never left: it will not be answered.

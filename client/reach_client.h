@@ -222,6 +222,8 @@ class FrameStreamClient {
   absl::Mutex write_mu_;
   std::unique_ptr<Call> call_ ABSL_GUARDED_BY(write_mu_);
   bool writes_done_ ABSL_GUARDED_BY(write_mu_) = false;
+  // A resume found no frame outstanding: Send seeds the next one.
+  bool seed_next_ ABSL_GUARDED_BY(write_mu_) = false;
   // The context may be cancelled from another thread while a write waits.
   absl::Mutex context_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
   std::unique_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(context_mu_);

@@ -120,6 +120,12 @@ class Replica {
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+  // SIGKILL: Kill(). Another signal is only sent (a drain takes its time;
+  // the destructor reaps the process).
+  void Signal(int signal) {
+    if (signal == SIGKILL) return Kill();
+    kill(pid_, signal);
+  }
   int metrics_port() const { return metrics_port_; }
   v1::IkService::Stub& ik() { return *ik_; }
   v1::RetargetService::Stub& retarget() { return *retarget_; }
@@ -625,11 +631,22 @@ double LargestStep(const std::vector<Eigen::Quaterniond>& a,
   return largest;
 }
 
-// Issue 43, 4: the replica holding a stream is killed (-9); the client
-// reopens the stream on another replica and goes on warm from the last
-// answered pose: every frame answered once, in order, within 1 s, and no
-// joint jumps more than twice the warm stream's largest step.
-TEST_F(SharedRegistryTest, AStreamResumesWarmOnAnotherReplicaAfterKill9) {
+// Issue 43, 4: the replica holding a stream goes away (killed with -9, or
+// drained by SIGTERM); the client reopens the stream on another replica and
+// goes on warm from the last answered pose: every frame answered once, in
+// order, within 1 s, and no joint jumps more than twice the warm stream's
+// largest step.
+class StreamResumeTest : public SharedRegistryTest,
+                         public ::testing::WithParamInterface<int> {};
+
+INSTANTIATE_TEST_SUITE_P(KilledOrDrained, StreamResumeTest,
+                         ::testing::Values(SIGKILL, SIGTERM),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(
+                               info.param == SIGKILL ? "Kill9" : "Sigterm");
+                         });
+
+TEST_P(StreamResumeTest, AStreamResumesWarmOnAnotherReplica) {
   StartReplicas();
   const v1::Skeleton chain = ToWire(testing::StraightChainDef(8), "chain8");
   std::string id;
@@ -716,9 +733,9 @@ TEST_F(SharedRegistryTest, AStreamResumesWarmOnAnotherReplicaAfterKill9) {
         }
       }
       ASSERT_NE(holder, nullptr);
-      std::printf("killing replica %s (pid %d), which holds the stream\n",
-                  holder->name().c_str(), holder->pid());
-      holder->Kill();
+      std::printf("signal %d to replica %s (pid %d), which holds the stream\n",
+                  GetParam(), holder->name().c_str(), holder->pid());
+      holder->Signal(GetParam());
       killed_at = absl::Now();
     }
   }
@@ -726,7 +743,8 @@ TEST_F(SharedRegistryTest, AStreamResumesWarmOnAnotherReplicaAfterKill9) {
   const absl::Status finished = stream->Finish();
   EXPECT_TRUE(finished.ok()) << finished;
   EXPECT_EQ(expected, kFrames + 1u) << "every frame answered";
-  EXPECT_EQ(stream->resumes(), 1);
+  // A drained replica may refuse a reopened call before it goes: again.
+  EXPECT_GE(stream->resumes(), 1);
   std::printf(
       "resumed: largest gap between answers %s; largest joint step warm "
       "%.4f rad, across the resume %.4f rad\n",

@@ -70,6 +70,7 @@ class SyncStream:
         self._resume = resume
         self._resume_within = resume_within
         self._pending: "collections.deque[Any]" = collections.deque()  # Sent, unanswered (resume).
+        self._seed_next = False
         self._requests: "queue.Queue[Any]" = queue.Queue()
         self._answers: "collections.deque[Any]" = collections.deque()
         self._cond = threading.Condition()
@@ -159,6 +160,8 @@ class SyncStream:
                     self._requests.put(_END)
                 if frames:
                     self._pending[0] = frames[0]
+                # Nothing was outstanding: the next frame sent is reseeded.
+                self._seed_next = not frames
                 timeout = None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
                 self._call = self._open_call(iter(self._requests.get, _END), timeout)
                 self.resumes += 1
@@ -180,6 +183,13 @@ class SyncStream:
             self._sent += 1
             sequence = self._sent
             request = _with_sequence(body, sequence)
+            if self._seed_next:
+                # The first frame after a resume that had nothing to resend.
+                self._seed_next = False
+                try:
+                    request = self._reseed(request)
+                except ReachError:
+                    pass  # It starts cold.
             if self._resume:
                 self._pending.append(request)
             self._requests.put(request)
