@@ -1,13 +1,18 @@
 #include "client/connect.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -42,7 +47,82 @@ absl::StatusOr<std::string> ReadPem(absl::string_view option,
   return pem;
 }
 
+// "host:port" with a port in 1..65535 and a host that is an IPv4 address
+// ("1.2.3.4") or, `ipv6`, a bracketed IPv6 one ("[::1]").
+bool IsIpHostPort(absl::string_view part, bool ipv6) {
+  const size_t colon = part.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  const absl::string_view host = part.substr(0, colon);
+  const absl::string_view port = part.substr(colon + 1);
+  int port_number = 0;
+  if (port.empty() || port.size() > 5 ||
+      !absl::SimpleAtoi(port, &port_number) || port_number < 1 ||
+      port_number > 65535 ||
+      !std::all_of(port.begin(), port.end(), absl::ascii_isdigit)) {
+    return false;
+  }
+  if (ipv6) {
+    if (host.size() < 3 || host.front() != '[' || host.back() != ']') {
+      return false;
+    }
+    return std::all_of(host.begin() + 1, host.end() - 1, [](char c) {
+      return absl::ascii_isxdigit(c) || c == ':' || c == '.';
+    });
+  }
+  const std::vector<absl::string_view> octets = absl::StrSplit(host, '.');
+  if (octets.size() != 4) return false;
+  for (absl::string_view octet : octets) {
+    int value = 0;
+    if (octet.empty() || octet.size() > 3 ||
+        !std::all_of(octet.begin(), octet.end(), absl::ascii_isdigit) ||
+        !absl::SimpleAtoi(octet, &value) || value > 255) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
+
+absl::StatusOr<ChannelTarget> ParseAddress(absl::string_view address) {
+  if (address.empty()) return absl::InvalidArgumentError("address: empty");
+  ChannelTarget out;
+  if (absl::StartsWith(address, "dns:")) {
+    // gRPC's DNS resolver: every address of the name, in turn.
+    out.target = std::string(address);
+    out.round_robin = true;
+    return out;
+  }
+  if (absl::StartsWith(address, "ipv4:") ||
+      absl::StartsWith(address, "ipv6:") || absl::StrContains(address, ":/")) {
+    out.target = std::string(address);
+    out.round_robin = absl::StrContains(address, ',');
+    return out;
+  }
+  if (!absl::StrContains(address, ',')) {
+    out.target = std::string(address);
+    return out;
+  }
+  // Several addresses: gRPC's ipv4:/ipv6: targets, whose resolver reads a
+  // comma-separated list of IP addresses (it resolves no names).
+  const std::vector<absl::string_view> parts = absl::StrSplit(address, ',');
+  const bool ipv6 = absl::StartsWith(parts[0], "[");
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!IsIpHostPort(parts[i], ipv6)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("address: part ", i + 1, " '", parts[i], "' of '",
+                       address, "' is not ", ipv6 ? "[IPv6]:port" : "IPv4:port",
+                       " (several addresses are IP addresses of one family, "
+                       "comma-separated; for a name use dns:///name:port)"));
+    }
+  }
+  out.target = absl::StrCat(ipv6 ? "ipv6:" : "ipv4:", address);
+  out.round_robin = true;
+  // gRPC's authority for an ipv4: target is the whole list; the first
+  // address is what a TLS certificate can name (tls_server_name overrides).
+  out.authority = std::string(parts[0]);
+  return out;
+}
 
 bool UsesTls(const ConnectOptions& options) {
   return !options.tls_ca.empty() || !options.tls_cert.empty() ||
@@ -51,14 +131,17 @@ bool UsesTls(const ConnectOptions& options) {
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(
     const ConnectOptions& options) {
-  if (options.address.empty()) {
-    return absl::InvalidArgumentError("address: empty");
-  }
+  absl::StatusOr<ChannelTarget> target = ParseAddress(options.address);
+  if (!target.ok()) return target.status();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_receive_bytes);
+  if (target->round_robin) args.SetLoadBalancingPolicyName("round_robin");
+  if (!target->authority.empty()) {
+    args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
+  }
   if (!UsesTls(options)) {
-    return grpc::CreateCustomChannel(
-        options.address, grpc::InsecureChannelCredentials(), args);
+    return grpc::CreateCustomChannel(target->target,
+                                     grpc::InsecureChannelCredentials(), args);
   }
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     return absl::InvalidArgumentError(
@@ -85,8 +168,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(
   if (!options.tls_server_name.empty()) {
     args.SetSslTargetNameOverride(options.tls_server_name);
   }
-  return grpc::CreateCustomChannel(options.address,
-                                   grpc::SslCredentials(ssl), args);
+  return grpc::CreateCustomChannel(target->target, grpc::SslCredentials(ssl),
+                                   args);
 }
 
 absl::Status ValidateToken(absl::string_view token) {

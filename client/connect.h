@@ -21,6 +21,11 @@
 namespace reach::client {
 
 struct ConnectOptions {
+  // One server "host:port"; several, comma-separated IP addresses
+  // ("10.0.0.1:50051,10.0.0.2:50051", IPv6 in brackets), called in turn
+  // (gRPC's round_robin); or a gRPC target with a scheme ("dns:///name:port"
+  // resolves every address of the name, called in turn; "ipv4:", "ipv6:",
+  // "unix:" as gRPC reads them).
   std::string address = "127.0.0.1:50051";
   std::string tls_ca;           // PEM file: the CA that signed the server.
   std::string tls_cert;         // PEM file: this client's certificate.
@@ -28,6 +33,17 @@ struct ConnectOptions {
   std::string tls_server_name;  // The name the server's certificate holds.
   int max_receive_bytes = 64 << 20;
 };
+
+// How `address` (ConnectOptions::address) reaches gRPC: its target, whether
+// calls go round-robin over the target's addresses, and the authority
+// (the name TLS checks) when gRPC's own would not do.
+struct ChannelTarget {
+  std::string target;
+  bool round_robin = false;
+  std::string authority;  // Empty: gRPC's default for the target.
+};
+// Errors name "address" and the part that is wrong.
+absl::StatusOr<ChannelTarget> ParseAddress(absl::string_view address);
 
 // True when `options` asks for TLS.
 bool UsesTls(const ConnectOptions& options);

@@ -1,6 +1,9 @@
 #include "client/reach_client.h"
 
 #include <algorithm>
+#include <array>
+#include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -127,13 +130,121 @@ ReachClient::Health(const std::string& service) {
   return response.status();
 }
 
+// A SolveStream's last answered pose, followed from the answers: each lists
+// the joints that differ from its start (the previous answer, the frame's
+// start_pose, or the rest pose on a stream's first frame or a new
+// skeleton). A resumed stream's first frame starts from it, as the broken
+// stream's next frame would have (warm). Only the reader's thread uses it.
+class ReachClient::WarmPose {
+ public:
+  explicit WarmPose(ReachClient* client) : client_(client) {}
+
+  void Answered(const v1::SolveRequest& request,
+                const v1::SolveResponse& response) {
+    // A refused or skipped frame leaves the server's warm start as it was.
+    if (response.has_error() || response.skipped()) return;
+    if (request.skeleton_id() != skeleton_id_ || request.has_start_pose()) {
+      skeleton_id_ = request.skeleton_id();
+      has_base_ = request.has_start_pose();
+      base_ = request.start_pose();
+      rotations_.clear();
+      root_.reset();
+    }
+    for (int i = 0; i < response.rotated_joints_size() &&
+                    4 * i + 3 < response.rotations_size();
+         ++i) {
+      rotations_[response.rotated_joints(i)] = {
+          response.rotations(4 * i), response.rotations(4 * i + 1),
+          response.rotations(4 * i + 2), response.rotations(4 * i + 3)};
+    }
+    for (int i = 0; i < response.translated_joints_size() &&
+                    3 * i + 2 < response.translations_size();
+         ++i) {
+      // A pose carries the root's translation only (a stretched limb's
+      // lengths start again from rest).
+      if (response.translated_joints(i) != 0) continue;
+      root_ = std::array<double, 3>{response.translations(3 * i),
+                                    response.translations(3 * i + 1),
+                                    response.translations(3 * i + 2)};
+    }
+    answered_ = true;
+  }
+
+  absl::Status Reseed(std::deque<v1::SolveRequest>* frames) {
+    if (frames->empty() || !answered_) return absl::OkStatus();
+    v1::SolveRequest& first = frames->front();
+    if (first.has_start_pose() || first.skeleton_id() != skeleton_id_) {
+      return absl::OkStatus();  // It does not start from the last answer.
+    }
+    v1::Pose pose;
+    if (has_base_) {
+      pose = base_;
+    } else {
+      // The rest pose, as the registry (shared by every replica) has it.
+      absl::StatusOr<v1::GetSkeletonResponse> skeleton =
+          client_->GetSkeleton(skeleton_id_);
+      if (!skeleton.ok()) return skeleton.status();
+      for (const v1::Joint& joint : skeleton->skeleton().joints()) {
+        v1::Quat* q = pose.add_rotations();
+        if (joint.rest().has_rotation()) {
+          *q = joint.rest().rotation();
+        } else {
+          q->set_w(1);
+        }
+      }
+    }
+    for (const auto& [joint, q] : rotations_) {
+      if (static_cast<int>(joint) >= pose.rotations_size()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "joint ", joint, " of the last answer is not in skeleton ",
+            skeleton_id_));
+      }
+      v1::Quat* out = pose.mutable_rotations(static_cast<int>(joint));
+      out->set_w(q[0]);
+      out->set_x(q[1]);
+      out->set_y(q[2]);
+      out->set_z(q[3]);
+    }
+    if (root_.has_value()) {
+      pose.mutable_root_translation()->set_x((*root_)[0]);
+      pose.mutable_root_translation()->set_y((*root_)[1]);
+      pose.mutable_root_translation()->set_z((*root_)[2]);
+    }
+    *first.mutable_start_pose() = std::move(pose);
+    return absl::OkStatus();
+  }
+
+ private:
+  ReachClient* const client_;
+  std::string skeleton_id_;
+  bool answered_ = false;
+  bool has_base_ = false;  // base_ is the frame's start_pose, else rest.
+  v1::Pose base_;
+  std::map<uint32_t, std::array<double, 4>> rotations_;
+  std::optional<std::array<double, 3>> root_;
+};
+
 std::unique_ptr<SolveStream> ReachClient::OpenStream(absl::Duration deadline,
                                                      int max_in_flight) {
+  StreamResume<v1::SolveRequest, v1::SolveResponse> resume;
+  resume.enabled = options_.resume_streams;
+  resume.within = options_.resume_within;
+  if (resume.enabled) {
+    auto warm = std::make_shared<WarmPose>(this);
+    resume.answered = [warm](const v1::SolveRequest& request,
+                             const v1::SolveResponse& response) {
+      warm->Answered(request, response);
+    };
+    resume.reseed = [warm](std::deque<v1::SolveRequest>* frames) {
+      return warm->Reseed(frames);
+    };
+  }
   return std::make_unique<SolveStream>(
       [this](grpc::ClientContext* context) {
         return stub_->SolveStream(context);
       },
-      "SolveStream", deadline, max_in_flight, options_.token);
+      "SolveStream", deadline, max_in_flight, options_.token,
+      std::move(resume));
 }
 
 absl::StatusOr<v1::CreateRetargetProfileResponse>
@@ -189,43 +300,174 @@ std::unique_ptr<RetargetStream> ReachClient::OpenRetargetStream(
       [this](grpc::ClientContext* context) {
         return retarget_->RetargetStream(context);
       },
-      "RetargetStream", deadline, max_in_flight, options_.token);
+      "RetargetStream", deadline, max_in_flight, options_.token,
+      StreamResume<v1::RetargetRequest, v1::RetargetResponse>{
+          options_.resume_streams, options_.resume_within, nullptr, nullptr});
 }
 
 template <typename Request, typename Response>
 FrameStreamClient<Request, Response>::FrameStreamClient(
-    const std::function<std::unique_ptr<Call>(grpc::ClientContext*)>& open,
+    std::function<std::unique_ptr<Call>(grpc::ClientContext*)> open,
     absl::string_view rpc, absl::Duration deadline, int max_in_flight,
-    absl::string_view token)
-    : rpc_(rpc), max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight) {
-  context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-  AddToken(token, &context_);
-  call_ = open(&context_);
+    absl::string_view token, StreamResume<Request, Response> resume)
+    : open_(std::move(open)),
+      rpc_(rpc),
+      token_(token),
+      deadline_(absl::Now() + deadline),
+      max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight),
+      resume_(std::move(resume)) {
+  {
+    absl::MutexLock lock(&write_mu_);
+    Open();
+  }
   reader_ = std::thread([this] { ReadLoop(); });
+}
+
+template <typename Request, typename Response>
+void FrameStreamClient<Request, Response>::Open() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(deadline_));
+  AddToken(token_, context.get());
+  grpc::ClientContext* raw = context.get();
+  {
+    absl::MutexLock lock(&context_mu_);
+    if (cancelled_) raw->TryCancel();
+    // The old context outlives its call: call_ is replaced below.
+    std::swap(context_, context);
+  }
+  std::unique_ptr<Call> old = std::move(call_);
+  call_ = open_(raw);
+  old.reset();
+  context.reset();
 }
 
 template <typename Request, typename Response>
 FrameStreamClient<Request, Response>::~FrameStreamClient() {
   if (!finished_) {
-    context_.TryCancel();
+    {
+      absl::MutexLock lock(&context_mu_);
+      cancelled_ = true;
+      context_->TryCancel();
+    }
     reader_.join();
-    call_->Finish().IgnoreError();
   }
 }
 
 template <typename Request, typename Response>
 void FrameStreamClient<Request, Response>::ReadLoop() {
-  Result result;
-  while (call_->Read(&result.response)) {
-    const absl::Time now = absl::Now();
-    absl::MutexLock lock(&mu_);
-    if (sent_at_.empty()) break;  // More responses than requests: broken.
-    result.latency = now - sent_at_.front();
-    sent_at_.pop_front();
-    received_.push_back(std::move(result));
+  while (true) {
+    Call* call;
+    {
+      absl::MutexLock lock(&write_mu_);
+      call = call_.get();
+    }
+    Result result;
+    bool more_than_sent = false;
+    while (call->Read(&result.response)) {
+      const absl::Time now = absl::Now();
+      absl::MutexLock lock(&mu_);
+      if (sent_at_.empty()) {  // More responses than requests: broken.
+        more_than_sent = true;
+        break;
+      }
+      result.latency = now - sent_at_.front();
+      sent_at_.pop_front();
+      if (resume_.enabled) {
+        if (resume_.answered) {
+          resume_.answered(unanswered_.front(), result.response);
+        }
+        unanswered_.pop_front();
+      }
+      received_.push_back(std::move(result));
+    }
+    if (more_than_sent) {
+      absl::MutexLock lock(&context_mu_);
+      context_->TryCancel();
+    }
+    // The call is over: a write waiting on it returns, so the lock comes.
+    absl::MutexLock lock(&write_mu_);
+    const grpc::Status status = call_->Finish();
+    if (more_than_sent || !Resume(status)) break;
   }
   absl::MutexLock lock(&mu_);
   read_done_ = true;
+}
+
+template <typename Request, typename Response>
+bool FrameStreamClient<Request, Response>::Resume(const grpc::Status& broken) {
+  status_ = FromGrpc(broken, rpc_);
+  if (!resume_.enabled ||
+      broken.error_code() != grpc::StatusCode::UNAVAILABLE) {
+    return false;
+  }
+  {
+    absl::MutexLock lock(&context_mu_);
+    if (cancelled_) return false;
+  }
+  std::deque<Request> frames;
+  {
+    absl::MutexLock lock(&mu_);
+    if (writes_done_ && unanswered_.empty()) {
+      // Every frame was answered and no more will come: nothing to resume.
+      status_ = absl::OkStatus();
+      return false;
+    }
+    frames = unanswered_;
+  }
+  // Another replica may not be ready yet (or the balancer may still pick
+  // the one that went away): try again, briefly apart, within the budget.
+  const absl::Time give_up = std::min(absl::Now() + resume_.within, deadline_);
+  grpc::Status attempt = broken;
+  for (int round = 0;; ++round) {
+    if (round > 0) {
+      if (absl::Now() >= give_up) {
+        status_ = absl::UnavailableError(absl::StrCat(
+            rpc_, ": broken (", broken.error_message(),
+            ") and not reopened within ", absl::FormatDuration(resume_.within),
+            ": ", attempt.error_message()));
+        return false;
+      }
+      absl::SleepFor(absl::Milliseconds(std::min(10 * round, 100)));
+    }
+    if (resume_.reseed) {
+      const absl::Status seeded = resume_.reseed(&frames);
+      if (!seeded.ok()) {
+        if (seeded.code() == absl::StatusCode::kUnavailable) {
+          attempt = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 std::string(seeded.message()));
+          continue;
+        }
+        status_ =
+            absl::Status(seeded.code(),
+                         absl::StrCat(rpc_, ": resuming: ", seeded.message()));
+        return false;
+      }
+    }
+    Open();
+    bool written = true;
+    for (const Request& frame : frames) {
+      if (!call_->Write(frame)) {
+        written = false;
+        break;
+      }
+    }
+    if (written && writes_done_) written = call_->WritesDone();
+    if (written) break;
+    attempt = call_->Finish();
+    if (attempt.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      status_ = FromGrpc(attempt, rpc_);
+      return false;
+    }
+  }
+  // Nothing was outstanding: the next frame sent starts from the last
+  // answer instead.
+  seed_next_ = frames.empty();
+  absl::MutexLock lock(&mu_);
+  // The first frame may carry its warm start now: keep what was sent.
+  if (!frames.empty()) unanswered_.front() = frames.front();
+  ++resumes_;
+  status_ = absl::OkStatus();
+  return true;
 }
 
 template <typename Request, typename Response>
@@ -238,9 +480,27 @@ bool FrameStreamClient<Request, Response>::Send(const Request& frame) {
     };
     mu_.Await(absl::Condition(&room));
     if (read_done_) return false;
-    sent_at_.push_back(absl::Now());
   }
-  if (!call_->Write(frame)) {
+  // Queued and written under one lock, so a resume sends it again exactly
+  // when it went out on the call that broke.
+  absl::MutexLock write_lock(&write_mu_);
+  const Request* out = &frame;
+  std::deque<Request> seeded;
+  {
+    absl::MutexLock lock(&mu_);
+    if (read_done_) return false;
+    if (seed_next_ && resume_.reseed) {
+      // The first frame after a resume with nothing outstanding.
+      seed_next_ = false;
+      seeded.push_back(frame);
+      if (resume_.reseed(&seeded).ok()) out = &seeded.front();
+    }
+    sent_at_.push_back(absl::Now());
+    if (resume_.enabled) unanswered_.push_back(*out);
+  }
+  if (!call_->Write(*out)) {
+    // With resume, the reader sends it again on the next call.
+    if (resume_.enabled) return true;
     // The frame never left: it will not be answered.
     write_failed_ = true;
     absl::MutexLock lock(&mu_);
@@ -278,9 +538,12 @@ template <typename Request, typename Response>
 absl::Status FrameStreamClient<Request, Response>::Finish() {
   if (finished_) return status_;
   finished_ = true;
-  if (!write_failed_) call_->WritesDone();
+  {
+    absl::MutexLock lock(&write_mu_);
+    writes_done_ = true;
+    if (!write_failed_) call_->WritesDone();
+  }
   reader_.join();
-  status_ = FromGrpc(call_->Finish(), rpc_);
   if (status_.ok()) {
     absl::MutexLock lock(&mu_);
     if (!sent_at_.empty()) {
@@ -296,6 +559,12 @@ template <typename Request, typename Response>
 int FrameStreamClient<Request, Response>::in_flight() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(sent_at_.size());
+}
+
+template <typename Request, typename Response>
+int FrameStreamClient<Request, Response>::resumes() const {
+  absl::MutexLock lock(&mu_);
+  return resumes_;
 }
 
 template class FrameStreamClient<v1::SolveRequest, v1::SolveResponse>;

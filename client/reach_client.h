@@ -32,6 +32,15 @@ struct ClientOptions {
   // Sent with every call as `authorization: Bearer <token>` (a server with
   // --auth_tokens_file needs one); empty: none. See client/connect.h.
   std::string token;
+  // Streams (OpenStream, OpenRetargetStream) that break with UNAVAILABLE
+  // (their replica killed, drained or scaled down) reopen on another
+  // replica and send the frames not yet answered again, for up to
+  // `resume_within` after the break. A SolveStream goes on warm: its first
+  // frame again starts from the last answered pose (as if it had not
+  // broken). A RetargetStream's planting starts afresh. Off: a break ends
+  // the stream (Finish says why).
+  bool resume_streams = false;
+  absl::Duration resume_within = absl::Seconds(5);
 };
 
 // grpc::Status -> absl::Status, code for code, the message prefixed by
@@ -46,6 +55,18 @@ using RetargetStream =
 template <typename Response>
 struct StreamAnswer;
 using StreamResult = StreamAnswer<v1::SolveResponse>;
+
+// How a FrameStreamClient reopens a broken stream (ClientOptions).
+template <typename Request, typename Response>
+struct StreamResume {
+  bool enabled = false;
+  absl::Duration within = absl::Seconds(5);
+  // Each answered frame with its request, in order (the reader's thread).
+  std::function<void(const Request&, const Response&)> answered;
+  // Before the unanswered frames go out again on a new call: may give the
+  // first its warm start. An error ends the stream with it.
+  std::function<absl::Status(std::deque<Request>* unanswered)> reseed;
+};
 
 // The `p` quantile (0..1, nearest rank) of `sorted` (ascending); zero when
 // empty.
@@ -111,6 +132,8 @@ class ReachClient {
 
  private:
   std::unique_ptr<grpc::ClientContext> NewContext() const;
+  // The last answered pose of a SolveStream, for a resume's warm start.
+  class WarmPose;
   // One unary call on `stub` with the deadline; errors name `rpc`.
   template <typename Stub, typename Request, typename Response>
   absl::StatusOr<Response> Call(
@@ -153,10 +176,12 @@ class FrameStreamClient {
   using Result = StreamAnswer<Response>;
   // `open` starts the call on the context; `rpc` names it in errors;
   // `token`: as ClientOptions::token.
+  // `resume`: whether and how a stream broken by UNAVAILABLE is reopened.
   FrameStreamClient(
-      const std::function<std::unique_ptr<Call>(grpc::ClientContext*)>& open,
+      std::function<std::unique_ptr<Call>(grpc::ClientContext*)> open,
       absl::string_view rpc, absl::Duration deadline, int max_in_flight,
-      absl::string_view token = "");
+      absl::string_view token = "",
+      StreamResume<Request, Response> resume = {});
   ~FrameStreamClient();  // Cancels the call if Finish was not called.
 
   // Sends one frame; blocks while the window is full. False when the stream
@@ -173,24 +198,48 @@ class FrameStreamClient {
   absl::Status Finish();
 
   int in_flight() const;
+  // How many times the stream was reopened after a break.
+  int resumes() const;
 
  private:
   void ReadLoop();
+  // After a break: reopens the call and sends the unanswered frames again.
+  // False when the stream ends instead (status_ says why).
+  bool Resume(const grpc::Status& broken)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void Open() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   bool PopLocked(Result* result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  grpc::ClientContext context_;
+  const std::function<std::unique_ptr<Call>(grpc::ClientContext*)> open_;
   const std::string rpc_;
-  std::unique_ptr<Call> call_;
+  const std::string token_;
+  const absl::Time deadline_;
   const int max_in_flight_;
+  const StreamResume<Request, Response> resume_;
+
+  // Writes, and the call and its context, which a resume replaces. Lock
+  // order: write_mu_, then context_mu_ or mu_.
+  absl::Mutex write_mu_;
+  std::unique_ptr<Call> call_ ABSL_GUARDED_BY(write_mu_);
+  bool writes_done_ ABSL_GUARDED_BY(write_mu_) = false;
+  // A resume found no frame outstanding: Send seeds the next one.
+  bool seed_next_ ABSL_GUARDED_BY(write_mu_) = false;
+  // The context may be cancelled from another thread while a write waits.
+  absl::Mutex context_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
+  std::unique_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(context_mu_);
+  bool cancelled_ ABSL_GUARDED_BY(context_mu_) = false;
   std::thread reader_;
 
-  mutable absl::Mutex mu_;
+  mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(write_mu_);
   std::deque<absl::Time> sent_at_ ABSL_GUARDED_BY(mu_);  // Unanswered frames.
+  // Their requests, kept to send again after a break (resume only).
+  std::deque<Request> unanswered_ ABSL_GUARDED_BY(mu_);
   std::deque<Result> received_ ABSL_GUARDED_BY(mu_);
   bool read_done_ ABSL_GUARDED_BY(mu_) = false;
+  int resumes_ ABSL_GUARDED_BY(mu_) = 0;
   bool write_failed_ = false;
   bool finished_ = false;
-  absl::Status status_;
+  absl::Status status_;  // Set by the reader when the call ends.
 };
 
 extern template class FrameStreamClient<v1::SolveRequest, v1::SolveResponse>;

@@ -99,6 +99,14 @@ ABSL_FLAG(int, max_concurrent_streams, 100,
           "MAX_CONCURRENT_STREAMS); more wait in the client. gRPC holds each "
           "open call's request (up to --max_message_bytes) before the "
           "--max_buffered_bytes budget sees it");
+ABSL_FLAG(absl::Duration, max_connection_age, absl::ZeroDuration(),
+          "Close each client connection after this long (HTTP/2 GOAWAY; "
+          "calls in flight get --max_connection_age_grace), so clients "
+          "reconnect and a round-robin client spreads over replicas added "
+          "since. 0: connections live forever");
+ABSL_FLAG(absl::Duration, max_connection_age_grace, absl::Seconds(30),
+          "After --max_connection_age, how long calls still open on the old "
+          "connection may run before they are cancelled");
 ABSL_FLAG(int64_t, max_transport_bytes, int64_t{512} << 20,
           "Bytes gRPC's transport may hold for all connections together "
           "(its resource quota: requests no handler has seen yet, read "
@@ -284,6 +292,9 @@ int main(int argc, char** argv) {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   options.max_transport_bytes = absl::GetFlag(FLAGS_max_transport_bytes);
+  options.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  options.max_connection_age_grace =
+      absl::GetFlag(FLAGS_max_connection_age_grace);
   options.service.solve_limits.max_goals = absl::GetFlag(FLAGS_max_goals);
   options.service.solve_limits.max_iterations =
       absl::GetFlag(FLAGS_max_iterations);
@@ -357,6 +368,9 @@ int main(int argc, char** argv) {
       " max_message_bytes=", o.max_message_bytes,
       " max_concurrent_streams=", o.max_concurrent_streams,
       " max_transport_bytes=", o.max_transport_bytes,
+      " max_connection_age=", absl::FormatDuration(o.max_connection_age),
+      " max_connection_age_grace=",
+      absl::FormatDuration(o.max_connection_age_grace),
       " max_streams=", o.service.max_streams,
       " stream_window=", o.service.stream_window,
       " stream_window_bytes=", o.service.stream_window_bytes,

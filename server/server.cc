@@ -229,6 +229,16 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   if (o.service.stream_window_bytes < 1) {
     return absl::InvalidArgumentError("--stream_window_bytes must be >= 1");
   }
+  if (o.max_connection_age < absl::ZeroDuration() ||
+      o.max_connection_age > absl::Hours(24 * 24)) {
+    return absl::InvalidArgumentError(
+        "--max_connection_age must be in [0, 576h] (0: never)");
+  }
+  if (o.max_connection_age_grace < absl::ZeroDuration() ||
+      o.max_connection_age_grace > absl::Hours(24 * 24)) {
+    return absl::InvalidArgumentError(
+        "--max_connection_age_grace must be in [0, 576h]");
+  }
   if (o.max_concurrent_streams < 1) {
     return absl::InvalidArgumentError("--max_concurrent_streams must be >= 1");
   }
@@ -420,6 +430,17 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
   // gRPC sets SO_REUSEPORT by default: a second server on the same port
   // would start silently and take half the connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (o.max_connection_age > absl::ZeroDuration()) {
+    // GOAWAY after the age (gRPC adds +-10 % jitter so clients do not all
+    // reconnect at once): round-robin clients re-resolve and spread over
+    // replicas started since.
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_MS,
+        static_cast<int>(absl::ToInt64Milliseconds(o.max_connection_age)));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               static_cast<int>(absl::ToInt64Milliseconds(
+                                   o.max_connection_age_grace)));
+  }
   if (o.max_transport_bytes > 0) {
     grpc::ResourceQuota quota("reach-transport");
     quota.Resize(static_cast<size_t>(o.max_transport_bytes));

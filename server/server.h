@@ -75,6 +75,11 @@ struct ServerOptions {
   // one server-wide bound on that term; past it gRPC refuses new calls and
   // closes connections itself, without naming a flag. <= 0: no quota.
   int64_t max_transport_bytes = int64_t{512} << 20;
+  // Connections are closed (GOAWAY) after max_connection_age, so clients
+  // reconnect and round-robin spreads them over replicas added since;
+  // calls open then get max_connection_age_grace. Zero: never.
+  absl::Duration max_connection_age = absl::ZeroDuration();
+  absl::Duration max_connection_age_grace = absl::Seconds(30);
   ServiceOptions service;
 
   // Security (README "Security"). TLS: PEM files, re-read every

@@ -68,7 +68,10 @@ const CLI::Validator& NonNegative() {
 
 void AddGlobalFlags(CLI::App& app, Globals* globals) {
   const auto last = CLI::MultiOptionPolicy::TakeLast;
-  app.add_option("--addr", globals->addr, "Server address host:port")
+  app.add_option("--addr", globals->addr,
+                 "Server address host:port; several IP addresses "
+                 "comma-separated (a,b,c), or dns:///name:port: calls go "
+                 "round-robin")
       ->capture_default_str()
       ->multi_option_policy(last);
   app.add_option("--timeout", globals->timeout_s,

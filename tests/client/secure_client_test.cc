@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/connect.h"
@@ -16,11 +18,11 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "wire/convert.h"
 #include "server/server.h"
 #include "tests/testing/models.h"
 #include "tests/testing/pki.h"
 #include "tests/testing/service.h"
+#include "wire/convert.h"
 
 namespace reach {
 namespace {
@@ -207,6 +209,62 @@ TEST_F(SecureClientTest, TheServerNameIsCheckedAndCanBeSet) {
   connect.address = Address();
   EXPECT_EQ(Client(connect, "")->Health().status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+// An address list goes round-robin over TLS with tokens: the certificate is
+// checked against the first address (gRPC's own authority for an ipv4:
+// target would be the whole list), or the name given.
+TEST_F(SecureClientTest, AnAddressListKeepsTlsAndTokens) {
+  Start();
+  ConnectOptions connect = Tls();
+  connect.address = absl::StrCat(Address(), ",", Address());
+  auto tool = Client(connect, kToolToken);
+  auto game = Client(connect, kGameToken);
+  ASSERT_NE(tool, nullptr);
+  RegisterSolveAndStream(*tool, *game);
+  EXPECT_EQ(Client(connect, "not-a-token")->ListSkeletons().status().code(),
+            absl::StatusCode::kUnauthenticated);
+  connect.tls_server_name = "reach.example.com";
+  EXPECT_EQ(Client(connect, "")->Health().status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(ConnectTest, AddressesParseIntoTargets) {
+  absl::StatusOr<client::ChannelTarget> t =
+      client::ParseAddress("127.0.0.1:5001");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->target, "127.0.0.1:5001");
+  EXPECT_FALSE(t->round_robin);
+  t = client::ParseAddress("127.0.0.1:5001,10.0.0.2:5002");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->target, "ipv4:127.0.0.1:5001,10.0.0.2:5002");
+  EXPECT_TRUE(t->round_robin);
+  EXPECT_EQ(t->authority, "127.0.0.1:5001");
+  t = client::ParseAddress("[::1]:5001,[fe80::1]:5002");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->target, "ipv6:[::1]:5001,[fe80::1]:5002");
+  t = client::ParseAddress("dns:///reach-server-headless:50051");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->target, "dns:///reach-server-headless:50051");
+  EXPECT_TRUE(t->round_robin);
+  EXPECT_TRUE(t->authority.empty());
+  for (const auto& [address, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"", "address: empty"},
+           {"127.0.0.1:1,host:2", "part 2 'host:2'"},
+           {"127.0.0.1:1,", "part 2 ''"},
+           {"127.0.0.1:1,127.0.0.1", "part 2 '127.0.0.1'"},
+           {"127.0.0.1:1,127.0.0.1:70000", "part 2 '127.0.0.1:70000'"},
+           {"127.0.0.1:1,256.0.0.1:2", "part 2 '256.0.0.1:2'"},
+           {"127.0.0.1:1,[::1]:2", "part 2 '[::1]:2'"},
+           {"[::1]:1,127.0.0.1:2", "is not [IPv6]:port"}}) {
+    absl::Status status = client::ParseAddress(address).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << address;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(message)) << address;
+    ConnectOptions options;
+    options.address = address;
+    EXPECT_EQ(Connect(options).status(), status) << address;
+  }
 }
 
 TEST_F(SecureClientTest, MutualTlsWithAClientCertificate) {

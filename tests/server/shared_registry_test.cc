@@ -19,6 +19,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/connect.h"
+#include "client/reach_client.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -112,6 +114,18 @@ class Replica {
 
   const std::string& name() const { return name_; }
   pid_t pid() const { return pid_; }
+  int port() const { return port_; }
+  void Kill() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  // SIGKILL: Kill(). Another signal is only sent (a drain takes its time;
+  // the destructor reaps the process).
+  void Signal(int signal) {
+    if (signal == SIGKILL) return Kill();
+    kill(pid_, signal);
+  }
   int metrics_port() const { return metrics_port_; }
   v1::IkService::Stub& ik() { return *ik_; }
   v1::RetargetService::Stub& retarget() { return *retarget_; }
@@ -499,6 +513,322 @@ TEST_F(SharedRegistryTest, DatabaseDownSolvesGoOnWritesUnavailableThenResume) {
   EXPECT_TRUE(frame());
   EXPECT_THAT(A().Metrics(), HasSubstr("reach_registry_store_up 1"));
   stream->WritesDone();
+}
+
+// The value of the metric line that starts with `prefix` (name and
+// labels), or -1.
+double MetricValue(const std::string& metrics, const std::string& prefix) {
+  std::istringstream lines(metrics);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(prefix, 0) == 0 && line.size() > prefix.size() &&
+        (line[prefix.size()] == ' ' || line[prefix.size()] == '{')) {
+      return std::atof(line.substr(line.rfind(' ') + 1).c_str());
+    }
+  }
+  return -1;
+}
+
+// Solve calls a replica has started (its Prometheus counter).
+double SolvesStarted(Replica& replica) {
+  std::istringstream lines(replica.Metrics());
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("grpc_server_started_total{", 0) == 0 &&
+        line.find("grpc_method=\"Solve\"") != std::string::npos) {
+      return std::atof(line.substr(line.rfind(' ') + 1).c_str());
+    }
+  }
+  return 0;
+}
+
+// "127.0.0.1:A,127.0.0.1:B,...": every replica, for a round-robin client.
+std::string AddressList(const std::vector<std::unique_ptr<Replica>>& replicas) {
+  std::string out;
+  for (auto& r : replicas) {
+    absl::StrAppend(&out, out.empty() ? "" : ",", "127.0.0.1:", r->port());
+  }
+  return out;
+}
+
+// Issue 43, 3: one client over three replicas spreads its calls evenly
+// (gRPC's round_robin), from the C++ client and from the reach tool.
+TEST_F(SharedRegistryTest, RoundRobinSpreadsCallsOverReplicas) {
+  StartReplicas();
+  std::string leg;
+  ASSERT_TRUE(Register(A().ik(), Leg("leg"), &leg).ok());
+  const std::string addresses = AddressList(replicas_);
+
+  // A name the list cannot hold is refused, naming the part.
+  client::ConnectOptions bad;
+  bad.address = absl::StrCat(addresses, ",localhost:1");
+  EXPECT_THAT(client::Connect(bad).status().message(),
+              HasSubstr("address: part 4 'localhost:1'"));
+
+  const auto check_spread = [&](const char* who,
+                                const std::vector<double>& before) {
+    double total = 0;
+    std::vector<double> counts;
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      counts.push_back(SolvesStarted(*replicas_[i]) - before[i]);
+      total += counts.back();
+    }
+    EXPECT_GE(total, 3000) << who;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      std::printf("%s: replica %s answered %.0f of %.0f Solve calls\n", who,
+                  replicas_[i]->name().c_str(), counts[i], total);
+      // Within 15 % of an even share.
+      EXPECT_NEAR(counts[i], total / 3, 0.15 * total / 3)
+          << who << " replica " << i;
+    }
+  };
+  const auto counts_now = [&] {
+    std::vector<double> counts;
+    for (auto& r : replicas_) counts.push_back(SolvesStarted(*r));
+    return counts;
+  };
+
+  // The C++ client.
+  client::ConnectOptions connect;
+  connect.address = addresses;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      client::Connect(connect);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  // Connected (and a moment for the other replicas' connections), so the
+  // spread is the policy's, not the order connections came up in.
+  for (int i = 0; i < 100 && (*channel)->GetState(true) != GRPC_CHANNEL_READY;
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  client::ReachClient reach(*channel);
+  absl::SleepFor(absl::Milliseconds(100));
+  std::vector<double> before = counts_now();
+  v1::SolveRequest request;
+  request.set_skeleton_id(leg);
+  *request.add_goals() = MakeGoal("leg", Eigen::Vector3d(0.2, 0, -0.6));
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_TRUE(reach.Solve(request).ok()) << i;
+  }
+  check_spread("C++ client", before);
+
+  // The reach tool (one channel, calls one after another).
+  before = counts_now();
+  const std::string command = absl::StrCat(
+      REACH_CLI_BINARY, " --addr ", addresses,
+      " bench --rpc solve --concurrency 1 --requests 3000 --skeleton ", leg,
+      " >/dev/null 2>&1");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  check_spread("reach bench", before);
+}
+
+// The pose after an answer: `pose` (local rotations, w x y z) with the
+// answer's rotated joints replaced.
+void Apply(const v1::SolveResponse& response,
+           std::vector<Eigen::Quaterniond>* pose) {
+  for (int i = 0; i < response.rotated_joints_size(); ++i) {
+    (*pose)[response.rotated_joints(i)] = Eigen::Quaterniond(
+        response.rotations(4 * i), response.rotations(4 * i + 1),
+        response.rotations(4 * i + 2), response.rotations(4 * i + 3));
+  }
+}
+
+// The largest rotation, radians, of any joint between two poses.
+double LargestStep(const std::vector<Eigen::Quaterniond>& a,
+                   const std::vector<Eigen::Quaterniond>& b) {
+  double largest = 0;
+  for (size_t j = 0; j < a.size(); ++j) {
+    const double dot =
+        std::min(1.0, std::abs(a[j].normalized().dot(b[j].normalized())));
+    largest = std::max(largest, 2 * std::acos(dot));
+  }
+  return largest;
+}
+
+// Issue 43, 4: the replica holding a stream goes away (killed with -9, or
+// drained by SIGTERM); the client reopens the stream on another replica and
+// goes on warm from the last answered pose: every frame answered once, in
+// order, within 1 s, and no joint jumps more than twice the warm stream's
+// largest step.
+class StreamResumeTest : public SharedRegistryTest,
+                         public ::testing::WithParamInterface<int> {};
+
+INSTANTIATE_TEST_SUITE_P(KilledOrDrained, StreamResumeTest,
+                         ::testing::Values(SIGKILL, SIGTERM),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(
+                               info.param == SIGKILL ? "Kill9" : "Sigterm");
+                         });
+
+TEST_P(StreamResumeTest, AStreamResumesWarmOnAnotherReplica) {
+  StartReplicas();
+  const v1::Skeleton chain = ToWire(testing::StraightChainDef(8), "chain8");
+  std::string id;
+  ASSERT_TRUE(Register(A().ik(), chain, &id).ok());
+
+  client::ConnectOptions connect;
+  connect.address = AddressList(replicas_);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      client::Connect(connect);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  client::ClientOptions options;
+  options.resume_streams = true;
+  client::ReachClient reach(*channel, options);
+  std::unique_ptr<client::SolveStream> stream =
+      reach.OpenStream(absl::Seconds(60), /*max_in_flight=*/4);
+
+  constexpr int kFrames = 400;
+  constexpr int kKillAt = 150;
+  const auto frame = [&](int i) {
+    v1::SolveRequest request;
+    request.set_skeleton_id(id);
+    request.set_sequence(i + 1);
+    const double angle = 0.01 * i;
+    *request.add_goals() = MakeGoal(
+        "chain",
+        Eigen::Vector3d(0.35 * std::cos(angle), 0.35 * std::sin(angle), 0.3),
+        v1::SOLVER_FABRIK);
+    return request;
+  };
+  std::atomic<int> sent{0};
+  std::atomic<bool> sender_done{false};
+  std::thread sender([&] {
+    for (int i = 0; i < kFrames; ++i) {
+      if (!stream->Send(frame(i))) break;
+      sent = i + 1;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    sender_done = true;
+  });
+
+  std::vector<Eigen::Quaterniond> pose;
+  for (const v1::Joint& joint : chain.joints()) {
+    const v1::Quat& q = joint.rest().rotation();
+    pose.push_back(joint.rest().has_rotation()
+                       ? Eigen::Quaterniond(q.w(), q.x(), q.y(), q.z())
+                       : Eigen::Quaterniond::Identity());
+  }
+  double warm_largest = 0, resumed_largest = 0;
+  absl::Duration largest_gap;
+  absl::Time last_answer = absl::Now(), killed_at = absl::InfiniteFuture();
+  uint64_t expected = 1;
+  for (int answered = 0; answered < kFrames;) {
+    client::StreamResult result;
+    const bool all_sent = sender_done;
+    if (!stream->Receive(&result)) {
+      // Every frame sent so far is answered: wait for the sender.
+      if (all_sent) break;
+      absl::SleepFor(absl::Milliseconds(1));
+      continue;
+    }
+    ++answered;
+    const absl::Time now = absl::Now();
+    ASSERT_EQ(result.response.sequence(), expected) << "in order, once each";
+    ++expected;
+    ASSERT_FALSE(result.response.has_error())
+        << result.response.error().message();
+    std::vector<Eigen::Quaterniond> next = pose;
+    Apply(result.response, &next);
+    const double step = LargestStep(pose, next);
+    pose = std::move(next);
+    if (answered > 10 && answered <= kKillAt) {
+      warm_largest = std::max(warm_largest, step);
+    } else if (answered > kKillAt) {
+      resumed_largest = std::max(resumed_largest, step);
+      largest_gap = std::max(largest_gap, now - last_answer);
+    }
+    last_answer = now;
+    if (answered == kKillAt) {
+      // Kill the replica that holds the stream.
+      Replica* holder = nullptr;
+      for (auto& r : replicas_) {
+        if (MetricValue(r->Metrics(), "reach_active_streams") == 1) {
+          holder = r.get();
+        }
+      }
+      ASSERT_NE(holder, nullptr);
+      std::printf("signal %d to replica %s (pid %d), which holds the stream\n",
+                  GetParam(), holder->name().c_str(), holder->pid());
+      holder->Signal(GetParam());
+      killed_at = absl::Now();
+    }
+  }
+  sender.join();
+  const absl::Status finished = stream->Finish();
+  EXPECT_TRUE(finished.ok()) << finished;
+  EXPECT_EQ(expected, kFrames + 1u) << "every frame answered";
+  // A drained replica may refuse a reopened call before it goes: again.
+  EXPECT_GE(stream->resumes(), 1);
+  std::printf(
+      "resumed: largest gap between answers %s; largest joint step warm "
+      "%.4f rad, across the resume %.4f rad\n",
+      absl::FormatDuration(largest_gap).c_str(), warm_largest, resumed_largest);
+  EXPECT_LT(largest_gap, absl::Seconds(1));
+  EXPECT_GT(warm_largest, 0);
+  EXPECT_LE(resumed_largest, 2 * warm_largest);
+  EXPECT_LT(killed_at, absl::InfiniteFuture());
+}
+
+// --max_connection_age closes every connection after about that long
+// (GOAWAY), and cancels what is still open after the grace: a resuming
+// stream carries on over it, each frame answered once, in order, and unary
+// calls go on.
+TEST_F(SharedRegistryTest, ConnectionsAgeOutAndResumingStreamsCarryOn) {
+  StartReplicas(
+      {"--max_connection_age=300ms", "--max_connection_age_grace=100ms"});
+  const v1::Skeleton chain = ToWire(testing::StraightChainDef(4), "chain4");
+  std::string id;
+  ASSERT_TRUE(Register(A().ik(), chain, &id).ok());
+  client::ConnectOptions connect;
+  connect.address = AddressList(replicas_);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      client::Connect(connect);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  client::ClientOptions options;
+  options.resume_streams = true;
+  client::ReachClient reach(*channel, options);
+  std::unique_ptr<client::SolveStream> stream =
+      reach.OpenStream(absl::Seconds(30), /*max_in_flight=*/2);
+  const absl::Time end = absl::Now() + absl::Milliseconds(1500);
+  uint64_t sent = 0, expected = 1;
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  *request.add_goals() = MakeGoal("chain", Eigen::Vector3d(0.1, 0.1, 0.25));
+  while (absl::Now() < end) {
+    request.set_sequence(++sent);
+    ASSERT_TRUE(stream->Send(request)) << stream->Finish();
+    client::StreamResult result;
+    while (stream->TryReceive(&result)) {
+      ASSERT_EQ(result.response.sequence(), expected++);
+    }
+    EXPECT_TRUE(reach.Solve(request).ok());
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const absl::Status finished = stream->Finish();
+  EXPECT_TRUE(finished.ok()) << finished;
+  client::StreamResult result;
+  while (stream->TryReceive(&result)) {
+    ASSERT_EQ(result.response.sequence(), expected++);
+  }
+  EXPECT_EQ(expected, sent + 1);
+  std::printf("%llu frames over 1.5 s, the stream reopened %d times\n",
+              static_cast<unsigned long long>(sent), stream->resumes());
+  EXPECT_GE(stream->resumes(), 1);
+}
+
+TEST(SharedRegistryFlagTest, ConnectionAgeFlagsAreChecked) {
+  ServerOptions options = testing::TestServerOptions();
+  options.max_connection_age = absl::Seconds(-1);
+  absl::StatusOr<std::unique_ptr<ReachServer>> server =
+      ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("--max_connection_age must be in [0, 576h]"));
+  options.max_connection_age = absl::Seconds(1);
+  options.max_connection_age_grace = absl::Hours(1000);
+  server = ReachServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("--max_connection_age_grace must be in [0, 576h]"));
 }
 
 TEST(SharedRegistryFlagTest, BadOrUnreachableRegistryRefusesToStart) {

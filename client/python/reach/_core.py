@@ -49,14 +49,50 @@ def _read(path: Optional[str], what: str) -> Optional[bytes]:
     return data
 
 
-def channel_setup(address: Optional[str], token: Optional[str], tls: Union[None, bool, TLS]
-                  ) -> Tuple[str, Optional[grpc.ChannelCredentials], List[Tuple[str, Any]], Tuple]:
-    """The address, credentials (None: plaintext), channel options and call
-    metadata."""
-    if address is None:
-        address = os.environ.get("REACH_ADDRESS") or DEFAULT_ADDRESS
+def _ip_host_port(part: str, ipv6: bool) -> bool:
+    host, colon, port = part.rpartition(":")
+    if not colon or not host or not port.isdigit() or len(port) > 5 or not 1 <= int(port) <= 65535:
+        return False
+    if ipv6:
+        return (len(host) >= 3 and host[0] == "[" and host[-1] == "]"
+                and all(c in "0123456789abcdefABCDEF:." for c in host[1:-1]))
+    octets = host.split(".")
+    return len(octets) == 4 and all(o.isdigit() and len(o) <= 3 and int(o) <= 255 for o in octets)
+
+
+def channel_target(address: str) -> Tuple[str, bool, Optional[str]]:
+    """(gRPC target, round-robin?, authority or None) for an address as the
+    C++ client reads it: "host:port"; several IP addresses, comma-separated
+    ("10.0.0.1:50051,10.0.0.2:50051"), called in turn; or a target with a
+    scheme ("dns:///name:port": every address of the name, in turn)."""
     if not address:
         raise ReachError(grpc.StatusCode.INVALID_ARGUMENT, "address: empty")
+    if address.startswith("dns:"):
+        return address, True, None
+    if address.startswith(("ipv4:", "ipv6:")) or ":/" in address:
+        return address, "," in address, None
+    if "," not in address:
+        return address, False, None
+    parts = address.split(",")
+    ipv6 = parts[0].startswith("[")
+    for i, part in enumerate(parts):
+        if not _ip_host_port(part, ipv6):
+            raise ReachError(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"address: part {i + 1} {part!r} of {address!r} is not "
+                             f"{'[IPv6]:port' if ipv6 else 'IPv4:port'} (several addresses are IP "
+                             "addresses of one family, comma-separated; for a name use dns:///name:port)")
+    # gRPC's authority for an ipv4: target is the whole list; the first
+    # address is what a TLS certificate can name (server_name overrides).
+    return ("ipv6:" if ipv6 else "ipv4:") + address, True, parts[0]
+
+
+def channel_setup(address: Optional[str], token: Optional[str], tls: Union[None, bool, TLS]
+                  ) -> Tuple[str, Optional[grpc.ChannelCredentials], List[Tuple[str, Any]], Tuple]:
+    """The gRPC target (see channel_target), credentials (None: plaintext),
+    channel options and call metadata."""
+    if address is None:
+        address = os.environ.get("REACH_ADDRESS") or DEFAULT_ADDRESS
+    target, round_robin, authority = channel_target(address)
     if token is None:
         token = os.environ.get("REACH_TOKEN") or None
     metadata: Tuple = ()
@@ -67,8 +103,12 @@ def channel_setup(address: Optional[str], token: Optional[str], tls: Union[None,
         metadata = (("authorization", f"Bearer {token}"),)
     options: List[Tuple[str, Any]] = [("grpc.max_receive_message_length", _MAX_MESSAGE),
                                       ("grpc.max_send_message_length", _MAX_MESSAGE)]
+    if round_robin:
+        options.append(("grpc.lb_policy_name", "round_robin"))
+    if authority:
+        options.append(("grpc.default_authority", authority))
     if tls is None or tls is False:
-        return address, None, options, metadata
+        return target, None, options, metadata
     if tls is True:
         tls = TLS()
     if (tls.cert is None) != (tls.key is None):
@@ -79,7 +119,7 @@ def channel_setup(address: Optional[str], token: Optional[str], tls: Union[None,
         certificate_chain=_read(tls.cert, "cert"))
     if tls.server_name:
         options.append(("grpc.ssl_target_name_override", tls.server_name))
-    return address, credentials, options, metadata
+    return target, credentials, options, metadata
 
 
 def _serialize(request: Any) -> bytes:
@@ -117,10 +157,12 @@ class Core:
     """The channel and the methods as flows; `_run(flow)` is the client's."""
 
     def _setup(self, grpc_module, address, token, tls, timeout) -> None:
-        address, credentials, options, self._metadata = channel_setup(address, token, tls)
+        if address is None:
+            address = os.environ.get("REACH_ADDRESS") or DEFAULT_ADDRESS
+        target, credentials, options, self._metadata = channel_setup(address, token, tls)
         self.address = address
-        self._channel = (grpc_module.secure_channel(address, credentials, options) if credentials
-                         else grpc_module.insecure_channel(address, options))
+        self._channel = (grpc_module.secure_channel(target, credentials, options) if credentials
+                         else grpc_module.insecure_channel(target, options))
         self._unary = {name: self._channel.unary_unary(path, request_serializer=_serialize,
                                                        response_deserializer=cls and cls.FromString)
                        for name, (path, cls) in UNARY.items()}

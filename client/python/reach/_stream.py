@@ -14,6 +14,7 @@ import asyncio
 import collections
 import queue
 import threading
+import time
 import weakref
 from typing import Any, Callable, Optional
 
@@ -50,40 +51,122 @@ def _closed_error() -> ReachError:
 
 class SyncStream:
     """The blocking stream. Subclasses give `_build(...)` (a request
-    message or its bytes, with the sequence set) and `_decode(response)`."""
+    message or its bytes, with the sequence set) and `_decode(response)`;
+    with resume, `_answered(request, response)` and `_reseed(request)`.
 
-    def __init__(self, open_call: Callable[[Any], Any], window: int):
+    resume: a stream broken by UNAVAILABLE (its replica killed, drained or
+    scaled down) is reopened, on another replica when the client has
+    several, and the frames not yet answered are sent again (the first
+    reseeded); for up to `resume_within` seconds after the break."""
+
+    def __init__(self, open_call: Callable[[Any, Optional[float]], Any], window: int,
+                 timeout: Optional[float] = None, resume: bool = False, resume_within: float = 5.0):
         if not isinstance(window, int) or window < 1:
             raise ReachError(grpc.StatusCode.INVALID_ARGUMENT, f"window: expected an integer >= 1, got {window!r}")
         self.window = window
+        self.resumes = 0
+        self._open_call = open_call
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._resume = resume
+        self._resume_within = resume_within
+        self._pending: "collections.deque[Any]" = collections.deque()  # Sent, unanswered (resume).
+        self._seed_next = False
         self._requests: "queue.Queue[Any]" = queue.Queue()
         self._answers: "collections.deque[Any]" = collections.deque()
         self._cond = threading.Condition()
         self._sent = 0
         self._received = 0
         self._closed = False
+        self._cancelled = False
         self._finished = False
         self._error: Optional[ReachError] = None
         self._senders: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
-        self._call = open_call(iter(self._requests.get, _END))
+        self._call = open_call(iter(self._requests.get, _END), timeout)
         self._reader = threading.Thread(target=self._read, name="reach-stream-reader", daemon=True)
         self._reader.start()
 
+    def _answered(self, request: Any, response: Any) -> None:
+        """Resume: each answered frame with its request, in order."""
+
+    def _reseed(self, request: Any) -> Any:
+        """Resume: the first unanswered frame as it goes out again."""
+        return request
+
     def _read(self) -> None:
-        try:
-            for response in self._call:
-                with self._cond:
-                    self._received += 1
-                    self._answers.append(response)
-                    self._cond.notify_all()
-        except grpc.RpcError as e:
+        broken_since = None
+        while True:
+            try:
+                for response in self._call:
+                    broken_since = None
+                    with self._cond:
+                        self._received += 1
+                        if self._resume:
+                            self._answered(self._pending.popleft(), response)
+                        self._answers.append(response)
+                        self._cond.notify_all()
+                break
+            except grpc.RpcError as e:
+                if broken_since is None:
+                    broken_since = time.monotonic()
+                outcome = self._reopen(e, broken_since)
+                if outcome == "again":
+                    continue
+                if outcome != "done":
+                    with self._cond:
+                        self._error = _types.from_rpc_error(e)
+                break
+        with self._cond:
+            self._finished = True
+            self._cond.notify_all()
+        self._requests.put(_END)  # Unblocks grpc's request thread.
+
+    def _reopen(self, error: grpc.RpcError, broken_since: float) -> str:
+        """After a break: "again" (reopened), "done" (nothing left to
+        answer) or "failed"."""
+        if not self._resume or self._cancelled or error.code() != grpc.StatusCode.UNAVAILABLE:
+            return "failed"
+        attempt = 0
+        while True:
+            now = time.monotonic()
+            give_up = broken_since + self._resume_within
+            if self._deadline is not None:
+                give_up = min(give_up, self._deadline)
+            if now >= give_up:
+                return "failed"
+            if attempt > 0 or now - broken_since > 0.001:
+                time.sleep(min(0.01 * (attempt + 1), 0.1))
+            attempt += 1
             with self._cond:
-                self._error = _types.from_rpc_error(e)
-        finally:
+                if self._cancelled:
+                    return "failed"
+                if self._closed and not self._pending:
+                    return "done"
+                frames = list(self._pending)
+            if frames:
+                try:
+                    frames[0] = self._reseed(frames[0])
+                except ReachError as e:
+                    if e.code == grpc.StatusCode.UNAVAILABLE:
+                        continue
+                    return "failed"
             with self._cond:
-                self._finished = True
-                self._cond.notify_all()
-            self._requests.put(_END)  # Unblocks grpc's request thread.
+                # Send holds the lock while it queues, so these are exactly
+                # the frames the broken call had (and the new ones since).
+                frames += list(self._pending)[len(frames):]
+                old, self._requests = self._requests, queue.Queue()
+                for frame in frames:
+                    self._requests.put(frame)
+                if self._closed:
+                    self._requests.put(_END)
+                if frames:
+                    self._pending[0] = frames[0]
+                # Nothing was outstanding: the next frame sent is reseeded.
+                self._seed_next = not frames
+                timeout = None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+                self._call = self._open_call(iter(self._requests.get, _END), timeout)
+                self.resumes += 1
+            old.put(_END)
+            return "again"
 
     def _send(self, body: Any) -> int:
         """Waits for room in the window, then queues the request (its
@@ -100,6 +183,15 @@ class SyncStream:
             self._sent += 1
             sequence = self._sent
             request = _with_sequence(body, sequence)
+            if self._seed_next:
+                # The first frame after a resume that had nothing to resend.
+                self._seed_next = False
+                try:
+                    request = self._reseed(request)
+                except ReachError:
+                    pass  # It starts cold.
+            if self._resume:
+                self._pending.append(request)
             self._requests.put(request)
         return sequence if isinstance(request, bytes) else request.sequence
 
@@ -134,13 +226,15 @@ class SyncStream:
                 return
             self._closed = True
             self._cond.notify_all()
-        self._requests.put(_END)
+            self._requests.put(_END)
 
     def cancel(self) -> None:
         with self._cond:
             self._closed = True
+            self._cancelled = True
             self._cond.notify_all()
-        self._call.cancel()
+            call = self._call
+        call.cancel()
 
     def wait(self, timeout: Optional[float] = None) -> None:
         """Closes, waits until every answer is in (still to be iterated)

@@ -9,25 +9,37 @@ from reach import _core, _retarget, _types
 from reach._core import TLS, Core, channel_setup  # noqa: F401 (TLS, channel_setup: public here)
 from reach._stream import SyncStream
 from reach._types import GoalLike, ReachError, Registered, SkeletonLike, Solution
+from reach.v1 import solve_pb2
 
 
 class Client(Core):
     """A client of a reach-server.
 
-    Client(address=None, token=None, tls=None, timeout=10.0)
+    Client(address=None, token=None, tls=None, timeout=10.0,
+           resume_streams=False, resume_within=5.0)
 
-    address: "host:port" (default: $REACH_ADDRESS, else 127.0.0.1:50051).
+    address: "host:port" (default: $REACH_ADDRESS, else 127.0.0.1:50051);
+    several IP addresses comma-separated ("10.0.0.1:50051,10.0.0.2:50051")
+    or "dns:///name:port": calls go round-robin over them.
     token: sent as `authorization: Bearer TOKEN` with every call (default:
     $REACH_TOKEN). tls: None/False for plaintext, True for TLS with the
     system's roots, or a TLS(ca=..., cert=..., key=..., server_name=...).
-    timeout: the deadline of each unary call, seconds. Every failure raises
+    timeout: the deadline of each unary call, seconds. resume_streams: a
+    stream whose replica goes away (UNAVAILABLE: killed, drained, scaled
+    down) is reopened (on another replica) within resume_within seconds and
+    its unanswered frames sent again; a SolveStream goes on warm from the
+    last answered pose, a RetargetStream's planting starts afresh. Every
+    failure raises
     ReachError (its code, message and the field the message names). Use as a
     context manager, or call close().
     """
 
     def __init__(self, address: Optional[str] = None, token: Optional[str] = None,
-                 tls: Union[None, bool, TLS] = None, timeout: float = 10.0):
+                 tls: Union[None, bool, TLS] = None, timeout: float = 10.0,
+                 resume_streams: bool = False, resume_within: float = 5.0):
         self._setup(grpc, address, token, tls, timeout)
+        self.resume_streams = resume_streams
+        self.resume_within = resume_within
 
     def close(self) -> None:
         self._channel.close()
@@ -188,8 +200,8 @@ class Client(Core):
                               _retarget._frame_time(frame_time_s))
 
 
-def _open(client: Client, name: str, timeout: Optional[float]):
-    def open_call(requests):
+def _open(client: Client, name: str):
+    def open_call(requests, timeout):
         return client._streams[name](requests, metadata=client._metadata, timeout=timeout)
     return open_call
 
@@ -215,7 +227,61 @@ class Stream(SyncStream):
     def __init__(self, client: Client, skeleton_id: str, window: int, timeout: Optional[float], info):
         self._skeleton_id = skeleton_id
         self._info = info
-        super().__init__(_open(client, "SolveStream", timeout), window)
+        self._client = client
+        # Resume: the last answered pose (see _answered).
+        self._warm_skeleton: Optional[str] = None
+        self._warm_base = None  # The frame's start_pose (a Pose), else rest.
+        self._warm_rotations: dict = {}
+        self._warm_root = None
+        super().__init__(_open(client, "SolveStream"), window, timeout, client.resume_streams,
+                         client.resume_within)
+
+    @staticmethod
+    def _message(request: Any) -> Any:
+        return solve_pb2.SolveRequest.FromString(request) if isinstance(request, bytes) else request
+
+    def _answered(self, request: Any, response: Any) -> None:
+        # Each answer lists the joints that differ from its start (the
+        # previous answer, the frame's start_pose, or the rest pose on a new
+        # skeleton); a refused or skipped frame leaves the start as it was.
+        if response.HasField("error") or response.skipped:
+            return
+        request = self._message(request)
+        if request.skeleton_id != self._warm_skeleton or request.HasField("start_pose"):
+            self._warm_skeleton = request.skeleton_id
+            self._warm_base = request.start_pose if request.HasField("start_pose") else None
+            self._warm_rotations = {}
+            self._warm_root = None
+        rotations = response.rotations
+        for i, joint in enumerate(response.rotated_joints):
+            self._warm_rotations[joint] = tuple(rotations[4 * i:4 * i + 4])
+        for i, joint in enumerate(response.translated_joints):
+            if joint == 0:  # A pose carries the root's translation only.
+                self._warm_root = tuple(response.translations[3 * i:3 * i + 3])
+
+    def _reseed(self, request: Any) -> Any:
+        # The first frame sent again starts from the last answered pose, as
+        # the broken stream's next frame would have (warm).
+        if self._warm_skeleton is None:
+            return request
+        message = self._message(request)
+        if message.HasField("start_pose") or message.skeleton_id != self._warm_skeleton:
+            return request
+        pose = solve_pb2.Pose()
+        if self._warm_base is not None:
+            pose.CopyFrom(self._warm_base)
+        else:
+            info = self._client._run(self._client._info(self._warm_skeleton))
+            for w, x, y, z in info.rest_rotations:
+                pose.rotations.add(w=float(w), x=float(x), y=float(y), z=float(z))
+        for joint, (w, x, y, z) in self._warm_rotations.items():
+            q = pose.rotations[joint]
+            q.w, q.x, q.y, q.z = w, x, y, z
+        if self._warm_root is not None:
+            pose.root_translation.x, pose.root_translation.y, pose.root_translation.z = self._warm_root
+        message = solve_pb2.SolveRequest.FromString(message.SerializeToString())
+        message.start_pose.CopyFrom(pose)
+        return message
 
     def send(self, goals: Any, start_pose: Any = None, latest_wins: bool = False, **kwargs) -> int:
         return self._send(_core.solve_frame(self._skeleton_id, goals, start_pose, latest_wins, kwargs))
@@ -239,7 +305,8 @@ class RetargetStream(SyncStream):
         self._profile_id = profile_id
         self._source, self._target = source, target
         self._frame_time = frame_time_s
-        super().__init__(_open(client, "RetargetStream", timeout), window)
+        super().__init__(_open(client, "RetargetStream"), window, timeout, client.resume_streams,
+                         client.resume_within)
 
     def send(self, rotations: Any, root_translation: Any = None, frame_time_s: Optional[float] = None,
              latest_wins: bool = False) -> int:

@@ -251,6 +251,32 @@ def test_tls_and_tokens(secure_server, rig):
     assert e.value.field == "token"
 
 
+def test_an_address_list_keeps_tls_and_tokens(secure_server, rig):
+    # Round-robin over a list (here the one server twice): the certificate
+    # is checked against the first address, the token still sent.
+    tls = reach.TLS(ca=f"{secure_server.pki}/ca.crt")
+    addresses = f"{secure_server.address},{secure_server.address}"
+    with reach.Client(addresses, token=secure_server.tokens["tool"], tls=tls) as tool:
+        skeleton_id = tool.register(HUMANOID).skeleton_id
+        goals = feet_goals(rig, 0.1)
+        check(rig, tool.solve(skeleton_id, goals), goals)
+    with reach.Client(addresses, tls=tls) as anonymous:
+        with pytest.raises(reach.ReachError) as e:
+            anonymous.list()
+        assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
+    with reach.Client(addresses, tls=reach.TLS(ca=f"{secure_server.pki}/ca.crt", server_name="reach.example.com"),
+                      timeout=5) as wrong_name:
+        with pytest.raises(reach.ReachError) as e:
+            wrong_name.health()
+        assert e.value.code == grpc.StatusCode.UNAVAILABLE
+    assert reach.client.channel_setup(addresses, None, None)[0] == "ipv4:" + addresses
+    for bad, part in [("127.0.0.1:1,host:2", "part 2 'host:2'"), ("127.0.0.1:1,", "part 2 ''"),
+                      ("127.0.0.1:1,127.0.0.1:70000", "part 2 '127.0.0.1:70000'")]:
+        with pytest.raises(reach.ReachError, match=part) as e:
+            reach.Client(bad)
+        assert e.value.field == "address"
+
+
 DATA = os.path.join(REPO, "tests", "data")
 
 
