@@ -78,44 +78,81 @@ double LegLength(const Characterization& c, absl::Span<const Transform> g) {
   return 0.5 * sum;
 }
 
-// Cumulative bone length along `chain` from its first joint's parent,
-// over the whole: where each joint sits on the chain, in [0, 1].
-std::vector<double> ArcFractions(const std::vector<int>& chain,
-                                 const Skeleton& skeleton,
-                                 absl::Span<const Transform> g) {
-  std::vector<double> at;
+// Where each joint of `chain` sits along it, in [0, 1]: its distance
+// from the first joint along the bones over the chain's length (UE's IK
+// Retargeter's bone parameters). The first joint is at 0 and the last at
+// 1, so a chain's ends map to the other chain's ends whatever the joint
+// counts; a joint alone is at 1 (the source chain's end, as UE does).
+// Joints at one place (zero-length bones: BCN's two neck joints, its
+// pelvis pair) are spread evenly by their order up to the next joint, so
+// each turns its own way.
+std::vector<double> ChainParameters(const std::vector<int>& chain,
+                                    absl::Span<const Transform> g) {
+  const size_t n = chain.size();
+  std::vector<double> at(n, 1.0);
+  if (n < 2) return at;
+  std::vector<double> length(n, 0.0);  // From the previous joint.
   double total = 0.0;
-  for (int j : chain) {
-    const int p = skeleton.joint(j).parent;
-    total += p >= 0 ? (g[j].translation - g[p].translation).norm() : 0.0;
-    at.push_back(total);
+  for (size_t i = 1; i < n; ++i) {
+    length[i] = (g[chain[i]].translation - g[chain[i - 1]].translation).norm();
+    total += length[i];
   }
-  for (double& a : at) a = total > 0.0 ? a / total : 1.0;
+  if (!(total > 0.0)) {
+    for (size_t i = 0; i < n; ++i) at[i] = static_cast<double>(i) / (n - 1);
+    return at;
+  }
+  // A bone under 1% of the chain's mean length joins two joints at one
+  // place.
+  const double tiny = 0.01 * total / (n - 1);
+  double run = 0.0;
+  at[0] = 0.0;
+  for (size_t i = 1; i < n; ++i) {
+    run += length[i];
+    at[i] = run / total;
+  }
+  // Each group of joints at one place: from its own place towards the
+  // next group's (the last group: from the previous group's towards its
+  // own), evenly.
+  for (size_t i = 0; i < n;) {
+    size_t end = i + 1;
+    while (end < n && length[end] < tiny) ++end;
+    const size_t count = end - i;
+    if (count > 1) {
+      const double from = end < n ? at[i] : (i > 0 ? at[i - 1] : 0.0);
+      const double to = end < n ? at[end] : at[i];
+      for (size_t m = 0; m < count; ++m) {
+        at[i + m] = end < n ? from + (to - from) * m / count
+                            : from + (to - from) * (m + 1) / count;
+      }
+    }
+    i = end;
+  }
   return at;
 }
 
-// Each joint of `to` placed along `from` by arc length: between the two
-// joints of `from` (or `base`, the chain's parent role, at 0) whose places
-// bracket it, with its weight towards the second. The last of `to` meets
-// the last of `from`.
-void PairChains(int base, const std::vector<int>& from,
+// Each joint of `to` (at `to_at`) takes the source's turn interpolated at
+// the same place along `from` (at `from_at`): between the two joints of
+// `from` that bracket it, with its weight towards the second.
+void PairChains(const std::vector<int>& from,
                 const std::vector<double>& from_at, const std::vector<int>& to,
                 const std::vector<double>& to_at, std::vector<int>* first,
                 std::vector<int>* second, std::vector<double>* weight) {
   if (from.empty()) return;
   for (size_t i = 0; i < to.size(); ++i) {
     const double at = to_at[i];
-    int a = base, b = from[0];
-    double fa = 0.0, fb = from_at[0];
-    for (size_t k = 1; k < from.size() && at > fb; ++k) {
-      a = from[k - 1];
-      fa = from_at[k - 1];
-      b = from[k];
-      fb = from_at[k];
+    size_t k = 0;
+    while (k + 1 < from.size() && from_at[k + 1] < at) ++k;
+    const int a = from[k];
+    if (k + 1 == from.size() || from_at[k + 1] <= from_at[k]) {
+      (*first)[to[i]] = a;
+      (*second)[to[i]] = -1;
+      (*weight)[to[i]] = 0.0;
+      continue;
     }
-    const double w = fb > fa ? std::clamp((at - fa) / (fb - fa), 0.0, 1.0) : 1.0;
+    const double w =
+        std::clamp((at - from_at[k]) / (from_at[k + 1] - from_at[k]), 0.0, 1.0);
     (*first)[to[i]] = a;
-    (*second)[to[i]] = b;
+    (*second)[to[i]] = from[k + 1];
     (*weight)[to[i]] = w;
   }
 }
@@ -201,8 +238,7 @@ absl::StatusOr<Pose> AlignLimbs(const RetargetSide& source,
         {{sl.shin, sl.foot}, {tl.shin, tl.foot}},
     };
     for (const auto& [from, to] : bones) {
-      if (from.first < 0 || from.second < 0 || to.first < 0 ||
-          to.second < 0) {
+      if (from.first < 0 || from.second < 0 || to.first < 0 || to.second < 0) {
         continue;
       }
       const Vector3d want =
@@ -261,13 +297,28 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
   for (const auto& [from, to] : same) {
     if (from >= 0 && to >= 0) t.source_of_[to] = from;
   }
-  PairChains(sc.pelvis, sc.spine, ArcFractions(sc.spine, ss, sg), tc.spine,
-             ArcFractions(tc.spine, ts, tg), &t.source_of_, &t.source_next_,
+  // Spines and necks (pelvis and head apart, as single joints) by their
+  // share of the chain's length. A source without a neck drives the
+  // target's between its chest and its head.
+  PairChains(sc.spine, ChainParameters(sc.spine, sg), tc.spine,
+             ChainParameters(tc.spine, tg), &t.source_of_, &t.source_next_,
              &t.weight_);
-  if (!sc.spine.empty()) {
-    PairChains(sc.spine.back(), sc.neck, ArcFractions(sc.neck, ss, sg),
-               tc.neck, ArcFractions(tc.neck, ts, tg), &t.source_of_,
-               &t.source_next_, &t.weight_);
+  // The neck's chain ends at the head (whose turn stays the source
+  // head's own): the neck's last bone runs up to it, and a neck of one
+  // joint drives the target's between its own turn and the head's.
+  std::vector<int> source_neck = sc.neck, target_neck = tc.neck;
+  if (source_neck.empty() && !sc.spine.empty()) {
+    source_neck.push_back(sc.spine.back());
+  }
+  if (sc.head >= 0) source_neck.push_back(sc.head);
+  if (tc.head >= 0) target_neck.push_back(tc.head);
+  PairChains(source_neck, ChainParameters(source_neck, sg), target_neck,
+             ChainParameters(target_neck, tg), &t.source_of_, &t.source_next_,
+             &t.weight_);
+  if (tc.head >= 0) {
+    t.source_of_[tc.head] = sc.head;
+    t.source_next_[tc.head] = -1;
+    t.weight_[tc.head] = 0.0;
   }
 
   // Fingers: thumb to thumb, the others by name (index to index), else by
@@ -276,7 +327,7 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
     const std::vector<Finger>& from = sc.fingers[k];
     const std::vector<Finger>& to = tc.fingers[k];
     const int hand = sc.arms[k].hand;
-    if (from.empty() || hand < 0) continue;
+    if (from.empty() || hand < 0 || tc.arms[k].hand < 0) continue;
     const Finger* source_thumb = nullptr;
     std::vector<const Finger*> others;
     for (const Finger& f : from) {
@@ -301,18 +352,30 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
           // Its place among the target's fingers, on the source's.
           const size_t at =
               target_others > 1
-                  ? static_cast<size_t>(std::lround(
-                        static_cast<double>(nth) * (others.size() - 1) /
-                        (target_others - 1)))
+                  ? static_cast<size_t>(std::lround(static_cast<double>(nth) *
+                                                    (others.size() - 1) /
+                                                    (target_others - 1)))
                   : others.size() / 2;
           match = others[std::min(at, others.size() - 1)];
         }
         ++nth;
       }
       if (match == nullptr) continue;
-      PairChains(hand, match->joints, ArcFractions(match->joints, ss, sg),
-                 f.joints, ArcFractions(f.joints, ts, tg), &t.source_of_,
-                 &t.source_next_, &t.weight_);
+      // Each chain from the hand (whose own turn stays the source hand's):
+      // a source finger of one joint drives a longer target finger
+      // between the hand's turn and its own, so every joint bends.
+      std::vector<int> from_chain = {hand}, to_chain = {tc.arms[k].hand};
+      from_chain.insert(from_chain.end(), match->joints.begin(),
+                        match->joints.end());
+      to_chain.insert(to_chain.end(), f.joints.begin(), f.joints.end());
+      PairChains(from_chain, ChainParameters(from_chain, sg), to_chain,
+                 ChainParameters(to_chain, tg), &t.source_of_, &t.source_next_,
+                 &t.weight_);
+    }
+    if (tc.arms[k].hand >= 0) {
+      t.source_of_[tc.arms[k].hand] = hand;
+      t.source_next_[tc.arms[k].hand] = -1;
+      t.weight_[tc.arms[k].hand] = 0.0;
     }
   }
 
@@ -322,20 +385,21 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
   const double source_height = HipHeight(sc, sg, source_frame.col(1));
   const double target_height = HipHeight(tc, tg, target_frame.col(1));
   if (!(source_height > 0.0) || !(target_height > 0.0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        !(source_height > 0.0) ? "source" : "target",
-        ".reference: the hips are not above the feet (height ",
-        !(source_height > 0.0) ? source_height : target_height,
-        "): the retarget pose must stand"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(!(source_height > 0.0) ? "source" : "target",
+                     ".reference: the hips are not above the feet (height ",
+                     !(source_height > 0.0) ? source_height : target_height,
+                     "): the retarget pose must stand"));
   }
   // The legs' ratio, not the hips' heights: rest poses stand differently
   // (legs splayed in CMU's, straight in others), and the legs' length is
   // what carries the body over the floor.
   const double source_legs = LegLength(sc, sg);
   const double target_legs = LegLength(tc, tg);
-  t.scale_ = pelvis_scale > 0.0                ? pelvis_scale
-             : source_legs > 0.0 && target_legs > 0.0 ? target_legs / source_legs
-                                                      : target_height / source_height;
+  t.scale_ = pelvis_scale > 0.0 ? pelvis_scale
+             : source_legs > 0.0 && target_legs > 0.0
+                 ? target_legs / source_legs
+                 : target_height / source_height;
   t.target_pelvis_ = tc.pelvis;
   for (int k = 0; k < 2; ++k) {
     t.source_thighs_[k] = sc.legs[k].thigh;

@@ -3,8 +3,11 @@
 // differently, by role (characterize.h). Every mapped joint turns in
 // model space as its source counterpart turns from the source's retarget
 // pose (target = align * (source_now * source_ref^-1) * align^-1 *
-// target_ref); spines and necks of different joint counts are matched by
-// normalised arc length; unmapped joints keep the target's retarget pose;
+// target_ref); spines, necks (up to the head) and fingers (from the hand)
+// of different joint counts are matched as UE's IK Retargeter matches
+// chains: each target joint takes the source's turn interpolated at its
+// normalised place along the chain (ends meet ends); unmapped joints keep
+// the target's retarget pose;
 // the hips move as the source's, scaled by the ratio of leg lengths
 // (units and up axes included; UE scales by pelvis heights, which differ
 // from the legs' ratio when the retarget poses stand differently, e.g.
@@ -71,12 +74,12 @@ class Transfer {
   // source skeleton) into `target` (resized to the target skeleton).
   void Apply(const Pose& source, TransferScratch& scratch, Pose* target) const;
 
-  // Per target joint: the source joint it follows (along a spine or neck,
-  // the first of the two it is placed between), or -1 (kept at the
-  // target's retarget pose).
+  // Per target joint: the source joint it follows (along a spine, neck or
+  // finger, the first of the two it is placed between), or -1 (kept at
+  // the target's retarget pose).
   const std::vector<int>& source_of() const { return source_of_; }
-  // Along a spine or neck, the second source joint a target joint is
-  // placed between (-1 elsewhere).
+  // Along a spine, neck or finger, the second source joint a target joint
+  // is placed between (-1 elsewhere and where it meets one source joint).
   int source_next_of(int joint) const { return source_next_[joint]; }
   // Target leg length over source leg length (thigh to foot along the
   // bones, both legs' mean): the pelvis' motion is scaled by it.

@@ -43,8 +43,8 @@ struct NameParts {
 // Words that only prefix a rig's names.
 bool IsPrefixWord(const std::string& w) {
   return w == "cc" || w == "base" || w == "b" || w == "mixamorig" ||
-         w == "bip01" || w == "bip" || w == "def" || w == "org" ||
-         w == "mch" || w == "j" || w == "jnt" || w == "bone";
+         w == "bip01" || w == "bip" || w == "def" || w == "org" || w == "mch" ||
+         w == "j" || w == "jnt" || w == "bone";
 }
 
 RoleSet RolesOfBase(const std::string& base, bool sided) {
@@ -167,15 +167,15 @@ RoleSet NameRoles(const NameParts& parts) {
 struct Shape {
   const Skeleton& skeleton;
   std::vector<std::vector<int>> children;
-  std::vector<Vector3d> at;      // Rest position, model space.
-  std::vector<double> bone;      // Distance to the parent (0 at roots).
-  std::vector<double> reach;     // Longest path down to a leaf.
-  std::vector<int> farthest;     // The child on that path (-1 at leaves).
-  double size = 0.0;             // Largest distance between two joints.
+  std::vector<Vector3d> at;   // Rest position, model space.
+  std::vector<double> bone;   // Distance to the parent (0 at roots).
+  std::vector<double> reach;  // Longest path down to a leaf.
+  std::vector<int> farthest;  // The child on that path (-1 at leaves).
+  double size = 0.0;          // Largest distance between two joints.
 
-  std::vector<int> count;        // Joints in the subtree (end markers out).
-  std::vector<RoleSet> names;    // The roles each joint's name allows.
-  std::vector<int> sides;        // The side each joint's name says, or -1.
+  std::vector<int> count;      // Joints in the subtree (end markers out).
+  std::vector<RoleSet> names;  // The roles each joint's name allows.
+  std::vector<int> sides;      // The side each joint's name says, or -1.
 
   Shape(const Skeleton& s, const Pose* reference) : skeleton(s) {
     const int n = s.num_joints();
@@ -241,7 +241,8 @@ struct Shape {
       if (kids.empty()) return static_cast<int>(i);
       double longest = 0.0;
       for (int c : kids) longest = std::max(longest, Branch(c));
-      if (kids.size() >= 2 ? longest < 0.8 * bone[j] : longest < 0.5 * bone[j]) {
+      if (kids.size() >= 2 ? longest < 0.8 * bone[j]
+                           : longest < 0.5 * bone[j]) {
         return static_cast<int>(i);
       }
     }
@@ -361,7 +362,8 @@ void CompareMirror(const Shape& s, int a, int b,
   };
   const std::vector<int> ka = sorted(a), kb = sorted(b);
   const size_t both = std::min(ka.size(), kb.size());
-  for (size_t i = 0; i < both; ++i) CompareMirror(s, ka[i], kb[i], differ, extra);
+  for (size_t i = 0; i < both; ++i)
+    CompareMirror(s, ka[i], kb[i], differ, extra);
   for (const std::vector<int>* kids : {&ka, &kb}) {
     for (size_t i = both; i < kids->size(); ++i) {
       const int k = (*kids)[i];
@@ -382,8 +384,8 @@ std::string MirrorWarning(const Shape& s, const Pair& pair,
   std::string out = absl::StrCat("the ", what, " are not mirror images (",
                                  "retargeted by their limbs proper):");
   if (!differ.empty()) {
-    absl::StrAppend(&out, " bones more than 15% apart: ",
-                    absl::StrJoin(differ, ", "), ";");
+    absl::StrAppend(
+        &out, " bones more than 15% apart: ", absl::StrJoin(differ, ", "), ";");
   }
   if (!extra.empty()) {
     absl::StrAppend(&out, " on one side only: ", absl::StrJoin(extra, ", "),
@@ -427,8 +429,8 @@ int PlaceLimb(const Shape& s, const std::vector<int>& path,
     const int names_score = NameScore(names, u - first_role, roles);
     // The shape: the limb's end (hand, foot) where it forks into short
     // bones or stops, then the longer two bones before it.
-    const double bones = (u + 2 == end ? 1e6 : 0.0) + s.bone[path[u + 1]] +
-                         s.bone[path[u + 2]];
+    const double bones =
+        (u + 2 == end ? 1e6 : 0.0) + s.bone[path[u + 1]] + s.bone[path[u + 2]];
     if (best < 0 || names_score > best_names ||
         (names_score == best_names && bones > best_bones)) {
       best = u;
@@ -500,7 +502,8 @@ std::vector<Finger> FindFingers(const Shape& s, int hand,
     }
     double widest = -1.0;
     for (size_t f = 0; f < fingers.size(); ++f) {
-      const Vector3d d = (s.at[fingers[f].joints.back()] - s.at[hand]).normalized();
+      const Vector3d d =
+          (s.at[fingers[f].joints.back()] - s.at[hand]).normalized();
       const double off = (d - mean.normalized()).norm();
       if (fingers[f].name.empty() && off > widest) {
         widest = off;
@@ -510,7 +513,8 @@ std::vector<Finger> FindFingers(const Shape& s, int hand,
     if (thumb >= 0) fingers[thumb].name = "thumb";
   }
   // Thumb first, then nearest it (or in the hand's order).
-  const Vector3d from = thumb >= 0 ? s.at[fingers[thumb].joints[0]] : s.at[hand];
+  const Vector3d from =
+      thumb >= 0 ? s.at[fingers[thumb].joints[0]] : s.at[hand];
   std::sort(fingers.begin(), fingers.end(),
             [&](const Finger& a, const Finger& b) {
               if ((a.name == "thumb") != (b.name == "thumb")) {
@@ -531,10 +535,14 @@ std::vector<Finger> FindFingers(const Shape& s, int hand,
 
 absl::string_view DecidedName(Decided how) {
   switch (how) {
-    case Decided::kName: return "name";
-    case Decided::kNameOrder: return "name, placed by its neighbours";
-    case Decided::kShape: return "shape";
-    case Decided::kOverride: return "override";
+    case Decided::kName:
+      return "name";
+    case Decided::kNameOrder:
+      return "name, placed by its neighbours";
+    case Decided::kShape:
+      return "shape";
+    case Decided::kOverride:
+      return "override";
   }
   return "";
 }
@@ -600,7 +608,8 @@ absl::StatusOr<Characterization> Characterize(
   }
 
   Characterization c;
-  for (const auto& [pair, what] : {std::pair{arms, "arms"}, std::pair{legs, "legs"}}) {
+  for (const auto& [pair, what] :
+       {std::pair{arms, "arms"}, std::pair{legs, "legs"}}) {
     std::string warning = MirrorWarning(s, pair, what);
     if (!warning.empty()) c.warnings.push_back(std::move(warning));
   }
@@ -612,6 +621,22 @@ absl::StatusOr<Characterization> Characterize(
   const Vector3d feet = 0.5 * (s.End(legs.a) + s.End(legs.b));
   c.up = (s.at[arms.junction] - feet).normalized();
 
+  // Limbs along their longest paths.
+  const std::vector<Role> arm_roles = {kClavicle, kUpperArm, kForearm, kHand};
+  const std::vector<Role> leg_roles = {kThigh, kShin, kFoot, kToe};
+  std::array<std::vector<int>, 2> arm_paths = {s.PathDown(arms.a),
+                                               s.PathDown(arms.b)};
+  std::array<std::vector<int>, 2> leg_paths = {s.PathDown(legs.a),
+                                               s.PathDown(legs.b)};
+  std::array<int, 2> arm_at, leg_at;  // Where the upper arm, thigh sit.
+  for (int k = 0; k < 2; ++k) {
+    arm_at[k] = PlaceLimb(s, arm_paths[k], arm_roles, 1);
+    leg_at[k] = PlaceLimb(s, leg_paths[k], leg_roles, 0);
+    if (arm_at[k] < 0 || leg_at[k] < 0) {
+      return absl::InvalidArgumentError(
+          "skeleton: not a humanoid: a limb has fewer than three joints");
+    }
+  }
   // The head: the highest branch of the chest that is not an arm, down to
   // the joint its name says is the head, else the first joint above the
   // chest where it forks (face bones) or ends.
@@ -661,11 +686,29 @@ absl::StatusOr<Characterization> Characterize(
       }
     }
     if (c.head < 0) {
-      for (int j : up_path) {
-        if (s.children[j].size() != 1) {
-          c.head = j;
-          break;
+      // The head is where the chain forks (face bones, a jaw, hair) or
+      // ends. An end well above the shoulders is the head's top (a glTF
+      // rig's "HeadTop_End", a joint like any other there; a BVH End Site
+      // is no joint of the shape): the head is the joint below it, whose
+      // bone runs up through the skull. The skull's base sits within 0.4
+      // of an arm's length above the shoulders on a human (0.06-0.1 of
+      // the height against an arm's 0.33-0.36), its top 0.5-0.65 above.
+      double shoulders = 0.0, arm = 0.0;
+      for (int k = 0; k < 2; ++k) {
+        const std::vector<int>& path = arm_paths[k];
+        const int u = arm_at[k];
+        shoulders += 0.5 * s.at[path[u]].dot(c.up);
+        arm += 0.5 * (s.bone[path[u + 1]] + s.bone[path[u + 2]]);
+      }
+      for (size_t i = 0; i < up_path.size(); ++i) {
+        const int j = up_path[i];
+        if (s.children[j].size() == 1) continue;
+        c.head = j;
+        if (s.children[j].empty() && i > 0 &&
+            s.at[j].dot(c.up) - shoulders > 0.4 * arm) {
+          c.head = up_path[i - 1];
         }
+        break;
       }
     }
     for (int j : up_path) {
@@ -674,22 +717,6 @@ absl::StatusOr<Characterization> Characterize(
     }
   }
 
-  // Limbs along their longest paths.
-  const std::vector<Role> arm_roles = {kClavicle, kUpperArm, kForearm, kHand};
-  const std::vector<Role> leg_roles = {kThigh, kShin, kFoot, kToe};
-  std::array<std::vector<int>, 2> arm_paths = {s.PathDown(arms.a),
-                                               s.PathDown(arms.b)};
-  std::array<std::vector<int>, 2> leg_paths = {s.PathDown(legs.a),
-                                               s.PathDown(legs.b)};
-  std::array<int, 2> arm_at, leg_at;  // Where the upper arm, thigh sit.
-  for (int k = 0; k < 2; ++k) {
-    arm_at[k] = PlaceLimb(s, arm_paths[k], arm_roles, 1);
-    leg_at[k] = PlaceLimb(s, leg_paths[k], leg_roles, 0);
-    if (arm_at[k] < 0 || leg_at[k] < 0) {
-      return absl::InvalidArgumentError(
-          "skeleton: not a humanoid: a limb has fewer than three joints");
-    }
-  }
   // Forward: heel to toe, where the feet have toes; else the model's +Z.
   Vector3d forward = Vector3d::Zero();
   for (int k = 0; k < 2; ++k) {
@@ -718,10 +745,10 @@ absl::StatusOr<Characterization> Characterize(
     }
     return side;
   };
-  auto order = [&](const std::array<std::vector<int>, 2>& paths,
-                   int junction) {
+  auto order = [&](const std::array<std::vector<int>, 2>& paths, int junction) {
     const int na = side_by_names(paths[0]), nb = side_by_names(paths[1]);
-    if (na >= 0 && nb >= 0 && na != nb) return std::make_pair(na == kLeft, true);
+    if (na >= 0 && nb >= 0 && na != nb)
+      return std::make_pair(na == kLeft, true);
     const double la = (s.End(paths[0].front()) - s.at[junction]).dot(c.left);
     const double lb = (s.End(paths[1].front()) - s.at[junction]).dot(c.left);
     return std::make_pair(la >= lb, false);
@@ -768,8 +795,8 @@ absl::StatusOr<Characterization> Characterize(
                        how_of_name(c.spine[i], kSpine)});
   }
   for (size_t i = 0; i < c.neck.size(); ++i) {
-    c.roles.push_back({absl::StrCat("neck.", i), c.neck[i],
-                       how_of_name(c.neck[i], kNeck)});
+    c.roles.push_back(
+        {absl::StrCat("neck.", i), c.neck[i], how_of_name(c.neck[i], kNeck)});
   }
   if (c.head >= 0) c.roles.push_back({"head", c.head, head_how});
   for (int k = 0; k < 2; ++k) {
@@ -856,9 +883,10 @@ absl::StatusOr<Characterization> Characterize(
     }
     if (!found) c.roles.push_back({o.role, joint, Decided::kOverride});
   }
-  c.roles.erase(std::remove_if(c.roles.begin(), c.roles.end(),
-                               [](const RoleAssignment& r) { return r.joint < 0; }),
-                c.roles.end());
+  c.roles.erase(
+      std::remove_if(c.roles.begin(), c.roles.end(),
+                     [](const RoleAssignment& r) { return r.joint < 0; }),
+      c.roles.end());
 
   std::vector<char> mapped(n, 0);
   for (const RoleAssignment& r : c.roles) mapped[r.joint] = 1;
@@ -899,14 +927,14 @@ std::string FormatCharacterization(const Skeleton& skeleton,
                         std::round(v.y() * 1000) / 1000, ", ",
                         std::round(v.z() * 1000) / 1000, ")");
   };
-  absl::StrAppend(&out, "up ", vec(c.up), ", forward ", vec(c.forward),
-                  ", left ", vec(c.left), "; sides from ",
-                  c.sides_from_names ? "names" : "the shape (left = up x forward)",
-                  "\n");
+  absl::StrAppend(
+      &out, "up ", vec(c.up), ", forward ", vec(c.forward), ", left ",
+      vec(c.left), "; sides from ",
+      c.sides_from_names ? "names" : "the shape (left = up x forward)", "\n");
   std::vector<std::string> names;
   for (int j : c.unmapped) names.push_back(skeleton.joint(j).name);
-  absl::StrAppend(&out, "unmapped (", c.unmapped.size(), "): ",
-                  absl::StrJoin(names, " "), "\n");
+  absl::StrAppend(&out, "unmapped (", c.unmapped.size(),
+                  "): ", absl::StrJoin(names, " "), "\n");
   for (const std::string& warning : c.warnings) {
     absl::StrAppend(&out, "warning: ", warning, "\n");
   }

@@ -257,6 +257,52 @@ TEST(CharacterizeTest, UnnamedRiggedFigureByShape) {
             rest.position[c->legs[kRight].foot].x() + 0.1);
 }
 
+// Head against neck by topology and position: a glTF rig's end joint at
+// the head's top (Mixamo's "HeadTop_End", a joint like any other there,
+// here unnamed above RiggedFigure's head) is not the head: the head is the
+// joint below it, the neck keeps its joint. An end only a little above
+// the shoulders (the skull's base on a rig without a head-top joint) stays
+// the head.
+TEST(CharacterizeTest, AHeadTopEndIsNotTheHead) {
+  absl::StatusOr<import::ImportedSkeleton> imported =
+      import::ImportGltf(Data("gltf/RiggedFigure.glb"));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const Skeleton plain = *Skeleton::Create(imported->def);
+  const testing::IndependentGlobals rest =
+      testing::IndependentFk(plain, RestPose(plain));
+  const int head = plain.FindJoint("node_20");
+  ASSERT_GE(head, 0);
+  // The arm's length (upper arm and forearm), the test's own.
+  const double arm = (rest.position[plain.FindJoint("node_17")] -
+                      rest.position[plain.FindJoint("node_16")])
+                         .norm() +
+                     (rest.position[plain.FindJoint("node_18")] -
+                      rest.position[plain.FindJoint("node_17")])
+                         .norm();
+  // A leaf 0.35 arm lengths above the head (the head's top, about 0.6
+  // above the shoulders), along the head's own frame's up.
+  SkeletonDef def = imported->def;
+  JointDef top;
+  top.name = "node_99";
+  top.parent = head;
+  top.rest.translation = rest.rotation[head].conjugate() *
+                         Eigen::Vector3d(0.0, 0.35 * arm, 0.0);
+  def.joints.push_back(top);
+  const Skeleton topped = *Skeleton::Create(def);
+  const absl::StatusOr<Characterization> c = Characterize(topped);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string report = FormatCharacterization(topped, *c);
+  EXPECT_EQ(topped.joint(c->head).name, "node_20") << report;
+  ASSERT_EQ(c->neck.size(), 1u) << report;
+  EXPECT_EQ(topped.joint(c->neck[0]).name, "node_19") << report;
+  EXPECT_THAT(c->unmapped, ::testing::ElementsAre(topped.FindJoint("node_99")))
+      << report;
+  // Without it the head is the end itself, as before.
+  const absl::StatusOr<Characterization> p = Characterize(plain);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->head, head);
+}
+
 // With every name replaced by node_N, the CMU skeleton maps the same
 // joints to the same roles: the shape alone finds them, sides included.
 TEST(CharacterizeTest, ShapeAloneMatchesTheNamesOnCmu) {

@@ -108,6 +108,54 @@ double BodyHeight(const Skeleton& skeleton, const IndependentGlobals& g,
   return hi - lo;
 }
 
+// The places of a chain's joints along it, by UE's IK Retargeter's rule
+// (written here again, for the test's own check): distance from the first
+// joint over the chain's length; joints at one place (bones under 1% of
+// the mean) spread evenly towards the next place.
+std::vector<double> Places(const std::vector<int>& chain,
+                           const IndependentGlobals& g) {
+  const size_t n = chain.size();
+  if (n < 2) return std::vector<double>(n, 1.0);
+  std::vector<double> len(n, 0.0), at(n, 0.0);
+  double total = 0.0;
+  for (size_t i = 1; i < n; ++i) {
+    len[i] = (g.position[chain[i]] - g.position[chain[i - 1]]).norm();
+    total += len[i];
+    at[i] = total;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    at[i] = total > 0.0 ? at[i] / total : static_cast<double>(i) / (n - 1);
+  }
+  if (!(total > 0.0)) return at;
+  for (size_t i = 0; i < n;) {
+    size_t end = i + 1;
+    while (end < n && len[end] < 0.01 * total / (n - 1)) ++end;
+    for (size_t m = 1; end - i > 1 && m < end - i; ++m) {
+      at[i + m] = end < n ? at[i] + (at[end] - at[i]) * m / (end - i)
+                          : at[i - 1] + (at[i] - at[i - 1]) * (m + 1) / (end - i);
+    }
+    if (end == n && end - i > 1) at[i] = at[i - 1] + (at[i] - at[i - 1]) / (end - i);
+    i = end;
+  }
+  return at;
+}
+
+// The source's model-space turn (from its retarget pose) at `place` along
+// `chain`: between the two joints that bracket it.
+Quaterniond TurnAt(const std::vector<int>& chain, const std::vector<double>& at,
+                   double place, const IndependentGlobals& now,
+                   const IndependentGlobals& ref) {
+  auto turn = [&](size_t i) {
+    return Quaterniond(now.rotation[chain[i]] *
+                       ref.rotation[chain[i]].conjugate());
+  };
+  size_t k = 0;
+  while (k + 1 < chain.size() && at[k + 1] < place) ++k;
+  if (k + 1 == chain.size() || at[k + 1] <= at[k]) return turn(k);
+  const double w = std::clamp((place - at[k]) / (at[k + 1] - at[k]), 0.0, 1.0);
+  return turn(k).slerp(w, turn(k + 1));
+}
+
 struct Pair {
   const char* source;
   const char* target;
@@ -125,6 +173,8 @@ struct Figures {
   double worst_slide = 0.0;   // Over the target's leg length.
   double worst_below = 0.0;   // Below floor + ankle height, over leg.
   double worst_step_excess_deg = 0.0;
+  double neck_mean_deg = 0.0;  // Neck and head directions.
+  double head_mean_deg = 0.0;
   int contacts = 0;
   int frames = 0;
 };
@@ -207,6 +257,27 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
   std::vector<int> step_frame(n, 0);
   std::vector<double> source_step(source.skeleton.num_joints(), 0.0);
   IndependentGlobals previous_s, previous_t;
+  // Local turns: a mapped joint whose source counterpart turns against its
+  // parent turns against its own (the frozen BCN neck and pelvis).
+  std::vector<bool> moved_local(n, false);
+  std::vector<bool> source_moved_local(source.skeleton.num_joints(), false);
+  // Neck: each bone of the target's neck chain (its neck joints, then the
+  // head) against the source's turn at the same place along the source's
+  // chain (UE's rule: the chains' ends meet whatever their joint counts);
+  // head: the head's turn of the body's up and forward.
+  auto neck_chain = [](const Characterization& c) {
+    std::vector<int> chain = c.neck;
+    if (chain.empty() && !c.spine.empty()) chain.push_back(c.spine.back());
+    chain.push_back(c.head);
+    return chain;
+  };
+  const bool has_head = sc.head >= 0 && tc.head >= 0;
+  const std::vector<int> s_neck = has_head ? neck_chain(sc) : std::vector<int>{};
+  const std::vector<int> t_neck = has_head ? neck_chain(tc) : std::vector<int>{};
+  const std::vector<double> s_places = Places(s_neck, source_ref);
+  const std::vector<double> t_places = Places(t_neck, target_ref);
+  double neck_sum = 0.0, head_sum = 0.0;
+  int neck_count = 0, head_count = 0;
   std::array<Vector3d, 2> contact_start;
   std::array<bool, 2> was_planted = {false, false};
   // The library's own meter (retarget/quality.h), for users, must agree
@@ -258,6 +329,41 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
         fig.limb_bones_max_deg = e / kDegree;
         worst_limb_bone = absl::StrCat(RoleOf(tc, bone.first), ">",
                                        RoleOf(tc, bone.second), " f", f);
+      }
+    }
+    if (has_head) {
+      const Quaterniond& align = transfer.align();
+      for (size_t i = 0; i + 1 < t_neck.size(); ++i) {
+        const Vector3d ref =
+            target_ref.position[t_neck[i + 1]] - target_ref.position[t_neck[i]];
+        if (ref.norm() < 1e-6 * height) continue;
+        const Quaterniond turn =
+            TurnAt(s_neck, s_places, t_places[i], s, source_ref);
+        const Vector3d want = align * (turn * (align.conjugate() * ref));
+        neck_sum += Angle(want, t.position[t_neck[i + 1]] -
+                                    t.position[t_neck[i]]);
+        ++neck_count;
+      }
+      const Quaterniond s_turn = align *
+                                 (s.rotation[sc.head] *
+                                  source_ref.rotation[sc.head].conjugate()) *
+                                 align.conjugate();
+      const Quaterniond t_turn =
+          t.rotation[tc.head] * target_ref.rotation[tc.head].conjugate();
+      head_sum += std::max(Angle(s_turn * tc.up, t_turn * tc.up),
+                           Angle(s_turn * tc.forward, t_turn * tc.forward));
+      ++head_count;
+    }
+    for (int j = 0; j < n; ++j) {
+      if (target_pose.local[j].rotation.angularDistance(
+              transfer.target_reference().local[j].rotation) > 1e-6) {
+        moved_local[j] = true;
+      }
+    }
+    for (int j = 0; j < source.skeleton.num_joints(); ++j) {
+      if (source_pose.local[j].rotation.angularDistance(
+              source.reference.local[j].rotation) > 1e-6) {
+        source_moved_local[j] = true;
       }
     }
     // Upright frames (the source's hips at 85% of its retarget height or
@@ -343,6 +449,8 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
   fig.frames = frames;
   fig.fk_bones_mean_deg = fk_count ? fk_sum / fk_count / kDegree : 0.0;
   fig.limb_bones_mean_deg = limb_count ? limb_sum / limb_count / kDegree : 0.0;
+  fig.neck_mean_deg = neck_count ? neck_sum / neck_count / kDegree : 0.0;
+  fig.head_mean_deg = head_count ? head_sum / head_count / kDegree : 0.0;
   std::string worst_joint;
   for (const RoleAssignment& r : tc.roles) {
     int k = source_of(r.joint);
@@ -358,20 +466,35 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
                                  target_step[r.joint] / kDegree, " vs ",
                                  allowed / kDegree);
     }
-    // Every mapped joint moves.
+    // Every mapped joint moves, and against its parent when its source
+    // does (fingers: slice b).
     EXPECT_TRUE(moved[r.joint]) << r.role << " never moves";
+    const int k2 = transfer.source_next_of(r.joint);
+    const bool is_finger = r.role.find(".thumb.") != std::string::npos ||
+                           r.role.find(".finger") != std::string::npos ||
+                           r.role.find(".index.") != std::string::npos ||
+                           r.role.find(".middle.") != std::string::npos ||
+                           r.role.find(".ring.") != std::string::npos ||
+                           r.role.find(".pinky.") != std::string::npos;
+    if (!is_finger && (source_moved_local[k] ||
+                       (k2 >= 0 && source_moved_local[k2]))) {
+      EXPECT_TRUE(moved_local[r.joint])
+          << r.role << " (" << target.skeleton.joint(r.joint).name
+          << ") never turns against its parent";
+    }
   }
   std::printf(
       "%s -> %s (%d frames): bones without goals mean %.2f max %.2f deg; limb "
       "bones mean %.2f max %.2f deg; hips/legs within %.1f%%; goals within "
       "%.2g of height; limb direction within %.3f deg; %d contacts, slide "
-      "%.4f legs; below floor %.4f legs; step excess %.2f deg (%s) [%s] [%s]\n",
+      "%.4f legs; below floor %.4f legs; step excess %.2f deg (%s) [%s] [%s]; "
+      "neck mean %.2f deg, head mean %.2f deg\n",
       GetParam().source, GetParam().target, fig.frames, fig.fk_bones_mean_deg,
       fig.fk_bones_max_deg, fig.limb_bones_mean_deg, fig.limb_bones_max_deg,
       100 * fig.worst_height, fig.worst_goal, fig.worst_direction_deg,
       fig.contacts, fig.worst_slide, fig.worst_below,
       fig.worst_step_excess_deg, worst_joint.c_str(), worst_fk_bone.c_str(),
-      worst_limb_bone.c_str());
+      worst_limb_bone.c_str(), fig.neck_mean_deg, fig.head_mean_deg);
   const RetargetQuality q = meter.Result();
   EXPECT_EQ(q.frames, frames - 1);
   EXPECT_NEAR(q.bones_mean_deg, fig.fk_bones_mean_deg, 1e-6);
@@ -392,6 +515,8 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
                                  })));
   EXPECT_LE(fig.fk_bones_mean_deg, 3.0);
   EXPECT_LE(fig.fk_bones_max_deg, 10.0);
+  EXPECT_LE(fig.neck_mean_deg, 5.0);
+  EXPECT_LE(fig.head_mean_deg, 5.0);
   EXPECT_LE(fig.worst_height, 0.05);
   // 1 mm on a 1.8 m body.
   EXPECT_LE(fig.worst_goal, 1e-3 / 1.8);
