@@ -178,14 +178,15 @@ absl::StatusOr<std::unique_ptr<VmcBridge>> VmcBridge::Start(
         *target_skeleton, {}, has_target_reference ? &reference : nullptr);
     if (!found.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--to ", options.target, ": ", found.status().message()));
+          options.target,
+          ": tracker mode needs a humanoid: ", found.status().message()));
     }
     for (const RoleAssignment& role : found->roles) {
       roles.emplace_back(role.role, role.joint);
     }
-    if (std::abs(found->up.y()) < 0.9 || found->up.y() < 0) {
+    if (found->up.y() < 0.9) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--to ", options.target,
+          options.target,
           ": tracker mode needs a rig standing along +Y (VMC's up); this "
           "one's up is (",
           found->up.x(), ", ", found->up.y(), ", ", found->up.z(), ")"));
@@ -591,12 +592,16 @@ absl::Status VmcBridge::Stop() {
   {
     absl::MutexLock lock(&mu_);  // Wakes the send thread's Await.
   }
-  receive_thread_.join();
-  send_thread_.join();
-  answer_thread_.join();
-  const absl::Status finished =
-      solve_stream_ != nullptr ? solve_stream_->Finish() : stream_->Finish();
-  close(fd_);
+  // A Start that failed part way destroys a bridge whose threads, stream
+  // or socket may not exist yet.
+  for (std::thread* t : {&receive_thread_, &send_thread_, &answer_thread_}) {
+    if (t->joinable()) t->join();
+  }
+  absl::Status finished;
+  if (solve_stream_ != nullptr) finished = solve_stream_->Finish();
+  if (stream_ != nullptr) finished = stream_->Finish();
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
   absl::MutexLock lock(&mu_);
   if (!finished.ok()) status_ = finished;
   return status_;

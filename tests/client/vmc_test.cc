@@ -1584,5 +1584,26 @@ TEST_F(VmcTest, ReachVmcTrackersCommand) {
   EXPECT_EQ(WEXITSTATUS(code), 2);
 }
 
+TEST_F(VmcTest, TrackerModeNeedsAHumanoid) {
+  client::VmcBridgeOptions options;
+  options.listen = "127.0.0.1:0";
+  options.send_to = absl::StrCat("127.0.0.1:", out_.port());
+  options.target = absl::StrCat(REACH_TEST_DATA, "/urdf/panda.urdf");
+  options.trackers = true;
+  absl::StatusOr<std::unique_ptr<client::VmcBridge>> bridge =
+      client::VmcBridge::Start(client_, options);
+  ASSERT_FALSE(bridge.ok());
+  EXPECT_EQ(bridge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bridge.status().message(),
+              HasSubstr("panda.urdf: tracker mode needs a humanoid"));
+  // A bridge that fails to start ends cleanly (no threads to join), in
+  // either mode.
+  options.trackers = false;
+  options.target = absl::StrCat(::testing::TempDir(), "/no_such_rig.json");
+  bridge = client::VmcBridge::Start(client_, options);
+  ASSERT_FALSE(bridge.ok());
+  EXPECT_THAT(bridge.status().message(), HasSubstr("no_such_rig.json"));
+}
+
 }  // namespace
 }  // namespace reach
