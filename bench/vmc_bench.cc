@@ -9,6 +9,9 @@
 // just before sendto to just after recv. Printed: frames sent, out and
 // superseded (latest wins), latency p50/p99/max over all performers.
 //
+// --trackers: tracker mode instead (`reach vmc --trackers`), an HMD and two
+// controllers onto the limited humanoid through SolveStream.
+//
 // Run: scripts/bench-vmc (or build/bench/vmc_bench --help). --addr
 // measures a running reach-server instead of one started in this process.
 #include <arpa/inet.h>
@@ -48,6 +51,12 @@ ABSL_FLAG(std::string, performers, "1,4", "Performer counts to run");
 ABSL_FLAG(std::string, target,
           REACH_SOURCE_DIR "/tests/data/rigs/BCN_Epileptic.glb",
           "The target rig");
+ABSL_FLAG(bool, trackers, false,
+          "Tracker mode (`reach vmc --trackers`): an HMD and two "
+          "controllers drive --tracker_target through SolveStream");
+ABSL_FLAG(std::string, tracker_target,
+          REACH_SOURCE_DIR "/examples/humanoid_limited.skeleton.json",
+          "The target rig of tracker mode");
 ABSL_FLAG(int, parse_iterations, 200000,
           "Decodes of one frame bundle by Reach's decoder and by liblo's "
           "(0: skip that comparison)");
@@ -101,11 +110,44 @@ void WriteFrame(const std::vector<Bone>& bones, int i, double rate,
     if (b.name == "LeftLowerArm") angle = -0.4 * std::sin(phase);
     const Eigen::Quaterniond q(Eigen::AngleAxisd(angle, axis));
     Eigen::Vector3d p = b.offset;
-    if (b.name == "Hips") p += Eigen::Vector3d(0, 0.02 * std::sin(2 * phase), 0.8 * t);
+    if (b.name == "Hips")
+      p += Eigen::Vector3d(0, 0.02 * std::sin(2 * phase), 0.8 * t);
     w->Message("/VMC/Ext/Bone/Pos").String(b.name);
-    for (const double v : {-p.x(), p.y(), p.z(), q.x(), -q.y(), -q.z(), q.w()}) {
+    for (const double v :
+         {-p.x(), p.y(), p.z(), q.x(), -q.y(), -q.z(), q.w()}) {
       w->Float(static_cast<float>(v));
     }
+  }
+  w->CloseBundle();
+}
+
+// Frame `i` at `rate` of a procedural VR session, as a VMC bundle: the
+// head bobbing and turning a little, the hands circling in front.
+void WriteTrackerFrame(int i, double rate, osc::Writer* w) {
+  const double t = i / rate;
+  const double phase = 2 * M_PI * 0.5 * t;
+  w->Clear();
+  w->OpenBundle();
+  w->Message("/VMC/Ext/OK").Int(1);
+  w->Message("/VMC/Ext/T").Float(static_cast<float>(t));
+  const auto put = [&](const char* address, const char* serial,
+                       const Eigen::Vector3d& p, const Eigen::Quaterniond& q) {
+    w->Message(address).String(serial);
+    for (const double v :
+         {-p.x(), p.y(), p.z(), q.x(), -q.y(), -q.z(), q.w()}) {
+      w->Float(static_cast<float>(v));
+    }
+  };
+  put("/VMC/Ext/Hmd/Pos", "HMD",
+      Eigen::Vector3d(0.02 * std::sin(phase), 1.55 + 0.03 * std::sin(2 * phase),
+                      0.02),
+      Eigen::Quaterniond(
+          Eigen::AngleAxisd(0.3 * std::sin(phase), Eigen::Vector3d::UnitY())));
+  for (const int side : {1, -1}) {
+    put("/VMC/Ext/Con/Pos", side > 0 ? "CON-L" : "CON-R",
+        Eigen::Vector3d(side * (0.25 + 0.1 * std::cos(phase)),
+                        1.1 + 0.15 * std::sin(phase + side), 0.3),
+        Eigen::Quaterniond::Identity());
   }
   w->CloseBundle();
 }
@@ -127,7 +169,10 @@ Run Perform(client::ReachClient& client, const std::vector<Bone>& bones,
   client::VmcBridgeOptions options;
   options.listen = "127.0.0.1:0";
   options.send_to = absl::StrCat("127.0.0.1:", out_port);
-  options.target = absl::GetFlag(FLAGS_target);
+  const bool trackers = absl::GetFlag(FLAGS_trackers);
+  options.target = trackers ? absl::GetFlag(FLAGS_tracker_target)
+                            : absl::GetFlag(FLAGS_target);
+  options.trackers = trackers;
   absl::StatusOr<std::unique_ptr<client::VmcBridge>> bridge =
       client::VmcBridge::Start(client, options);
   if (!bridge.ok()) {
@@ -154,9 +199,9 @@ Run Perform(client::ReachClient& client, const std::vector<Bone>& bones,
       }
       const ssize_t n = recv(out_fd, buffer.data(), buffer.size(), 0);
       const absl::Time now = absl::Now();
-      if (n <= 0 || osc::Decode(buffer.data(), static_cast<size_t>(n),
-                                osc::Limits(), &packet) !=
-                        osc::DecodeResult::kOk) {
+      if (n <= 0 ||
+          osc::Decode(buffer.data(), static_cast<size_t>(n), osc::Limits(),
+                      &packet) != osc::DecodeResult::kOk) {
         continue;
       }
       for (const osc::Message& m : packet.messages) {
@@ -175,7 +220,11 @@ Run Perform(client::ReachClient& client, const std::vector<Bone>& bones,
   for (int i = 0; i < frames; ++i) {
     const absl::Time due = begin + absl::Seconds(i / rate);
     if (due > absl::Now()) absl::SleepFor(due - absl::Now());
-    WriteFrame(bones, i, rate, &w);
+    if (trackers) {
+      WriteTrackerFrame(i, rate, &w);
+    } else {
+      WriteFrame(bones, i, rate, &w);
+    }
     sent_at[static_cast<size_t>(i)] = absl::Now();
     sent.store(i + 1);
     sendto(in_fd, w.data(), w.size(), 0, reinterpret_cast<sockaddr*>(&to),
@@ -232,11 +281,12 @@ void CompareDecoders(const std::vector<Bone>& bones, int iterations) {
   const double lo = absl::ToDoubleMicroseconds(absl::Now() - begin);
   lo_server_free(server);
   unlink(path.c_str());
-  std::printf("decoding a %zu-byte frame bundle of %d messages: osc::Decode "
-              "%.2f us, liblo lo_server_dispatch_data %.2f us (%d and %d "
-              "messages seen)\n",
-              bytes.size(), iterations > 0 ? messages / iterations : 0,
-              ours / iterations, lo / iterations, messages, lo_messages);
+  std::printf(
+      "decoding a %zu-byte frame bundle of %d messages: osc::Decode "
+      "%.2f us, liblo lo_server_dispatch_data %.2f us (%d and %d "
+      "messages seen)\n",
+      bytes.size(), iterations > 0 ? messages / iterations : 0,
+      ours / iterations, lo / iterations, messages, lo_messages);
 }
 
 int Main() {
@@ -268,10 +318,20 @@ int Main() {
   if (absl::GetFlag(FLAGS_parse_iterations) > 0) {
     CompareDecoders(bones, absl::GetFlag(FLAGS_parse_iterations));
   }
-  std::printf("VMC in -> RetargetStream onto %s -> VMC out, %zu bones a "
-              "frame, %.0f s per run\n",
-              absl::GetFlag(FLAGS_target).c_str(), bones.size(),
-              absl::GetFlag(FLAGS_seconds));
+  if (absl::GetFlag(FLAGS_trackers)) {
+    std::printf(
+        "VMC trackers (HMD, two controllers) in -> SolveStream of "
+        "full-body goals (plant_feet) on %s -> VMC out, %.0f s per "
+        "run\n",
+        absl::GetFlag(FLAGS_tracker_target).c_str(),
+        absl::GetFlag(FLAGS_seconds));
+  } else {
+    std::printf(
+        "VMC in -> RetargetStream onto %s -> VMC out, %zu bones a "
+        "frame, %.0f s per run\n",
+        absl::GetFlag(FLAGS_target).c_str(), bones.size(),
+        absl::GetFlag(FLAGS_seconds));
+  }
   for (const absl::string_view p_text :
        absl::StrSplit(absl::GetFlag(FLAGS_performers), ',')) {
     for (const absl::string_view r_text :

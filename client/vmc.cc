@@ -15,6 +15,9 @@ constexpr absl::string_view kBone = "/VMC/Ext/Bone/Pos";
 constexpr absl::string_view kRoot = "/VMC/Ext/Root/Pos";
 constexpr absl::string_view kTime = "/VMC/Ext/T";
 constexpr absl::string_view kOk = "/VMC/Ext/OK";
+constexpr absl::string_view kHmd = "/VMC/Ext/Hmd/Pos";
+constexpr absl::string_view kController = "/VMC/Ext/Con/Pos";
+constexpr absl::string_view kTracker = "/VMC/Ext/Tra/Pos";
 
 }  // namespace
 
@@ -114,11 +117,11 @@ std::string HumanBoneForRole(absl::string_view role, int spine_joints,
   }
   if (parts.size() != 3 || index < 0 || index > 2) return "";
   static const std::pair<absl::string_view, absl::string_view> kFingers[] = {
-      {"thumb", "Thumb"},   {"index", "Index"},     {"finger1", "Index"},
-      {"middle", "Middle"}, {"finger2", "Middle"},  {"ring", "Ring"},
-      {"finger3", "Ring"},  {"pinky", "Little"},    {"finger4", "Little"}};
+      {"thumb", "Thumb"},   {"index", "Index"},    {"finger1", "Index"},
+      {"middle", "Middle"}, {"finger2", "Middle"}, {"ring", "Ring"},
+      {"finger3", "Ring"},  {"pinky", "Little"},   {"finger4", "Little"}};
   static const absl::string_view kSegments[] = {"Proximal", "Intermediate",
-                                               "Distal"};
+                                                "Distal"};
   for (const auto& [finger, bone] : kFingers) {
     if (parts[1] == finger) return absl::StrCat(side, bone, kSegments[index]);
   }
@@ -126,11 +129,12 @@ std::string HumanBoneForRole(absl::string_view role, int spine_joints,
 }
 
 VmcReceiver::VmcReceiver(std::vector<std::string> joint_names,
-                         std::vector<Transform> rest,
-                         const osc::Limits& limits)
+                         std::vector<Transform> rest, const osc::Limits& limits,
+                         bool trackers)
     : names_(std::move(joint_names)),
       rest_(std::move(rest)),
       limits_(limits),
+      tracker_mode_(trackers),
       local_(rest_) {
   for (size_t j = 0; j < names_.size(); ++j) {
     index_.emplace(names_[j], static_cast<int>(j));
@@ -177,9 +181,12 @@ VmcReceiver::Outcome VmcReceiver::Apply(const uint8_t* data, size_t size) {
   }
   ++counts_.packets_ok;
   bool frame = false;
+  if (tracker_mode_) trackers_.clear();
   for (const osc::Message& m : packet_.messages) {
     const absl::string_view address = m.address;
-    if (address == kBone || address == kRoot) {
+    const bool tracker =
+        address == kHmd || address == kController || address == kTracker;
+    if (address == kBone || address == kRoot || tracker) {
       float v[7];
       if (m.argument_count < 1 || packet_.arg(m, 0).type != 's' ||
           !ReadFloats(m, 1, 7, v)) {
@@ -196,6 +203,23 @@ VmcReceiver::Outcome VmcReceiver::Apply(const uint8_t* data, size_t size) {
       Transform t;
       t.rotation = FlipRotation(q);
       t.translation = FlipPosition(Eigen::Vector3d(v[0], v[1], v[2]));
+      if (tracker) {
+        ++counts_.tracker;
+        if (!tracker_mode_) continue;
+        TrackerSample& sample = trackers_.emplace_back();
+        sample.kind = address == kHmd          ? TrackerKind::kHmd
+                      : address == kController ? TrackerKind::kController
+                                               : TrackerKind::kTracker;
+        sample.serial = std::string(packet_.arg(m, 0).bytes);
+        sample.pose = t;
+        frame = true;
+        continue;
+      }
+      if (tracker_mode_) {
+        // Bones and the root: seen, not used.
+        ++(address == kRoot ? counts_.root : counts_.bone);
+        continue;
+      }
       if (address == kRoot) {
         // v2.1's scale and offset (6 more floats) are not applied.
         root_ = t;
@@ -226,7 +250,9 @@ VmcReceiver::Outcome VmcReceiver::Apply(const uint8_t* data, size_t size) {
     } else if (absl::StartsWith(address, "/VMC/Ext/Tra/Pos") ||
                absl::StartsWith(address, "/VMC/Ext/Hmd/Pos") ||
                absl::StartsWith(address, "/VMC/Ext/Con/Pos")) {
-      ++counts_.tracker;
+      // The Local variants (/VMC/Ext/Hmd/Pos/Local, ...): poses relative to
+      // the avatar, not the tracking space; not used.
+      ++counts_.unknown_address;
     } else if (absl::StartsWith(address, "/VMC/Ext/Blend/")) {
       ++counts_.blend;
     } else {
@@ -239,10 +265,10 @@ VmcReceiver::Outcome VmcReceiver::Apply(const uint8_t* data, size_t size) {
   }
   if (!frame) return Outcome::kNoFrame;
   ++counts_.frames;
-  for (size_t j = 0; j < local_.size(); ++j) {
+  for (size_t j = 0; j < local_.size() && !tracker_mode_; ++j) {
     frame_.rotations[j] = local_[j].rotation;
   }
-  if (!local_.empty()) {
+  if (!local_.empty() && !tracker_mode_) {
     frame_.rotations[0] = root_.rotation * local_[0].rotation;
     frame_.root_translation = root_ * local_[0].translation;
   }
@@ -262,6 +288,96 @@ VmcReceiver::Outcome VmcReceiver::Apply(const uint8_t* data, size_t size) {
     last_frame_time_ = last_time_;
   }
   return Outcome::kFrame;
+}
+
+absl::string_view BodyPartName(BodyPart part) {
+  switch (part) {
+    case BodyPart::kHead:
+      return "head";
+    case BodyPart::kLeftHand:
+      return "left hand";
+    case BodyPart::kRightHand:
+      return "right hand";
+    case BodyPart::kPelvis:
+      return "pelvis";
+    case BodyPart::kLeftFoot:
+      return "left foot";
+    case BodyPart::kRightFoot:
+      return "right foot";
+  }
+  return "";
+}
+
+TrackerMap::TrackerMap(TrackerAssignment a) {
+  const std::pair<BodyPart, std::string*> named[] = {
+      {BodyPart::kLeftHand, &a.left_hand},
+      {BodyPart::kRightHand, &a.right_hand},
+      {BodyPart::kPelvis, &a.pelvis},
+      {BodyPart::kLeftFoot, &a.left_foot},
+      {BodyPart::kRightFoot, &a.right_foot}};
+  for (const auto& [part, serial] : named) {
+    if (serial->empty()) continue;
+    serial_[static_cast<int>(part)] = std::move(*serial);
+    named_[static_cast<int>(part)] = true;
+  }
+}
+
+bool TrackerMap::Place(const TrackerSample& sample) {
+  for (int p = 0; p < kBodyParts; ++p) {
+    if (!serial_[p].empty() && serial_[p] == sample.serial) {
+      pose_[p] = sample.pose;
+      has_[p] = true;
+      return true;
+    }
+  }
+  // A serial seen for the first time, named by no flag.
+  constexpr int kHead = static_cast<int>(BodyPart::kHead);
+  if (sample.kind == TrackerKind::kHmd) {
+    if (!serial_[kHead].empty()) return false;  // A second HMD.
+    serial_[kHead] = sample.serial;
+    pose_[kHead] = sample.pose;
+    has_[kHead] = true;
+    return true;
+  }
+  if (sample.kind != TrackerKind::kController) return false;
+  // The side of the head it appears on: the head's left is +X turned by
+  // the HMD (identity looks along +Z, Y up; Unity's -X is our +X), else
+  // the tracking space's +X.
+  const Eigen::Vector3d left =
+      has_[kHead]
+          ? Eigen::Vector3d(pose_[kHead].rotation * Eigen::Vector3d::UnitX())
+          : Eigen::Vector3d::UnitX();
+  const Eigen::Vector3d from =
+      has_[kHead] ? pose_[kHead].translation : Eigen::Vector3d::Zero();
+  const bool is_left = (sample.pose.translation - from).dot(left) >= 0;
+  const int first =
+      static_cast<int>(is_left ? BodyPart::kLeftHand : BodyPart::kRightHand);
+  const int second =
+      static_cast<int>(is_left ? BodyPart::kRightHand : BodyPart::kLeftHand);
+  for (const int p : {first, second}) {
+    if (!serial_[p].empty()) continue;
+    serial_[p] = sample.serial;
+    pose_[p] = sample.pose;
+    has_[p] = true;
+    return true;
+  }
+  return false;  // A third controller.
+}
+
+int TrackerMap::Apply(const std::vector<TrackerSample>& samples) {
+  int placed = 0;
+  for (const bool hmds : {true, false}) {
+    for (const TrackerSample& sample : samples) {
+      if ((sample.kind == TrackerKind::kHmd) != hmds) continue;
+      if (Place(sample)) {
+        ++placed;
+        ++applied_;
+      } else {
+        ++unknown_serial_;
+      }
+    }
+  }
+  return placed;
 }
 
 absl::StatusOr<VmcPoseWriter> VmcPoseWriter::Create(
@@ -318,8 +434,7 @@ Transform VmcPoseWriter::BoneTransform(const std::vector<Transform>& globals,
   const size_t j = static_cast<size_t>(bones_[k].second);
   const int pk = bone_parent_[k];
   const size_t pj =
-      pk >= 0 ? static_cast<size_t>(bones_[static_cast<size_t>(pk)].second)
-              : 0;
+      pk >= 0 ? static_cast<size_t>(bones_[static_cast<size_t>(pk)].second) : 0;
   Transform local;
   if (mode_ == BoneMode::kRaw) {
     local = pk >= 0 ? globals[pj].Inverse() * globals[j] : globals[j];
@@ -333,7 +448,8 @@ Transform VmcPoseWriter::BoneTransform(const std::vector<Transform>& globals,
       const Eigen::Quaterniond np =
           globals[pj].rotation * reference_[pj].rotation.conjugate();
       local.rotation = np.conjugate() * n;
-      local.translation = reference_[j].translation - reference_[pj].translation;
+      local.translation =
+          np.conjugate() * (globals[j].translation - globals[pj].translation);
     }
   }
   local.rotation.normalize();

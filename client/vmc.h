@@ -14,6 +14,10 @@
 //   arguments have other types or are not finite, extra arguments. A
 //   packet whose time is older than the last applied one arrived out of
 //   order: it is dropped whole (counted), so frames stay in order.
+//   In tracker mode the frames are the packets that set a tracker instead
+//   (trackers()), and bones are counted and ignored.
+// - TrackerMap: which body part each tracker's serial drives (HMD head,
+//   controllers hands, others only when named), with their latest poses.
 // - VmcPoseWriter: a target rig's answered pose as one VMC bundle (OK, T,
 //   Root/Pos, Bone/Pos per HumanBodyBones bone), its joints named by the
 //   roles the server's characterisation gave them (RetargetSideReport).
@@ -23,12 +27,12 @@
 #include <array>
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "client/osc.h"
 #include "solvers/transform.h"
 
@@ -62,16 +66,21 @@ struct ReceiveCounts {
   uint64_t packets_too_large = 0;
   uint64_t packets_reordered = 0;
   // Messages of ok packets.
-  uint64_t bone = 0;            // /VMC/Ext/Bone/Pos applied.
-  uint64_t root = 0;            // /VMC/Ext/Root/Pos applied.
-  uint64_t time = 0;            // /VMC/Ext/T.
-  uint64_t ok = 0;              // /VMC/Ext/OK.
-  uint64_t tracker = 0;         // Tra, Hmd, Con/Pos: not used yet.
-  uint64_t blend = 0;           // Blend/Val, Blend/Apply: not used.
+  // /VMC/Ext/Bone/Pos and Root/Pos applied (in tracker mode: seen, with
+  // good arguments, and ignored).
+  uint64_t bone = 0;
+  uint64_t root = 0;
+  uint64_t time = 0;  // /VMC/Ext/T.
+  uint64_t ok = 0;    // /VMC/Ext/OK.
+  // Tra, Hmd, Con/Pos with good arguments (used in tracker mode only; in
+  // bone mode ignored).
+  uint64_t tracker = 0;
+  uint64_t blend = 0;  // Blend/Val, Blend/Apply: not used.
   uint64_t unknown_address = 0;
-  uint64_t unknown_bone = 0;    // A Bone/Pos of a bone the rig lacks.
-  uint64_t bad_arguments = 0;   // Too few, other types, not finite, zero quaternion.
-  // Frames: packets that set a bone or the root.
+  uint64_t unknown_bone = 0;  // A Bone/Pos of a bone the rig lacks.
+  uint64_t bad_arguments =
+      0;  // Too few, other types, not finite, zero quaternion.
+  // Frames: packets that set a bone or the root (tracker mode: a tracker).
   uint64_t frames = 0;
   // Frames that came later than expected from the sender's times: the
   // estimated count of frames lost between them (a gap of k typical frame
@@ -88,19 +97,34 @@ struct SourceFrame {
   double time = 0;
 };
 
+// Where a tracker message came from.
+enum class TrackerKind { kHmd, kController, kTracker };
+
+// One tracker's pose from a packet, right-handed, metres (the tracking
+// space: Unity's world after FlipPosition/FlipRotation).
+struct TrackerSample {
+  TrackerKind kind = TrackerKind::kTracker;
+  std::string serial;
+  Transform pose;
+};
+
 class VmcReceiver {
  public:
   // `joint_names` and `rest` (local rest transforms) of the source
   // skeleton; bones are matched by name. Joint 0 must be the root: Hips.
-  VmcReceiver(std::vector<std::string> joint_names,
-              std::vector<Transform> rest,
-              const osc::Limits& limits = osc::Limits());
+  // `trackers`: tracker mode (frames are the packets that set a tracker;
+  // the skeleton is then unused and may be empty).
+  VmcReceiver(std::vector<std::string> joint_names, std::vector<Transform> rest,
+              const osc::Limits& limits = osc::Limits(), bool trackers = false);
 
   enum class Outcome { kFrame, kNoFrame, kDropped };
   // Decodes and applies one packet; kFrame: frame() is a new frame.
   Outcome Apply(const uint8_t* data, size_t size);
 
   const SourceFrame& frame() const { return frame_; }
+  // Tracker mode: the trackers of the last packet that was a frame, in
+  // the packet's order.
+  const std::vector<TrackerSample>& trackers() const { return trackers_; }
   const ReceiveCounts& counts() const { return counts_; }
   ReceiveCounts& mutable_counts() { return counts_; }
 
@@ -111,7 +135,9 @@ class VmcReceiver {
   absl::flat_hash_map<std::string, int> index_;
   std::vector<Transform> rest_;
   osc::Limits limits_;
+  bool tracker_mode_ = false;
   osc::Packet packet_;
+  std::vector<TrackerSample> trackers_;
   // Latest values, right-handed: local transforms of every joint and the
   // model root.
   std::vector<Transform> local_;
@@ -119,10 +145,63 @@ class VmcReceiver {
   SourceFrame frame_;
   ReceiveCounts counts_;
   bool has_time_ = false;
-  double last_time_ = 0;      // Of the last applied packet with a time.
+  double last_time_ = 0;  // Of the last applied packet with a time.
   double last_frame_time_ = 0;
   bool has_frame_time_ = false;
-  double typical_dt_ = 0;     // Running estimate of the sender's frame time.
+  double typical_dt_ = 0;  // Running estimate of the sender's frame time.
+};
+
+// The body parts trackers drive, in goal order.
+enum class BodyPart {
+  kHead,
+  kLeftHand,
+  kRightHand,
+  kPelvis,
+  kLeftFoot,
+  kRightFoot,
+};
+inline constexpr int kBodyParts = 6;
+absl::string_view BodyPartName(BodyPart part);  // "head", "left hand", ...
+
+// Serials given by the user (empty: none). An HMD always drives the head;
+// a controller named nowhere drives the free hand on its side of the head
+// when it first appears; a generic tracker (/VMC/Ext/Tra/Pos) drives only
+// what it is named for.
+struct TrackerAssignment {
+  std::string left_hand, right_hand, pelvis, left_foot, right_foot;
+};
+
+// Serial -> body part, and each part's latest pose (tracking space).
+class TrackerMap {
+ public:
+  explicit TrackerMap(TrackerAssignment assignment);
+
+  // Applies one packet's samples (HMDs first, so a controller that appears
+  // with the first HMD is sided by it). Returns how many drove a part.
+  int Apply(const std::vector<TrackerSample>& samples);
+
+  bool has(BodyPart part) const { return has_[static_cast<int>(part)]; }
+  const Transform& pose(BodyPart part) const {
+    return pose_[static_cast<int>(part)];
+  }
+  // The serial driving `part` ("" while none).
+  const std::string& serial(BodyPart part) const {
+    return serial_[static_cast<int>(part)];
+  }
+  uint64_t applied() const { return applied_; }
+  // Samples whose serial drives nothing (a tracker not named by a flag, a
+  // second HMD, a third controller).
+  uint64_t unknown_serial() const { return unknown_serial_; }
+
+ private:
+  bool Place(const TrackerSample& sample);
+
+  std::array<std::string, kBodyParts> serial_;
+  std::array<bool, kBodyParts> named_{};  // serial_ given by the user.
+  std::array<bool, kBodyParts> has_{};
+  std::array<Transform, kBodyParts> pose_;
+  uint64_t applied_ = 0;
+  uint64_t unknown_serial_ = 0;
 };
 
 // How a target joint's rotation goes out.
@@ -130,8 +209,12 @@ enum class BoneMode {
   // Relative to the profile's target retarget pose, in model axes: every
   // bone's rotation is identity when the target stands in its retarget
   // pose (a T-pose when the source's is), as a VRM 0.x normalised avatar
-  // expects. Positions: the retarget pose's offsets; the hips' its
-  // model-space position.
+  // expects. Positions: the bone's offset from its sent parent in the
+  // parent's turned frame (the retarget pose's offset whenever the joints
+  // between them do not turn, as with every joint VMC has a bone for; a
+  // joint it has none for, such as a second neck joint, still puts the
+  // bones below it where the answer has them); the hips' its model-space
+  // position.
   kNormalized,
   // The target joint's local transform relative to its nearest mapped
   // ancestor, in the rig's own joint frames (a raw VRM 1.0 avatar of

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
@@ -16,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "importers/import_error.h"
 #include "importers/skeleton_file.h"
+#include "solvers/characterize.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
 #include "wire/convert.h"
@@ -59,46 +61,51 @@ absl::StatusOr<std::unique_ptr<VmcBridge>> VmcBridge::Start(
     return absl::InvalidArgumentError("--to: a target rig is needed");
   }
 
-  // The source: the built-in humanoid or a file, imported by the server.
-  v1::ImportSkeletonRequest source_request;
-  if (options.source.empty()) {
-    source_request.set_data(kVmcHumanoidJson);
-    source_request.set_file_name("vmc_humanoid.skeleton.json");
-  } else {
-    if (absl::Status s =
-            import::ReadFile(options.source, source_request.mutable_data());
-        !s.ok()) {
-      return s;
-    }
-    const size_t slash = options.source.rfind('/');
-    source_request.set_file_name(slash == std::string::npos
-                                     ? options.source
-                                     : options.source.substr(slash + 1));
-  }
-  absl::StatusOr<v1::ImportSkeletonResponse> source =
-      client.ImportSkeleton(source_request);
-  if (!source.ok()) return source.status();
-  SkeletonDef source_def;
-  if (absl::Status s = FromProto(source->skeleton(), &source_def); !s.ok()) {
-    return s;
-  }
-  if (source_def.joints.empty() || source_def.joints[0].parent != -1) {
-    return absl::InvalidArgumentError(
-        "--source: the skeleton's first joint must be its root (Hips)");
-  }
   std::vector<std::string> names;
   std::vector<Transform> rest;
-  for (const JointDef& joint : source_def.joints) {
-    names.push_back(joint.name);
-    rest.push_back(joint.rest);
+  v1::RetargetProfileSpec spec = options.spec;
+  if (!options.trackers) {
+    // The source: the built-in humanoid or a file, imported by the server.
+    v1::ImportSkeletonRequest source_request;
+    if (options.source.empty()) {
+      source_request.set_data(kVmcHumanoidJson);
+      source_request.set_file_name("vmc_humanoid.skeleton.json");
+    } else {
+      if (absl::Status s =
+              import::ReadFile(options.source, source_request.mutable_data());
+          !s.ok()) {
+        return s;
+      }
+      const size_t slash = options.source.rfind('/');
+      source_request.set_file_name(slash == std::string::npos
+                                       ? options.source
+                                       : options.source.substr(slash + 1));
+    }
+    absl::StatusOr<v1::ImportSkeletonResponse> source =
+        client.ImportSkeleton(source_request);
+    if (!source.ok()) return source.status();
+    SkeletonDef source_def;
+    if (absl::Status s = FromProto(source->skeleton(), &source_def); !s.ok()) {
+      return s;
+    }
+    if (source_def.joints.empty() || source_def.joints[0].parent != -1) {
+      return absl::InvalidArgumentError(
+          "--source: the skeleton's first joint must be its root (Hips)");
+    }
+    for (const JointDef& joint : source_def.joints) {
+      names.push_back(joint.name);
+      rest.push_back(joint.rest);
+    }
+    spec.mutable_source()->set_skeleton_id(source->skeleton_id());
   }
 
-  v1::RetargetProfileSpec spec = options.spec;
-  spec.mutable_source()->set_skeleton_id(source->skeleton_id());
+  // The target: a file imported by the server, or a registered id.
+  v1::Pose target_reference;
+  bool has_target_reference = false;
   if (import::FormatOfFileName(options.target) !=
       import::SkeletonFormat::kUnknown) {
-    absl::StatusOr<v1::ImportSkeletonResponse> target = client.ImportFile(
-        options.target, options.target_reference_frame >= 0);
+    absl::StatusOr<v1::ImportSkeletonResponse> target =
+        client.ImportFile(options.target, options.target_reference_frame >= 0);
     if (!target.ok()) return target.status();
     spec.mutable_target()->set_skeleton_id(target->skeleton_id());
     bridge->target_ = target->skeleton();
@@ -108,8 +115,9 @@ absl::StatusOr<std::unique_ptr<VmcBridge>> VmcBridge::Start(
             "--target-frame ", options.target_reference_frame, ": ",
             options.target, " has ", target->motion_size(), " frames"));
       }
-      *spec.mutable_target()->mutable_reference() =
-          target->motion(options.target_reference_frame);
+      target_reference = target->motion(options.target_reference_frame);
+      has_target_reference = true;
+      *spec.mutable_target()->mutable_reference() = target_reference;
     }
   } else {
     absl::StatusOr<v1::GetSkeletonResponse> target =
@@ -118,10 +126,17 @@ absl::StatusOr<std::unique_ptr<VmcBridge>> VmcBridge::Start(
     spec.mutable_target()->set_skeleton_id(target->skeleton_id());
     bridge->target_ = target->skeleton();
   }
-  absl::StatusOr<v1::CreateRetargetProfileResponse> profile =
-      client.CreateRetargetProfile(spec);
-  if (!profile.ok()) return profile.status();
-  bridge->profile_ = profile->profile();
+  bridge->target_id_ = spec.target().skeleton_id();
+  if (!options.trackers) {
+    absl::StatusOr<v1::CreateRetargetProfileResponse> profile =
+        client.CreateRetargetProfile(spec);
+    if (!profile.ok()) return profile.status();
+    bridge->profile_ = profile->profile();
+    has_target_reference = bridge->profile_.has_target_reference();
+    if (has_target_reference) {
+      target_reference = bridge->profile_.target_reference();
+    }
+  }
 
   // The target's bones: roles -> HumanBodyBones, the retarget pose's
   // model-space transforms.
@@ -140,20 +155,66 @@ absl::StatusOr<std::unique_ptr<VmcBridge>> VmcBridge::Start(
       Skeleton::Create(std::move(target_def));
   if (!target_skeleton.ok()) return target_skeleton.status();
   Pose reference = RestPose(*target_skeleton);
-  if (bridge->profile_.has_target_reference()) {
-    if (absl::Status s = FromProto(*target_skeleton,
-                                   bridge->profile_.target_reference(),
+  if (has_target_reference) {
+    if (absl::Status s = FromProto(*target_skeleton, target_reference,
                                    &reference, "target_reference");
         !s.ok()) {
       return s;
     }
   }
   std::vector<Transform> reference_globals(parents.size());
-  ComputeGlobals(*target_skeleton, reference, absl::MakeSpan(reference_globals));
+  ComputeGlobals(*target_skeleton, reference,
+                 absl::MakeSpan(reference_globals));
   std::vector<std::pair<std::string, int>> roles;
-  for (const v1::RoleMapping& role : bridge->profile_.target().roles()) {
-    const auto it = index.find(role.joint());
-    if (it != index.end()) roles.emplace_back(role.role(), it->second);
+  if (!options.trackers) {
+    for (const v1::RoleMapping& role : bridge->profile_.target().roles()) {
+      const auto it = index.find(role.joint());
+      if (it != index.end()) roles.emplace_back(role.role(), it->second);
+    }
+  } else {
+    // No profile: the roles from the characterisation the server would
+    // make of the same skeleton and pose (solvers/characterize.h).
+    absl::StatusOr<Characterization> found = Characterize(
+        *target_skeleton, {}, has_target_reference ? &reference : nullptr);
+    if (!found.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.target,
+          ": tracker mode needs a humanoid: ", found.status().message()));
+    }
+    for (const RoleAssignment& role : found->roles) {
+      roles.emplace_back(role.role, role.joint);
+    }
+    if (found->up.y() < 0.9) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.target,
+          ": tracker mode needs a rig standing along +Y (VMC's up); this "
+          "one's up is (",
+          found->up.x(), ", ", found->up.y(), ", ", found->up.z(), ")"));
+    }
+    // Turn the tracking space's forward (+Z) to the rig's.
+    const Eigen::Vector3d forward(found->forward.x(), 0, found->forward.z());
+    if (forward.norm() > 1e-6) {
+      bridge->facing_ = Eigen::Quaterniond::FromTwoVectors(
+          Eigen::Vector3d::UnitZ(), forward.normalized());
+    }
+    using vmc::BodyPart;
+    const auto set = [&](BodyPart part, int joint) {
+      bridge->part_joint_[static_cast<size_t>(part)] = joint;
+    };
+    bridge->part_joint_.fill(-1);
+    set(BodyPart::kHead, found->head);
+    set(BodyPart::kLeftHand, found->arms[kLeft].hand);
+    set(BodyPart::kRightHand, found->arms[kRight].hand);
+    set(BodyPart::kPelvis, found->pelvis);
+    set(BodyPart::kLeftFoot, found->legs[kLeft].foot);
+    set(BodyPart::kRightFoot, found->legs[kRight].foot);
+    bridge->reference_globals_ = reference_globals;
+    for (const Transform& t : reference.local) {
+      bridge->reference_rotations_.push_back(t.rotation);
+    }
+    bridge->reference_root_translation_ = reference.local[0].translation;
+    bridge->tracker_map_ =
+        std::make_unique<vmc::TrackerMap>(options.assignment);
   }
   absl::StatusOr<vmc::VmcPoseWriter> writer = vmc::VmcPoseWriter::Create(
       std::move(parents), roles, std::move(reference_globals), options.bones,
@@ -161,7 +222,7 @@ absl::StatusOr<std::unique_ptr<VmcBridge>> VmcBridge::Start(
   if (!writer.ok()) return writer.status();
   bridge->writer_ = std::make_unique<vmc::VmcPoseWriter>(*std::move(writer));
   bridge->receiver_ = std::make_unique<vmc::VmcReceiver>(
-      std::move(names), std::move(rest), options.limits);
+      std::move(names), std::move(rest), options.limits, options.trackers);
 
   // The socket: bound where we listen; answers leave from it too.
   bridge->fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -185,8 +246,13 @@ absl::StatusOr<std::unique_ptr<VmcBridge>> VmcBridge::Start(
   bridge->send_address_.resize(sizeof(sockaddr_in));
   std::memcpy(bridge->send_address_.data(), &*send_to, sizeof(sockaddr_in));
 
-  bridge->stream_ = client.OpenRetargetStream(options.max_duration,
-                                              std::max(1, options.max_in_flight));
+  if (options.trackers) {
+    bridge->solve_stream_ = client.OpenStream(
+        options.max_duration, std::max(1, options.max_in_flight));
+  } else {
+    bridge->stream_ = client.OpenRetargetStream(
+        options.max_duration, std::max(1, options.max_in_flight));
+  }
   bridge->started_ = absl::Now();
   bridge->latencies_.reserve(kLatencyRing);
   VmcBridge* b = bridge.get();
@@ -222,11 +288,33 @@ void VmcBridge::ReceiveLoop() {
     }
     const vmc::VmcReceiver::Outcome outcome =
         receiver_->Apply(buffer.data(), static_cast<size_t>(n));
+    const bool placed = outcome == vmc::VmcReceiver::Outcome::kFrame &&
+                        tracker_map_ != nullptr &&
+                        tracker_map_->Apply(receiver_->trackers()) > 0;
     absl::MutexLock lock(&mu_);
     counts_.receive = receiver_->counts();
     if (outcome != vmc::VmcReceiver::Outcome::kFrame) continue;
-    if (slot_full_) ++counts_.frames_superseded;
     const vmc::SourceFrame& frame = receiver_->frame();
+    if (tracker_map_ != nullptr) {
+      counts_.trackers_applied = tracker_map_->applied();
+      counts_.trackers_unknown_serial = tracker_map_->unknown_serial();
+      if (!placed) {
+        ++counts_.frames_no_goal;
+        continue;
+      }
+      if (slot_full_) ++counts_.frames_superseded;
+      for (int p = 0; p < vmc::kBodyParts; ++p) {
+        const auto part = static_cast<vmc::BodyPart>(p);
+        tracker_slot_.has[static_cast<size_t>(p)] = tracker_map_->has(part);
+        tracker_slot_.pose[static_cast<size_t>(p)] = tracker_map_->pose(part);
+      }
+      tracker_slot_.has_time = frame.has_time;
+      tracker_slot_.time = frame.time;
+      slot_arrived_ = arrived;
+      slot_full_ = true;
+      continue;
+    }
+    if (slot_full_) ++counts_.frames_superseded;
     slot_.rotations.assign(frame.rotations.begin(), frame.rotations.end());
     slot_.root_translation = frame.root_translation;
     slot_.has_time = frame.has_time;
@@ -241,7 +329,14 @@ void VmcBridge::SendLoop() {
   request.set_profile_id(profile_.profile_id());
   request.set_latest_wins(true);
   request.set_return_globals(true);
+  v1::SolveRequest solve;
+  solve.set_skeleton_id(target_id_);
+  solve.set_latest_wins(true);
+  solve.set_return_globals(true);
+  *solve.mutable_full_body() = options_.full_body;
+  solve.mutable_full_body()->set_plant_feet(true);
   vmc::SourceFrame frame;
+  TrackerFrame tracked;
   absl::Time arrived;
   uint64_t sequence = 0;
   bool has_previous = false;
@@ -257,18 +352,42 @@ void VmcBridge::SendLoop() {
         sending_done_ = true;
         return;
       }
-      std::swap(frame, slot_);
+      if (solve_stream_ != nullptr) {
+        tracked = tracker_slot_;
+        frame.has_time = tracked.has_time;
+        frame.time = tracked.time;
+      } else {
+        std::swap(frame, slot_);
+      }
       arrived = slot_arrived_;
       slot_full_ = false;
     }
     // The sender's clock when it sends one, else arrival's.
-    const double time = frame.has_time
-                            ? frame.time
-                            : absl::ToDoubleSeconds(arrived - started_);
+    const double time =
+        frame.has_time ? frame.time : absl::ToDoubleSeconds(arrived - started_);
     double dt = has_previous ? time - previous_time : 0;
     if (has_previous) dt = std::clamp(dt, 1e-4, 10.0);
     has_previous = true;
     previous_time = time;
+    if (solve_stream_ != nullptr) {
+      // A solve has no frame time: the sender's time is kept for the
+      // answer only.
+      solve.set_sequence(++sequence);
+      TrackerGoals(tracked, sequence == 1, &solve);
+      {
+        absl::MutexLock lock(&mu_);
+        pending_.push_back({sequence, time, arrived});
+      }
+      if (!solve_stream_->Send(solve)) {
+        absl::MutexLock lock(&mu_);
+        pending_.pop_back();
+        sending_done_ = true;
+        return;
+      }
+      absl::MutexLock lock(&mu_);
+      ++counts_.frames_sent;
+      continue;
+    }
     request.set_sequence(++sequence);
     request.set_frame_time_s(dt);
     v1::Pose* pose = request.mutable_source();
@@ -292,8 +411,76 @@ void VmcBridge::SendLoop() {
   }
 }
 
+void VmcBridge::TrackerGoals(const TrackerFrame& frame, bool first,
+                             v1::SolveRequest* request) const {
+  using vmc::BodyPart;
+  constexpr size_t kHead = static_cast<size_t>(BodyPart::kHead);
+  request->clear_goals();
+  request->clear_start_pose();
+  // Tracking space -> model space: turned to the rig's facing, metres to
+  // target units; a tracker's rotation is a turn from looking along +Z,
+  // conjugated the same way.
+  std::array<Eigen::Vector3d, vmc::kBodyParts> at;
+  std::array<Eigen::Quaterniond, vmc::kBodyParts> turn;
+  for (size_t p = 0; p < at.size(); ++p) {
+    at[p] = facing_ * frame.pose[p].translation / options_.scale;
+    turn[p] = facing_ * frame.pose[p].rotation * facing_.conjugate();
+  }
+  for (size_t p = 0; p < at.size(); ++p) {
+    const int joint = part_joint_[p];
+    if (!frame.has[p] || joint < 0) continue;
+    v1::Goal* goal = request->add_goals();
+    goal->set_tip_joint(target_names_[static_cast<size_t>(joint)]);
+    goal->set_solver(v1::SOLVER_FULL_BODY);
+    ToProto(at[p], goal->mutable_target());
+    // The HMD also turns the head: its turn from looking ahead, applied to
+    // the reference pose's head. Controllers and trackers give positions
+    // only: how they sit on a hand, a hip or a foot is unknown without a
+    // calibration pose.
+    if (p == kHead) {
+      ToProto(Eigen::Quaterniond(
+                  (turn[p] *
+                   reference_globals_[static_cast<size_t>(joint)].rotation)
+                      .normalized()),
+              goal->mutable_target_orientation());
+    }
+  }
+  if (!first) return;
+  // The first frame starts from the reference pose turned to the HMD's
+  // heading and moved along the floor to stand under it: the feet are
+  // planted where this pose has them, so they must start under the
+  // performer, not at the rig's origin.
+  Eigen::Quaterniond heading = Eigen::Quaterniond::Identity();
+  Eigen::Vector3d root = reference_root_translation_;
+  const int head = part_joint_[kHead];
+  if (frame.has[kHead] && head >= 0) {
+    const Eigen::Vector3d look =
+        turn[kHead] * (facing_ * Eigen::Vector3d::UnitZ());
+    const Eigen::Vector3d ahead = facing_ * Eigen::Vector3d::UnitZ();
+    const Eigen::Vector3d flat(look.x(), 0, look.z());
+    if (flat.norm() > 1e-6) {
+      heading = Eigen::Quaterniond::FromTwoVectors(ahead, flat.normalized());
+    }
+    const Eigen::Vector3d head_at =
+        root +
+        heading *
+            (reference_globals_[static_cast<size_t>(head)].translation - root);
+    root.x() += at[kHead].x() - head_at.x();
+    root.z() += at[kHead].z() - head_at.z();
+  }
+  v1::Pose* start = request->mutable_start_pose();
+  for (size_t j = 0; j < reference_rotations_.size(); ++j) {
+    ToProto(j == 0 ? Eigen::Quaterniond(
+                         (heading * reference_rotations_[0]).normalized())
+                   : reference_rotations_[j],
+            start->add_rotations());
+  }
+  ToProto(root, start->mutable_root_translation());
+}
+
 void VmcBridge::AnswerLoop() {
   StreamAnswer<v1::RetargetResponse> answer;
+  StreamAnswer<v1::SolveResponse> solved;
   std::vector<Transform> globals;
   osc::Writer writer;
   const auto* to = reinterpret_cast<const sockaddr*>(send_address_.data());
@@ -309,37 +496,53 @@ void VmcBridge::AnswerLoop() {
         break;
       }
     }
-    if (!stream_->Receive(&answer)) {
+    const bool received = solve_stream_ != nullptr
+                              ? solve_stream_->Receive(&solved)
+                              : stream_->Receive(&answer);
+    if (!received) {
       // The stream ended with frames unanswered: it broke (Stop() finishes
       // it and says why).
-      Fail(absl::UnavailableError("RetargetStream: ended early"));
+      Fail(absl::UnavailableError(absl::StrCat(
+          solve_stream_ != nullptr ? "SolveStream" : "RetargetStream",
+          ": ended early")));
       break;
     }
+    // The fields both answers have.
+    const uint64_t sequence = solve_stream_ != nullptr
+                                  ? solved.response.sequence()
+                                  : answer.response.sequence();
+    const v1::Error* error = nullptr;
+    if (solve_stream_ != nullptr ? solved.response.has_error()
+                                 : answer.response.has_error()) {
+      error = solve_stream_ != nullptr ? &solved.response.error()
+                                       : &answer.response.error();
+    }
+    const bool skipped = solve_stream_ != nullptr ? solved.response.skipped()
+                                                  : answer.response.skipped();
+    const auto& answer_globals = solve_stream_ != nullptr
+                                     ? solved.response.globals()
+                                     : answer.response.globals();
     {
       absl::MutexLock lock(&mu_);
       ++counts_.frames_answered;
-      while (!pending_.empty() &&
-             pending_.front().sequence < answer.response.sequence()) {
+      while (!pending_.empty() && pending_.front().sequence < sequence) {
         pending_.pop_front();
       }
       if (!pending_.empty()) {
         pending = pending_.front();
         pending_.pop_front();
       }
-      if (answer.response.has_error()) {
+      if (error != nullptr) {
         ++counts_.frames_errors;
-        if (first_error_.empty()) {
-          first_error_ = answer.response.error().message();
-        }
+        if (first_error_.empty()) first_error_ = error->message();
         continue;
       }
-      if (answer.response.skipped()) {
+      if (skipped) {
         ++counts_.frames_skipped;
         continue;
       }
     }
-    if (answer.response.globals_size() !=
-        static_cast<int>(target_names_.size())) {
+    if (answer_globals.size() != static_cast<int>(target_names_.size())) {
       absl::MutexLock lock(&mu_);
       ++counts_.frames_errors;
       if (first_error_.empty()) {
@@ -348,16 +551,16 @@ void VmcBridge::AnswerLoop() {
       continue;
     }
     globals.resize(target_names_.size());
-    for (int j = 0; j < answer.response.globals_size(); ++j) {
-      const v1::Transform& g = answer.response.globals(j);
+    for (int j = 0; j < answer_globals.size(); ++j) {
+      const v1::Transform& g = answer_globals.Get(j);
       globals[static_cast<size_t>(j)].translation = FromProto(g.translation());
       globals[static_cast<size_t>(j)].rotation =
           g.has_rotation() ? FromProto(g.rotation())
                            : Eigen::Quaterniond::Identity();
     }
     writer_->Write(globals, static_cast<float>(pending.time), &writer);
-    const ssize_t sent = sendto(fd_, writer.data(), writer.size(), 0, to,
-                                sizeof(sockaddr_in));
+    const ssize_t sent =
+        sendto(fd_, writer.data(), writer.size(), 0, to, sizeof(sockaddr_in));
     const absl::Duration latency = absl::Now() - pending.arrived;
     absl::MutexLock lock(&mu_);
     if (sent == static_cast<ssize_t>(writer.size())) ++counts_.frames_out;
@@ -374,9 +577,8 @@ void VmcBridge::AnswerLoop() {
 
 bool VmcBridge::Wait(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  const auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return ended_;
-  };
+  const auto ended = [this]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; };
   return mu_.AwaitWithTimeout(absl::Condition(&ended), timeout);
 }
 
@@ -390,11 +592,16 @@ absl::Status VmcBridge::Stop() {
   {
     absl::MutexLock lock(&mu_);  // Wakes the send thread's Await.
   }
-  receive_thread_.join();
-  send_thread_.join();
-  answer_thread_.join();
-  const absl::Status finished = stream_->Finish();
-  close(fd_);
+  // A Start that failed part way destroys a bridge whose threads, stream
+  // or socket may not exist yet.
+  for (std::thread* t : {&receive_thread_, &send_thread_, &answer_thread_}) {
+    if (t->joinable()) t->join();
+  }
+  absl::Status finished;
+  if (solve_stream_ != nullptr) finished = solve_stream_->Finish();
+  if (stream_ != nullptr) finished = stream_->Finish();
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
   absl::MutexLock lock(&mu_);
   if (!finished.ok()) status_ = finished;
   return status_;
@@ -404,6 +611,20 @@ std::vector<std::pair<std::string, std::string>> VmcBridge::bones() const {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [name, joint] : writer_->bones()) {
     out.emplace_back(name, target_names_[static_cast<size_t>(joint)]);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> VmcBridge::goal_joints()
+    const {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (tracker_map_ == nullptr) return out;
+  for (int p = 0; p < vmc::kBodyParts; ++p) {
+    const int joint = part_joint_[static_cast<size_t>(p)];
+    if (joint < 0) continue;
+    out.emplace_back(
+        std::string(vmc::BodyPartName(static_cast<vmc::BodyPart>(p))),
+        target_names_[static_cast<size_t>(joint)]);
   }
   return out;
 }
@@ -454,6 +675,8 @@ std::string VmcBridge::PrometheusText() const {
         {"blend", r.blend},
         {"unknown_address", r.unknown_address},
         {"unknown_bone", r.unknown_bone},
+        {"tracker_applied", c.trackers_applied},
+        {"tracker_unknown_serial", c.trackers_unknown_serial},
         {"bad_arguments", r.bad_arguments}}) {
     absl::StrAppendFormat(&out, "reach_vmc_messages_total{kind=\"%s\"} %d\n",
                           kind, n);
@@ -464,6 +687,7 @@ std::string VmcBridge::PrometheusText() const {
                   "reach_vmc_frames_total counter\n");
   for (const auto& [result, n] :
        {std::pair<const char*, uint64_t>{"received", r.frames},
+        {"no_goal", c.frames_no_goal},
         {"superseded", c.frames_superseded},
         {"sent", c.frames_sent},
         {"answered", c.frames_answered},

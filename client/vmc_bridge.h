@@ -20,12 +20,21 @@
 // - answer: each answer, in order, written as one VMC bundle
 //   (vmc::VmcPoseWriter) with the frame's sender time and sent to the
 //   receiver.
+// Tracker mode (VmcBridgeOptions::trackers, `reach vmc --trackers`): the
+// frames are the packets that set a tracker (/VMC/Ext/Hmd|Con|Tra/Pos);
+// vmc::TrackerMap gives each serial a body part, and each frame becomes a
+// SolveStream request on the target of full-body goals (HMD: the head's
+// position and turn, controllers: the hands, named trackers: the pelvis and
+// feet; FullBodyOptions::plant_feet, so feet without a tracker stay where
+// they stand). No retarget profile: the target's roles come from
+// characterising it here (the code the server runs, solvers/characterize.h).
 // Bad input never stops it: every datagram is counted by what became of it
 // (counts(), PrometheusText()). A broken stream (the server gone, the
 // profile deleted) ends the bridge with its status (Wait).
 #ifndef REACH_CLIENT_VMC_BRIDGE_H_
 #define REACH_CLIENT_VMC_BRIDGE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -42,6 +51,7 @@
 #include "client/reach_client.h"
 #include "client/vmc.h"
 #include "reach/v1/retarget.pb.h"
+#include "reach/v1/solve.pb.h"
 
 namespace reach::client {
 
@@ -66,6 +76,16 @@ struct VmcBridgeOptions {
   vmc::BoneMode bones = vmc::BoneMode::kNormalized;
   double scale = 1;  // Metres per target unit, for the positions sent.
   int max_in_flight = 2;
+  // Tracker mode: a SolveStream of full-body goals from the trackers
+  // instead of a RetargetStream of the bones (source, spec and
+  // target_reference_frame's profile are unused; target_reference_frame
+  // is still the pose the head's turn is relative to and the first frame
+  // starts from). Tracker positions are metres: divided by `scale` into
+  // target units.
+  bool trackers = false;
+  vmc::TrackerAssignment assignment;
+  // The full-body options of every solve (plant_feet is always set).
+  v1::FullBodyOptions full_body;
   // The stream's deadline: the longest a bridge runs.
   absl::Duration max_duration = absl::Hours(24 * 7);
   osc::Limits limits;
@@ -80,6 +100,12 @@ struct VmcBridgeCounts {
   uint64_t frames_skipped = 0;  // Answered as skipped by the server.
   uint64_t frames_errors = 0;   // Answered with an error.
   uint64_t frames_out = 0;      // VMC bundles sent.
+  // Tracker mode: tracker messages that drove a body part, and those whose
+  // serial drives none (not named by a flag, a second HMD, a third
+  // controller); frames whose trackers drove nothing (not sent).
+  uint64_t trackers_applied = 0;
+  uint64_t trackers_unknown_serial = 0;
+  uint64_t frames_no_goal = 0;
   // UDP in -> UDP out inside the bridge, over the last 4096 frames out.
   absl::Duration p50, p99, max;
 };
@@ -100,7 +126,14 @@ class VmcBridge {
   bool Wait(absl::Duration timeout);
 
   int port() const { return port_; }
+  // The retarget profile (empty in tracker mode).
   const v1::RetargetProfile& profile() const { return profile_; }
+  // The target's registered id and name.
+  const std::string& target_id() const { return target_id_; }
+  const std::string& target_name() const { return target_.name(); }
+  // Tracker mode: (body part, target joint) of every part a tracker can
+  // drive.
+  std::vector<std::pair<std::string, std::string>> goal_joints() const;
   // The HumanBodyBones sent, with their target joints' names.
   std::vector<std::pair<std::string, std::string>> bones() const;
   VmcBridgeCounts counts() const;
@@ -118,6 +151,18 @@ class VmcBridge {
   void AnswerLoop();
   void Fail(const absl::Status& status);
 
+  // Tracker mode: one frame's tracked parts (tracking space).
+  struct TrackerFrame {
+    std::array<bool, vmc::kBodyParts> has{};
+    std::array<Transform, vmc::kBodyParts> pose;
+    bool has_time = false;
+    double time = 0;
+  };
+  // Fills `request`'s goals (and on the first frame its start pose) from
+  // `frame`.
+  void TrackerGoals(const TrackerFrame& frame, bool first,
+                    v1::SolveRequest* request) const;
+
   struct Pending {
     uint64_t sequence = 0;
     double time = 0;  // The sender's (or arrival's) time, seconds.
@@ -132,6 +177,17 @@ class VmcBridge {
   std::unique_ptr<vmc::VmcReceiver> receiver_;
   std::unique_ptr<vmc::VmcPoseWriter> writer_;
   std::unique_ptr<RetargetStream> stream_;
+  std::string target_id_;
+  // Tracker mode.
+  std::unique_ptr<SolveStream> solve_stream_;
+  std::unique_ptr<vmc::TrackerMap> tracker_map_;
+  std::array<int, vmc::kBodyParts> part_joint_{};  // -1: none.
+  // Tracking space -> model space: a turn about +Y taking +Z (Unity's
+  // forward) to the rig's forward.
+  Eigen::Quaterniond facing_ = Eigen::Quaterniond::Identity();
+  std::vector<Transform> reference_globals_;
+  std::vector<Eigen::Quaterniond> reference_rotations_;  // Local.
+  Eigen::Vector3d reference_root_translation_ = Eigen::Vector3d::Zero();
   int fd_ = -1;
   int port_ = 0;
   std::vector<uint8_t> send_address_;  // sockaddr_in.
@@ -142,6 +198,7 @@ class VmcBridge {
   mutable absl::Mutex mu_;
   // The slot: the newest frame not yet sent.
   vmc::SourceFrame slot_ ABSL_GUARDED_BY(mu_);
+  TrackerFrame tracker_slot_ ABSL_GUARDED_BY(mu_);
   absl::Time slot_arrived_ ABSL_GUARDED_BY(mu_);
   bool slot_full_ ABSL_GUARDED_BY(mu_) = false;
   bool sending_done_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,5 +1,6 @@
 // `reach vmc --to TARGET`: a live VMC performance (UDP) retargeted by the
-// server onto TARGET and sent on as VMC (client/vmc_bridge.h).
+// server onto TARGET and sent on as VMC (client/vmc_bridge.h); with
+// --trackers, VR trackers drive TARGET's full body instead.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -40,6 +41,8 @@ struct VmcFlags {
   double status_interval_s = 10;
   std::string status_file;
   bool quiet = false;
+  bool trackers = false;
+  std::string left_hand, right_hand, pelvis, left_foot, right_foot;
 };
 
 // Writes `text` to `path` whole (a temporary file renamed over it), as
@@ -60,12 +63,14 @@ std::string Summary(const client::VmcBridgeCounts& c) {
       "packets: %d ok, %d malformed, %d too large, %d reordered, %d "
       "truncated; frames: %d in, %d superseded, %d sent, %d out, %d skipped, "
       "%d errors, ~%d lost; ignored: %d unknown addresses, %d unknown bones, "
-      "%d bad arguments, %d tracker; in->out p50 %.3f ms, p99 %.3f ms",
+      "%d bad arguments, %d tracker; trackers: %d applied, %d unknown "
+      "serials, %d frames without a goal; in->out p50 %.3f ms, p99 %.3f ms",
       r.packets_ok, r.packets_malformed, r.packets_too_large,
       r.packets_reordered, c.packets_truncated, r.frames, c.frames_superseded,
       c.frames_sent, c.frames_out, c.frames_skipped, c.frames_errors,
       r.frames_lost, r.unknown_address, r.unknown_bone, r.bad_arguments,
-      r.tracker, absl::ToDoubleMilliseconds(c.p50),
+      r.tracker, c.trackers_applied, c.trackers_unknown_serial,
+      c.frames_no_goal, absl::ToDoubleMilliseconds(c.p50),
       absl::ToDoubleMilliseconds(c.p99));
 }
 
@@ -76,17 +81,20 @@ int RunVmc(const Globals& globals, const VmcFlags& flags) {
   options.source = flags.source;
   options.target = flags.to;
   options.target_reference_frame = flags.target_frame;
-  options.bones = flags.bones == "raw" ? vmc::BoneMode::kRaw
-                                       : vmc::BoneMode::kNormalized;
+  options.bones =
+      flags.bones == "raw" ? vmc::BoneMode::kRaw : vmc::BoneMode::kNormalized;
   options.scale = flags.scale;
   options.max_in_flight = flags.window;
+  options.trackers = flags.trackers;
+  options.assignment = {flags.left_hand, flags.right_hand, flags.pelvis,
+                        flags.left_foot, flags.right_foot};
   options.spec.set_keep_target_pose(flags.keep_target_pose);
   options.spec.set_no_planting(flags.no_planting);
   for (const auto& [list, side, flag] :
-       {std::make_tuple(&flags.source_overrides,
-                        options.spec.mutable_source(), "--source-override"),
-        std::make_tuple(&flags.target_overrides,
-                        options.spec.mutable_target(), "--target-override")}) {
+       {std::make_tuple(&flags.source_overrides, options.spec.mutable_source(),
+                        "--source-override"),
+        std::make_tuple(&flags.target_overrides, options.spec.mutable_target(),
+                        "--target-override")}) {
     for (const std::string& text : *list) {
       auto parsed = ParseRoleOverride(text, flag);
       if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
@@ -119,14 +127,22 @@ int RunVmc(const Globals& globals, const VmcFlags& flags) {
   for (const auto& [bone, joint] : bridge.bones()) {
     bones.push_back(absl::StrCat(bone, "=", joint));
   }
-  std::printf(
-      "profile %s: %s -> %s; listening on %s:%d, sending %zu bones (%s) to "
-      "%s\n",
-      bridge.profile().profile_id().c_str(),
-      bridge.profile().source().skeleton_name().c_str(),
-      bridge.profile().target().skeleton_name().c_str(),
-      flags.listen.substr(0, flags.listen.rfind(':')).c_str(), bridge.port(),
-      bones.size(), absl::StrJoin(bones, " ").c_str(), flags.send.c_str());
+  if (flags.trackers) {
+    std::vector<std::string> goals;
+    for (const auto& [part, joint] : bridge.goal_joints()) {
+      goals.push_back(absl::StrCat(part, "=", joint));
+    }
+    std::printf("trackers -> %s (%s): %s;", bridge.target_name().c_str(),
+                bridge.target_id().c_str(), absl::StrJoin(goals, ", ").c_str());
+  } else {
+    std::printf("profile %s: %s -> %s;", bridge.profile().profile_id().c_str(),
+                bridge.profile().source().skeleton_name().c_str(),
+                bridge.profile().target().skeleton_name().c_str());
+  }
+  std::printf(" listening on %s:%d, sending %zu bones (%s) to %s\n",
+              flags.listen.substr(0, flags.listen.rfind(':')).c_str(),
+              bridge.port(), bones.size(), absl::StrJoin(bones, " ").c_str(),
+              flags.send.c_str());
   std::fflush(stdout);
 
   std::signal(SIGINT, OnStopSignal);
@@ -140,7 +156,8 @@ int RunVmc(const Globals& globals, const VmcFlags& flags) {
       break;
     }
     const absl::Time now = absl::Now();
-    if (flags.duration_s > 0 && now - begin >= absl::Seconds(flags.duration_s)) {
+    if (flags.duration_s > 0 &&
+        now - begin >= absl::Seconds(flags.duration_s)) {
       break;
     }
     if (flags.status_interval_s > 0 && now >= next_status) {
@@ -232,6 +249,32 @@ void AddVmcCommand(CLI::App& app, const Globals& globals, Command* run) {
                   "Also write the counts there in Prometheus' text format "
                   "(node_exporter's textfile collector), replaced whole");
   cmd->add_flag("--quiet", flags->quiet, "No periodic status on stderr");
+  // A switch named after the messages it consumes (/VMC/Ext/Tra|Hmd|Con/Pos
+  // are VMC's "tracker" family), as --bones names how bones go out: the
+  // input differs, not the output, so it is not a second command.
+  CLI::Option* trackers = cmd->add_flag(
+      "--trackers", flags->trackers,
+      "Tracker mode: drive the rig's full body from VR trackers "
+      "(/VMC/Ext/Hmd/Pos: head, /VMC/Ext/Con/Pos: hands, /VMC/Ext/Tra/Pos: "
+      "pelvis and feet when named) through the server's SolveStream "
+      "(feet without a tracker stay planted) instead of retargeting bones");
+  for (const auto& [flag, serial, part] :
+       {std::make_tuple("--left-hand", &flags->left_hand,
+                        "the left hand (default: a controller appearing on "
+                        "the head's left)"),
+        std::make_tuple("--right-hand", &flags->right_hand,
+                        "the right hand (default: a controller appearing on "
+                        "the head's right)"),
+        std::make_tuple("--pelvis", &flags->pelvis, "the pelvis"),
+        std::make_tuple("--left-foot", &flags->left_foot, "the left foot"),
+        std::make_tuple("--right-foot", &flags->right_foot,
+                        "the right foot")}) {
+    cmd->add_option(flag, *serial,
+                    absl::StrCat("With --trackers: the serial of the tracker "
+                                 "that drives ",
+                                 part))
+        ->needs(trackers);
+  }
   cmd->callback([=, &globals] {
     *run = [=, &globals] { return RunVmc(globals, *flags); };
   });

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -47,9 +48,9 @@
 namespace reach {
 namespace {
 
-using ::testing::HasSubstr;
 using Eigen::Quaterniond;
 using Eigen::Vector3d;
+using ::testing::HasSubstr;
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
@@ -78,9 +79,9 @@ Rig RigOf(const v1::Skeleton& skeleton) {
     rig.names.push_back(joint.name());
     rig.parents.push_back(joint.parent());
     Transform t;
-    t.translation = Vector3d(joint.rest().translation().x(),
-                             joint.rest().translation().y(),
-                             joint.rest().translation().z());
+    t.translation =
+        Vector3d(joint.rest().translation().x(), joint.rest().translation().y(),
+                 joint.rest().translation().z());
     if (joint.rest().has_rotation()) {
       const v1::Quat& q = joint.rest().rotation();
       t.rotation = Quaterniond(q.w(), q.x(), q.y(), q.z());
@@ -111,7 +112,8 @@ v1::Skeleton DefaultHumanoid() {
   v1::Skeleton skeleton;
   const std::string json =
       Slurp(absl::StrCat(REACH_EXAMPLES_DIR, "/vmc_humanoid.skeleton.json"));
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &skeleton).ok());
+  EXPECT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json, &skeleton).ok());
   return skeleton;
 }
 
@@ -189,24 +191,21 @@ Performance MakePerformance(const Rig& vmc, const std::string& clip_file,
     for (size_t b = 0; b < vmc.names.size(); ++b) {
       const int p = vmc.parents[b];
       const int c = source[b];
-      turn[b] = c >= 0 ? g[static_cast<size_t>(c)].rotation *
-                             rest_globals[static_cast<size_t>(c)]
-                                 .rotation.conjugate()
-                       : (p >= 0 ? turn[static_cast<size_t>(p)]
-                                 : Quaterniond::Identity());
+      turn[b] =
+          c >= 0 ? g[static_cast<size_t>(c)].rotation *
+                       rest_globals[static_cast<size_t>(c)].rotation.conjugate()
+                 : (p >= 0 ? turn[static_cast<size_t>(p)]
+                           : Quaterniond::Identity());
       const Quaterniond local =
-          p >= 0 ? turn[static_cast<size_t>(p)].conjugate() * turn[b]
-                 : turn[b];
+          p >= 0 ? turn[static_cast<size_t>(p)].conjugate() * turn[b] : turn[b];
       const Vector3d position =
           p >= 0 ? vmc.rest[b].translation : g[0].translation * scale;
       // Right-handed -> Unity: (-x, y, z), (x, -y, -z, w).
-      bones[b] = {static_cast<float>(-position.x()),
-                  static_cast<float>(position.y()),
-                  static_cast<float>(position.z()),
-                  static_cast<float>(local.x()),
-                  static_cast<float>(-local.y()),
-                  static_cast<float>(-local.z()),
-                  static_cast<float>(local.w())};
+      bones[b] = {
+          static_cast<float>(-position.x()), static_cast<float>(position.y()),
+          static_cast<float>(position.z()),  static_cast<float>(local.x()),
+          static_cast<float>(-local.y()),    static_cast<float>(-local.z()),
+          static_cast<float>(local.w())};
     }
     out.times.push_back(static_cast<float>(f / fps));
     out.bones.push_back(std::move(bones));
@@ -290,8 +289,7 @@ class LoParser {
     unlink(path_.c_str());
     server_ = lo_server_new_with_proto(path_.c_str(), LO_UNIX, nullptr);
     EXPECT_NE(server_, nullptr);
-    lo_server_add_method(server_, nullptr, nullptr, &LoParser::OnMessage,
-                         this);
+    lo_server_add_method(server_, nullptr, nullptr, &LoParser::OnMessage, this);
     lo_server_add_bundle_handlers(server_, &LoParser::OnBundle,
                                   &LoParser::OnBundleEnd, this);
   }
@@ -438,10 +436,40 @@ std::map<std::string, std::string> ExpectedBones(const v1::RetargetProfile& p) {
   return bones;
 }
 
-// What the bridge must send for `answer`, computed here: each bone's turn
-// from the target's retarget pose in model axes, relative to its nearest
-// sent ancestor; the hips' model-space position; others the retarget
-// pose's offsets. Unity's frame, as floats would carry it.
+// What the bridge must send for an answer's model-space transforms `g`,
+// computed here: each bone's turn from the target's retarget pose in model
+// axes, relative to its nearest sent ancestor; its offset from that
+// ancestor in the ancestor's turned frame (the retarget pose's offset when
+// the joints between do not turn); the hips' model-space position. Unity's
+// frame.
+std::map<std::string, std::array<double, 7>> ExpectedFromGlobals(
+    const Rig& target, const std::vector<Transform>& reference,
+    const std::map<std::string, std::string>& bones,
+    const std::vector<Transform>& g) {
+  std::map<int, std::string> sent;  // joint -> bone
+  for (const auto& [bone, joint] : bones) sent[target.Find(joint)] = bone;
+  std::map<std::string, std::array<double, 7>> out;
+  for (const auto& [j, bone] : sent) {
+    int p = target.parents[static_cast<size_t>(j)];
+    while (p >= 0 && !sent.count(p)) p = target.parents[static_cast<size_t>(p)];
+    const auto turn = [&](int k) {
+      return g[static_cast<size_t>(k)].rotation *
+             reference[static_cast<size_t>(k)].rotation.conjugate();
+    };
+    Quaterniond q = p >= 0 ? turn(p).conjugate() * turn(j) : turn(j);
+    q.normalize();
+    const Vector3d x = p >= 0
+                           ? Vector3d(turn(p).conjugate() *
+                                      (g[static_cast<size_t>(j)].translation -
+                                       g[static_cast<size_t>(p)].translation))
+                           : g[static_cast<size_t>(j)].translation;
+    out[bone] = {-x.x(), x.y(), x.z(), q.x(), -q.y(), -q.z(), q.w()};
+  }
+  return out;
+}
+
+// What the bridge must send for a RetargetStream `answer` (its pose by the
+// test's own forward kinematics).
 std::map<std::string, std::array<double, 7>> ExpectedOut(
     const Rig& target, const std::vector<Transform>& reference,
     const std::map<std::string, std::string>& bones,
@@ -455,26 +483,8 @@ std::map<std::string, std::array<double, 7>> ExpectedOut(
     const v1::Vec3& t = answer.target().root_translation();
     local[0].translation = Vector3d(t.x(), t.y(), t.z());
   }
-  const std::vector<Transform> g = Fk(target.parents, local);
-  std::map<int, std::string> sent;  // joint -> bone
-  for (const auto& [bone, joint] : bones) sent[target.Find(joint)] = bone;
-  std::map<std::string, std::array<double, 7>> out;
-  for (const auto& [j, bone] : sent) {
-    int p = target.parents[static_cast<size_t>(j)];
-    while (p >= 0 && !sent.count(p)) p = target.parents[static_cast<size_t>(p)];
-    const auto turn = [&](int k) {
-      return g[static_cast<size_t>(k)].rotation *
-             reference[static_cast<size_t>(k)].rotation.conjugate();
-    };
-    Quaterniond q = p >= 0 ? turn(p).conjugate() * turn(j) : turn(j);
-    q.normalize();
-    const Vector3d x =
-        p >= 0 ? Vector3d(reference[static_cast<size_t>(j)].translation -
-                          reference[static_cast<size_t>(p)].translation)
-               : g[static_cast<size_t>(j)].translation;
-    out[bone] = {-x.x(), x.y(), x.z(), q.x(), -q.y(), -q.z(), q.w()};
-  }
-  return out;
+  return ExpectedFromGlobals(target, reference, bones,
+                             Fk(target.parents, local));
 }
 
 // The bridge's counts once `out` frames have gone out (it counts each just
@@ -502,9 +512,7 @@ double QuatDistance(const std::array<double, 7>& want, const Floats7& got) {
 
 class VmcTest : public ::testing::Test {
  protected:
-  VmcTest()
-      : client_(server_.channel),
-        vmc_(RigOf(DefaultHumanoid())) {}
+  VmcTest() : client_(server_.channel), vmc_(RigOf(DefaultHumanoid())) {}
 
   std::unique_ptr<client::VmcBridge> StartBridge(
       client::VmcBridgeOptions options = {}) {
@@ -524,10 +532,15 @@ class VmcTest : public ::testing::Test {
   std::string RestFrame(float time) {
     std::vector<Floats7> bones(vmc_.names.size());
     for (size_t b = 0; b < bones.size(); ++b) {
-      const Vector3d p = b == 0 ? vmc_.rest[0].translation
-                                : vmc_.rest[b].translation;
-      bones[b] = {static_cast<float>(-p.x()), static_cast<float>(p.y()),
-                  static_cast<float>(p.z()), 0, 0, 0, 1};
+      const Vector3d p =
+          b == 0 ? vmc_.rest[0].translation : vmc_.rest[b].translation;
+      bones[b] = {static_cast<float>(-p.x()),
+                  static_cast<float>(p.y()),
+                  static_cast<float>(p.z()),
+                  0,
+                  0,
+                  0,
+                  1};
     }
     return LoFrame(vmc_, time, bones, false);
   }
@@ -584,8 +597,8 @@ TEST(OscTest, WriterAndLibloAgree) {
   size_t size = 0;
   void* data = lo_bundle_serialise(outer, nullptr, &size);
   osc::Packet packet;
-  ASSERT_EQ(osc::Decode(static_cast<const uint8_t*>(data), size,
-                        osc::Limits(), &packet),
+  ASSERT_EQ(osc::Decode(static_cast<const uint8_t*>(data), size, osc::Limits(),
+                        &packet),
             osc::DecodeResult::kOk);
   ASSERT_EQ(packet.messages.size(), 2u);
   const osc::Message& a = packet.messages[0];
@@ -608,8 +621,8 @@ TEST(OscTest, WriterAndLibloAgree) {
   lo_message lone = lo_message_new();
   lo_message_add_string(lone, "x");
   data = lo_message_serialise(lone, "/VMC/Ext/OK", nullptr, &size);
-  ASSERT_EQ(osc::Decode(static_cast<const uint8_t*>(data), size,
-                        osc::Limits(), &packet),
+  ASSERT_EQ(osc::Decode(static_cast<const uint8_t*>(data), size, osc::Limits(),
+                        &packet),
             osc::DecodeResult::kOk);
   lo_message_free(lone);
   EXPECT_FALSE(packet.bundle);
@@ -634,8 +647,8 @@ TEST_F(VmcTest, RetargetedBonesEqualTheStreamsAnswers) {
   LoParser lo;
   std::vector<LoParsed> received;
   for (int f = 0; f < kFrames; ++f) {
-    in_.SendTo(bridge->port(), LoFrame(vmc_, performance.times[f],
-                                       performance.bones[f], true));
+    in_.SendTo(bridge->port(),
+               LoFrame(vmc_, performance.times[f], performance.bones[f], true));
     std::string bytes;
     ASSERT_TRUE(out_.Receive(&bytes)) << "frame " << f << " not answered";
     LoParsed parsed;
@@ -710,8 +723,8 @@ TEST_F(VmcTest, RetargetedBonesEqualTheStreamsAnswers) {
     ASSERT_TRUE(got_frame.has_time);
     EXPECT_EQ(got_frame.time, performance.times[static_cast<size_t>(f)]);
     EXPECT_EQ(got_frame.bones.size(), bones.size()) << "frame " << f;
-    const auto want = ExpectedOut(target, reference, bones,
-                                  answers[static_cast<size_t>(f)]);
+    const auto want =
+        ExpectedOut(target, reference, bones, answers[static_cast<size_t>(f)]);
     for (const auto& [bone, values] : want) {
       const auto it = got_frame.bones.find(bone);
       ASSERT_NE(it, got_frame.bones.end()) << bone << " missing, frame " << f;
@@ -833,13 +846,21 @@ TEST_F(VmcTest, BadInputIsCountedAndNeverStalls) {
     in_.SendTo(port, w.bytes());
     bone("Hips").Float(0).Float(1).Float(0);
     in_.SendTo(port, w.bytes());
-    bone("Hips").Float(NAN).Float(1).Float(0).Float(0).Float(0).Float(0).Float(1);
+    bone("Hips").Float(NAN).Float(1).Float(0).Float(0).Float(0).Float(0).Float(
+        1);
     in_.SendTo(port, w.bytes());
     bone("Hips").Float(0).Float(1).Float(0).Float(0).Float(0).Float(0).Float(0);
     in_.SendTo(port, w.bytes());
     w.Clear();
-    w.Message("/VMC/Ext/Root/Pos").Int(3).Float(0).Float(0).Float(0).Float(0)
-        .Float(0).Float(0).Float(1);
+    w.Message("/VMC/Ext/Root/Pos")
+        .Int(3)
+        .Float(0)
+        .Float(0)
+        .Float(0)
+        .Float(0)
+        .Float(0)
+        .Float(0)
+        .Float(1);
     in_.SendTo(port, w.bytes());
     w.Clear();
     w.Message("/VMC/Ext/T").String("soon");
@@ -947,6 +968,658 @@ TEST_F(VmcTest, ReachVmcCommandBridgesAndReportsItsCounts) {
   EXPECT_THAT(text,
               HasSubstr("reach_vmc_packets_total{result=\"malformed\"} 1\n"));
   std::remove(status_file.c_str());
+}
+
+// ---------------------------------------------------------------------
+// Tracker mode (`reach vmc --trackers`): an HMD and two controllers drive
+// the limited humanoid's full body through SolveStream.
+
+// The HumanBodyBones hierarchy the test knows (Unity's): each body bone's
+// parent bone (fingers: below).
+const std::map<std::string, std::string>& HumanBoneParents() {
+  static const auto* kParents = new std::map<std::string, std::string>{
+      {"Spine", "Hips"},
+      {"Chest", "Spine"},
+      {"UpperChest", "Chest"},
+      {"Neck", "UpperChest"},
+      {"Head", "Neck"},
+      {"LeftShoulder", "UpperChest"},
+      {"LeftUpperArm", "LeftShoulder"},
+      {"LeftLowerArm", "LeftUpperArm"},
+      {"LeftHand", "LeftLowerArm"},
+      {"RightShoulder", "UpperChest"},
+      {"RightUpperArm", "RightShoulder"},
+      {"RightLowerArm", "RightUpperArm"},
+      {"RightHand", "RightLowerArm"},
+      {"LeftUpperLeg", "Hips"},
+      {"LeftLowerLeg", "LeftUpperLeg"},
+      {"LeftFoot", "LeftLowerLeg"},
+      {"LeftToes", "LeftFoot"},
+      {"RightUpperLeg", "Hips"},
+      {"RightLowerLeg", "RightUpperLeg"},
+      {"RightFoot", "RightLowerLeg"},
+      {"RightToes", "RightFoot"},
+  };
+  return *kParents;
+}
+
+// Forward kinematics of received bones (the test's own): each bone's
+// model-space position, from the Hips' position and every bone's local
+// rotation and offset, back in the right-handed frame.
+std::map<std::string, Vector3d> BonePositions(const LoParsed& parsed) {
+  std::map<std::string, Vector3d> at;
+  std::map<std::string, Quaterniond> turn;
+  const auto unflip = [](const Floats7& v, Vector3d* p, Quaterniond* q) {
+    *p = Vector3d(-v[0], v[1], v[2]);
+    *q = Quaterniond(v[6], v[3], -v[4], -v[5]).normalized();
+  };
+  std::function<void(const std::string&)> place = [&](const std::string& b) {
+    if (at.count(b) || !parsed.bones.count(b)) return;
+    Vector3d p;
+    Quaterniond q;
+    unflip(parsed.bones.at(b), &p, &q);
+    if (b == "Hips") {
+      at[b] = p;
+      turn[b] = q;
+      return;
+    }
+    std::string parent;
+    const auto it = HumanBoneParents().find(b);
+    if (it != HumanBoneParents().end()) {
+      parent = it->second;
+    } else if (absl::EndsWith(b, "Proximal")) {  // A finger's first bone.
+      parent = absl::StartsWith(b, "Left") ? "LeftHand" : "RightHand";
+    } else if (absl::EndsWith(b, "Intermediate")) {
+      parent = absl::StrCat(b.substr(0, b.size() - 12), "Proximal");
+    } else if (absl::EndsWith(b, "Distal")) {
+      parent = absl::StrCat(b.substr(0, b.size() - 6), "Intermediate");
+    }
+    ASSERT_FALSE(parent.empty()) << "no parent known for " << b;
+    place(parent);
+    ASSERT_TRUE(at.count(parent)) << b << " without " << parent;
+    at[b] = at[parent] + turn[parent] * p;
+    turn[b] = turn[parent] * q;
+  };
+  for (const auto& [bone, values] : parsed.bones) place(bone);
+  return at;
+}
+
+// One tracker as VMC floats, Unity's frame.
+Floats7 ToUnity(const Vector3d& p, const Quaterniond& q) {
+  return {static_cast<float>(-p.x()), static_cast<float>(p.y()),
+          static_cast<float>(p.z()),  static_cast<float>(q.x()),
+          static_cast<float>(-q.y()), static_cast<float>(-q.z()),
+          static_cast<float>(q.w())};
+}
+// ... and back, as the bridge must read it.
+void FromUnity(const Floats7& v, Vector3d* p, Quaterniond* q) {
+  *p = Vector3d(-static_cast<double>(v[0]), v[1], v[2]);
+  Quaterniond u(v[6], v[3], v[4], v[5]);
+  u.coeffs() /= u.norm();
+  *q = Quaterniond(u.w(), u.x(), -u.y(), -u.z());
+}
+
+// A tracker-only performance: per frame the HMD (the performer's head:
+// position, and its turn from the rest's looking ahead) and the two hands'
+// controllers, from the clip by the test's own forward kinematics, turned
+// to face +Z, standing in place (the hips' drift along the floor taken
+// out, as a VR player stays on the spot), scaled to `height` (head above
+// the ankles) and in Unity's frame.
+struct TrackerPerformance {
+  std::vector<float> times;
+  std::vector<Floats7> hmd, left, right;
+};
+
+TrackerPerformance MakeTrackerPerformance(const std::string& clip_file,
+                                          int frames, double fps,
+                                          double height) {
+  TrackerPerformance out;
+  absl::StatusOr<import::BvhClip> clip = import::ImportBvh(clip_file);
+  EXPECT_TRUE(clip.ok()) << clip.status();
+  std::vector<int> parents;
+  std::vector<Transform> rest;
+  std::map<std::string, int> at;
+  for (const JointDef& j : clip->skeleton.def.joints) {
+    at[j.name] = static_cast<int>(parents.size());
+    parents.push_back(j.parent);
+    rest.push_back(j.rest);
+  }
+  const std::vector<Transform> rest_globals = Fk(parents, rest);
+  const size_t head = static_cast<size_t>(at.at("Head"));
+  const size_t hips = static_cast<size_t>(at.at("Hips"));
+  Pose pose;
+  clip->FramePose(0, &pose);
+  std::vector<Transform> g = Fk(parents, pose.local);
+  // Facing: the hips' left (LeftUpLeg - RightUpLeg) x up is forward.
+  const Vector3d left = g[static_cast<size_t>(at.at("LeftUpLeg"))].translation -
+                        g[static_cast<size_t>(at.at("RightUpLeg"))].translation;
+  Vector3d forward = left.cross(Vector3d::UnitY());
+  forward.y() = 0;
+  const Quaterniond face =
+      Quaterniond::FromTwoVectors(forward.normalized(), Vector3d::UnitZ());
+  const double ankle =
+      g[static_cast<size_t>(at.at("LeftFoot"))].translation.y();
+  const double scale = height / (g[head].translation.y() - ankle);
+  for (int f = 0; f < frames; ++f) {
+    clip->FramePose(f, &pose);
+    g = Fk(parents, pose.local);
+    Vector3d drift = g[hips].translation;
+    drift.y() = ankle;
+    const auto place = [&](const std::string& joint) {
+      return Vector3d(
+          face * (g[static_cast<size_t>(at.at(joint))].translation - drift) *
+          scale);
+    };
+    const Quaterniond look =
+        face * g[head].rotation * rest_globals[head].rotation.conjugate();
+    out.times.push_back(static_cast<float>(f / fps));
+    out.hmd.push_back(ToUnity(place("Head"), look));
+    out.left.push_back(ToUnity(place("LeftHand"), Quaterniond::Identity()));
+    out.right.push_back(ToUnity(place("RightHand"), Quaterniond::Identity()));
+  }
+  return out;
+}
+
+// A tracker frame as a VMC bundle, serialised by liblo. `extras`: also a
+// tracker no flag names, a bone and the root (ignored in tracker mode).
+std::string LoTrackerFrame(float time, const Floats7& hmd, const Floats7& left,
+                           const Floats7& right, bool extras) {
+  lo_bundle bundle = lo_bundle_new(LO_TT_IMMEDIATE);
+  const auto add = [&](const char* path, lo_message m) {
+    lo_bundle_add_message(bundle, path, m);
+  };
+  lo_message ok = lo_message_new();
+  lo_message_add_int32(ok, 1);
+  add("/VMC/Ext/OK", ok);
+  lo_message t = lo_message_new();
+  lo_message_add_float(t, time);
+  add("/VMC/Ext/T", t);
+  const auto pose = [&](const char* path, const char* serial,
+                        const Floats7& v) {
+    lo_message m = lo_message_new();
+    lo_message_add_string(m, serial);
+    for (const float x : v) lo_message_add_float(m, x);
+    add(path, m);
+  };
+  // The controllers first: the bridge sides them by the HMD of the same
+  // packet all the same.
+  pose("/VMC/Ext/Con/Pos", "LHR-CON-A", left);
+  pose("/VMC/Ext/Con/Pos", "LHR-CON-B", right);
+  pose("/VMC/Ext/Hmd/Pos", "LHR-HMD", hmd);
+  if (extras) {
+    pose("/VMC/Ext/Tra/Pos", "LHR-WAIST", hmd);
+    pose("/VMC/Ext/Bone/Pos", "Hips", {0, 1, 0, 0, 0, 0, 1});
+    pose("/VMC/Ext/Root/Pos", "root", {0, 0, 0, 0, 0, 0, 1});
+  }
+  size_t size = 0;
+  void* data = lo_bundle_serialise(bundle, nullptr, &size);
+  std::string bytes(static_cast<const char*>(data), size);
+  free(data);
+  lo_bundle_free_recursive(bundle);
+  return bytes;
+}
+
+v1::Skeleton LimitedHumanoid() {
+  v1::Skeleton skeleton;
+  const std::string json = Slurp(
+      absl::StrCat(REACH_EXAMPLES_DIR, "/humanoid_limited.skeleton.json"));
+  EXPECT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json, &skeleton).ok());
+  return skeleton;
+}
+
+TEST_F(VmcTest, TrackersDriveTheLimitedHumanoid) {
+  const Rig rig = RigOf(LimitedHumanoid());
+  const std::vector<Transform> reference = Fk(rig.parents, rig.rest);
+  const int head = rig.Find("head");
+  const int l_wrist = rig.Find("l_wrist");
+  const int r_wrist = rig.Find("r_wrist");
+  const int l_ankle = rig.Find("l_ankle");
+  ASSERT_GE(head, 0);
+  ASSERT_GE(l_wrist, 0);
+  ASSERT_GE(r_wrist, 0);
+  constexpr int kFrames = 240;
+  const TrackerPerformance performance = MakeTrackerPerformance(
+      absl::StrCat(REACH_TEST_DATA, "/mocap/cmu_141_16_wave.bvh"), kFrames, 120,
+      reference[static_cast<size_t>(head)].translation.y() -
+          reference[static_cast<size_t>(l_ankle)].translation.y());
+
+  client::VmcBridgeOptions options;
+  options.target =
+      absl::StrCat(REACH_EXAMPLES_DIR, "/humanoid_limited.skeleton.json");
+  options.trackers = true;
+  std::unique_ptr<client::VmcBridge> bridge = StartBridge(options);
+  ASSERT_NE(bridge, nullptr);
+  std::map<std::string, std::string> bones;  // HumanBodyBones -> joint.
+  for (const auto& [bone, joint] : bridge->bones()) bones[bone] = joint;
+  for (const char* bone :
+       {"Hips", "Spine", "Chest", "UpperChest", "Neck", "Head", "LeftHand",
+        "RightHand", "LeftFoot", "RightFoot"}) {
+    EXPECT_TRUE(bones.count(bone)) << bone;
+  }
+  EXPECT_EQ(bones["Head"], "head");
+  EXPECT_EQ(bones["LeftHand"], "l_wrist");
+
+  // Frame by frame, each waiting for its answer.
+  LoParser lo;
+  std::vector<LoParsed> received;
+  for (int f = 0; f < kFrames; ++f) {
+    const size_t k = static_cast<size_t>(f);
+    in_.SendTo(bridge->port(),
+               LoTrackerFrame(performance.times[k], performance.hmd[k],
+                              performance.left[k], performance.right[k], true));
+    std::string bytes;
+    ASSERT_TRUE(out_.Receive(&bytes)) << "frame " << f << " not answered";
+    LoParsed parsed;
+    ASSERT_TRUE(lo.Parse(bytes, &parsed)) << "liblo refuses frame " << f;
+    received.push_back(parsed);
+  }
+  const client::VmcBridgeCounts counts =
+      CountsAfter(*bridge, static_cast<uint64_t>(kFrames));
+  const std::string target_id = bridge->target_id();
+  ASSERT_TRUE(bridge->Stop().ok());
+
+  // The same goals on a SolveStream of the test's own: the head at the HMD
+  // turned as it turns from looking ahead (+Z, the rig's forward), the
+  // hands at the controllers, feet planted; the first frame from the rest
+  // pose turned to the HMD's heading and moved under it.
+  std::unique_ptr<client::SolveStream> stream =
+      client_.OpenStream(absl::Seconds(120), 8);
+  for (int f = 0; f < kFrames; ++f) {
+    const size_t k = static_cast<size_t>(f);
+    Vector3d hmd, l, r;
+    Quaterniond look, unused;
+    FromUnity(performance.hmd[k], &hmd, &look);
+    FromUnity(performance.left[k], &l, &unused);
+    FromUnity(performance.right[k], &r, &unused);
+    v1::SolveRequest request;
+    request.set_skeleton_id(target_id);
+    request.set_sequence(static_cast<uint64_t>(f));
+    request.set_return_globals(true);
+    request.mutable_full_body()->set_plant_feet(true);
+    const auto goal = [&](const char* joint, const Vector3d& at) {
+      v1::Goal* g = request.add_goals();
+      g->set_tip_joint(joint);
+      g->set_solver(v1::SOLVER_FULL_BODY);
+      g->mutable_target()->set_x(at.x());
+      g->mutable_target()->set_y(at.y());
+      g->mutable_target()->set_z(at.z());
+      return g;
+    };
+    const Quaterniond want =
+        (look * reference[static_cast<size_t>(head)].rotation).normalized();
+    v1::Quat* o = goal("head", hmd)->mutable_target_orientation();
+    o->set_w(want.w());
+    o->set_x(want.x());
+    o->set_y(want.y());
+    o->set_z(want.z());
+    goal("l_wrist", l);
+    goal("r_wrist", r);
+    if (f == 0) {
+      const Vector3d ahead = look * Vector3d::UnitZ();
+      const Quaterniond heading = Quaterniond::FromTwoVectors(
+          Vector3d::UnitZ(), Vector3d(ahead.x(), 0, ahead.z()).normalized());
+      const Vector3d root = rig.rest[0].translation;
+      const Vector3d head_at =
+          root +
+          heading * (reference[static_cast<size_t>(head)].translation - root);
+      v1::Pose* start = request.mutable_start_pose();
+      for (size_t j = 0; j < rig.rest.size(); ++j) {
+        const Quaterniond q =
+            j == 0 ? Quaterniond((heading * rig.rest[0].rotation).normalized())
+                   : rig.rest[j].rotation;
+        v1::Quat* out = start->add_rotations();
+        out->set_w(q.w());
+        out->set_x(q.x());
+        out->set_y(q.y());
+        out->set_z(q.z());
+      }
+      start->mutable_root_translation()->set_x(root.x() + hmd.x() -
+                                               head_at.x());
+      start->mutable_root_translation()->set_y(root.y());
+      start->mutable_root_translation()->set_z(root.z() + hmd.z() -
+                                               head_at.z());
+    }
+    ASSERT_TRUE(stream->Send(request));
+  }
+  std::vector<v1::SolveResponse> answers;
+  client::StreamResult answer;
+  while (stream->Receive(&answer)) answers.push_back(answer.response);
+  ASSERT_TRUE(stream->Finish().ok());
+  ASSERT_EQ(answers.size(), static_cast<size_t>(kFrames));
+
+  double worst_same = 0, worst_head = 0, worst_hand = 0, ankle_moved = 0;
+  double hands_moved = 0, head_moved = 0, lowest_chest = 1e9;
+  std::map<std::string, Vector3d> first;
+  for (int f = 0; f < kFrames; ++f) {
+    const size_t k = static_cast<size_t>(f);
+    const LoParsed& got = received[k];
+    ASSERT_FALSE(answers[k].has_error()) << answers[k].error().message();
+    ASSERT_TRUE(got.has_time);
+    EXPECT_EQ(got.time, performance.times[k]) << "frame " << f;
+    EXPECT_EQ(got.bones.size(), bones.size()) << "frame " << f;
+    // The bridge's bones against the direct stream's answer.
+    std::vector<Transform> g(rig.names.size());
+    ASSERT_EQ(answers[k].globals_size(), static_cast<int>(g.size()));
+    for (size_t j = 0; j < g.size(); ++j) {
+      const v1::Transform& t = answers[k].globals(static_cast<int>(j));
+      g[j].translation = Vector3d(t.translation().x(), t.translation().y(),
+                                  t.translation().z());
+      g[j].rotation = Quaterniond(t.rotation().w(), t.rotation().x(),
+                                  t.rotation().y(), t.rotation().z());
+    }
+    for (const auto& [bone, values] :
+         ExpectedFromGlobals(rig, reference, bones, g)) {
+      const auto it = got.bones.find(bone);
+      ASSERT_NE(it, got.bones.end()) << bone << " missing, frame " << f;
+      for (int c = 0; c < 3; ++c) {
+        worst_same =
+            std::max(worst_same, std::abs(values[static_cast<size_t>(c)] -
+                                          it->second[static_cast<size_t>(c)]));
+      }
+      worst_same = std::max(worst_same, QuatDistance(values, it->second));
+    }
+    // Head and hands where the trackers are, by FK of the bones received.
+    const std::map<std::string, Vector3d> at = BonePositions(got);
+    Vector3d hmd, l, r;
+    Quaterniond unused;
+    FromUnity(performance.hmd[k], &hmd, &unused);
+    FromUnity(performance.left[k], &l, &unused);
+    FromUnity(performance.right[k], &r, &unused);
+    worst_head = std::max(worst_head, (at.at("Head") - hmd).norm());
+    worst_hand = std::max({worst_hand, (at.at("LeftHand") - l).norm(),
+                           (at.at("RightHand") - r).norm()});
+    if (f == 0) first = at;
+    for (const char* foot : {"LeftFoot", "RightFoot"}) {
+      ankle_moved =
+          std::max(ankle_moved, (at.at(foot) - first.at(foot)).norm());
+    }
+    for (const char* hand : {"LeftHand", "RightHand"}) {
+      hands_moved =
+          std::max(hands_moved, (at.at(hand) - first.at(hand)).norm());
+    }
+    head_moved =
+        std::max(head_moved, (at.at("Head") - first.at("Head")).norm());
+    lowest_chest =
+        std::min(lowest_chest, at.at("Chest").y() - at.at("Hips").y());
+  }
+  std::printf(
+      "trackers: %d frames; bridge vs direct SolveStream worst %.3g; head "
+      "%.3g m and hands %.3g m from their trackers; ankles moved %.3g m "
+      "while the hands moved %.3g m and the head %.3g m; chest above the "
+      "pelvis by %.3f m at least\n",
+      kFrames, worst_same, worst_head, worst_hand, ankle_moved, hands_moved,
+      head_moved, lowest_chest);
+  EXPECT_LE(worst_same, 1e-5);
+  EXPECT_LE(worst_head, 1e-3);
+  EXPECT_LE(worst_hand, 1e-3);
+  EXPECT_LT(ankle_moved, 0.01);
+  EXPECT_GT(hands_moved, 0.1) << "the trackers hardly moved";
+  EXPECT_GT(lowest_chest, 0);
+
+  EXPECT_EQ(counts.receive.frames, static_cast<uint64_t>(kFrames));
+  EXPECT_EQ(counts.frames_out, static_cast<uint64_t>(kFrames));
+  EXPECT_EQ(counts.frames_superseded, 0u);
+  EXPECT_EQ(counts.frames_skipped, 0u);
+  EXPECT_EQ(counts.frames_errors, 0u);
+  EXPECT_EQ(counts.receive.tracker, static_cast<uint64_t>(4 * kFrames));
+  EXPECT_EQ(counts.trackers_applied, static_cast<uint64_t>(3 * kFrames));
+  EXPECT_EQ(counts.trackers_unknown_serial, static_cast<uint64_t>(kFrames));
+  EXPECT_EQ(counts.receive.bone, static_cast<uint64_t>(kFrames));
+  EXPECT_EQ(counts.receive.root, static_cast<uint64_t>(kFrames));
+  EXPECT_EQ(counts.receive.bad_arguments, 0u);
+}
+
+TEST_F(VmcTest, TrackerBadInputIsCountedAndNeverStalls) {
+  client::VmcBridgeOptions options;
+  options.target =
+      absl::StrCat(REACH_EXAMPLES_DIR, "/humanoid_limited.skeleton.json");
+  options.trackers = true;
+  options.assignment.left_hand = "LEFT";
+  options.assignment.right_hand = "RIGHT";
+  std::unique_ptr<client::VmcBridge> bridge = StartBridge(options);
+  ASSERT_NE(bridge, nullptr);
+  const int port = bridge->port();
+  const Rig rig = RigOf(LimitedHumanoid());
+  const Vector3d head =
+      Fk(rig.parents, rig.rest)[static_cast<size_t>(rig.Find("head"))]
+          .translation;
+  const Floats7 hmd = ToUnity(head, Quaterniond::Identity());
+  // Named by flag: the left hand on the performer's right side (-X) is
+  // still the left hand (the hands crossed in front).
+  const Vector3d left_at = head + Vector3d(-0.1, -0.5, 0.35);
+  const Floats7 left = ToUnity(left_at, Quaterniond::Identity());
+  const Floats7 right =
+      ToUnity(head + Vector3d(0.1, -0.5, 0.35), Quaterniond::Identity());
+  const auto frame = [&](float t) {
+    osc::Writer w;
+    w.OpenBundle();
+    w.Message("/VMC/Ext/T").Float(t);
+    const auto put = [&](const char* address, const char* serial,
+                         const Floats7& v) {
+      w.Message(address).String(serial);
+      for (const float x : v) w.Float(x);
+    };
+    put("/VMC/Ext/Hmd/Pos", "HMD", hmd);
+    put("/VMC/Ext/Con/Pos", "LEFT", left);
+    put("/VMC/Ext/Con/Pos", "RIGHT", right);
+    w.CloseBundle();
+    return w.bytes();
+  };
+  LoParser lo;
+  std::string bytes;
+  LoParsed parsed;
+  in_.SendTo(port, frame(0));
+  ASSERT_TRUE(out_.Receive(&bytes));
+  ASSERT_TRUE(lo.Parse(bytes, &parsed));
+  std::map<std::string, Vector3d> at = BonePositions(parsed);
+  EXPECT_LT((at.at("LeftHand") - left_at).norm(), 1e-3);
+
+  // Wrong argument types, too few, NaN, a zero quaternion, a number for the
+  // serial: counted, no frame. An unknown serial alone: a frame without a
+  // goal, not sent. A third controller: unknown.
+  osc::Writer w;
+  const auto tracker = [&](const char* address) -> osc::Writer& {
+    w.Clear();
+    return w.Message(address).String("HMD");
+  };
+  tracker("/VMC/Ext/Hmd/Pos").Int(0).Int(1).Int(0).Int(0).Int(0).Int(0).Int(1);
+  in_.SendTo(port, w.bytes());
+  tracker("/VMC/Ext/Con/Pos").Float(0).Float(1).Float(0);
+  in_.SendTo(port, w.bytes());
+  tracker("/VMC/Ext/Tra/Pos")
+      .Float(NAN)
+      .Float(1)
+      .Float(0)
+      .Float(0)
+      .Float(0)
+      .Float(0)
+      .Float(1);
+  in_.SendTo(port, w.bytes());
+  tracker("/VMC/Ext/Hmd/Pos")
+      .Float(0)
+      .Float(1)
+      .Float(0)
+      .Float(0)
+      .Float(0)
+      .Float(0)
+      .Float(0);
+  in_.SendTo(port, w.bytes());
+  w.Clear();
+  w.Message("/VMC/Ext/Hmd/Pos")
+      .Int(7)
+      .Float(0)
+      .Float(1)
+      .Float(0)
+      .Float(0)
+      .Float(0)
+      .Float(0)
+      .Float(1);
+  in_.SendTo(port, w.bytes());
+  w.Clear();
+  w.Message("/VMC/Ext/Tra/Pos")
+      .String("LHR-NOBODY")
+      .Float(0)
+      .Float(1)
+      .Float(0)
+      .Float(0)
+      .Float(0)
+      .Float(0)
+      .Float(1);
+  in_.SendTo(port, w.bytes());
+  w.Clear();
+  w.Message("/VMC/Ext/Con/Pos")
+      .String("THIRD")
+      .Float(0)
+      .Float(1)
+      .Float(0)
+      .Float(0)
+      .Float(0)
+      .Float(0)
+      .Float(1);
+  in_.SendTo(port, w.bytes());
+  EXPECT_FALSE(out_.Receive(&bytes, 200)) << "a frame without a goal went out";
+  // Still answering.
+  in_.SendTo(port, frame(1 / 60.f));
+  ASSERT_TRUE(out_.Receive(&bytes)) << "the bridge stalled";
+  ASSERT_TRUE(lo.Parse(bytes, &parsed));
+  EXPECT_EQ(parsed.time, 1 / 60.f);
+
+  const client::VmcBridgeCounts c = CountsAfter(*bridge, 2);
+  EXPECT_EQ(c.receive.bad_arguments, 5u);
+  EXPECT_EQ(c.receive.packets_ok, 2u + 7u);
+  EXPECT_EQ(c.trackers_applied, 6u);
+  EXPECT_EQ(c.trackers_unknown_serial, 2u);
+  EXPECT_EQ(c.frames_no_goal, 2u);
+  EXPECT_EQ(c.frames_out, 2u);
+  const std::string text = bridge->PrometheusText();
+  EXPECT_THAT(text, HasSubstr("reach_vmc_messages_total{kind=\"tracker_"
+                              "unknown_serial\"} 2\n"));
+  EXPECT_THAT(
+      text, HasSubstr("reach_vmc_messages_total{kind=\"bad_arguments\"} 5\n"));
+  EXPECT_TRUE(bridge->Stop().ok());
+}
+
+// The README's tracker command, as written plus where to listen and send.
+TEST_F(VmcTest, ReachVmcTrackersCommand) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const std::string addr = server_.address();
+  const std::string target =
+      absl::StrCat(REACH_EXAMPLES_DIR, "/humanoid_limited.skeleton.json");
+  const std::string send = absl::StrCat("127.0.0.1:", out_.port());
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    close(pipe_fds[0]);
+    execl(REACH_CLI_BINARY, REACH_CLI_BINARY, "--addr", addr.c_str(), "vmc",
+          "--trackers", "--to", target.c_str(), "--listen", "127.0.0.1:0",
+          "--send", send.c_str(), "--right-hand", "CON-R", "--quiet",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // A failed assertion returns early: the bridge must not outlive the test.
+  struct KillOnExit {
+    pid_t pid;
+    bool waited = false;
+    ~KillOnExit() {
+      if (waited) return;
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } child{pid};
+  close(pipe_fds[1]);
+  std::string out;
+  char buffer[4096];
+  while (out.find('\n') == std::string::npos) {
+    pollfd p{pipe_fds[0], POLLIN, 0};
+    ASSERT_GT(poll(&p, 1, 20000), 0) << "no start line: " << out;
+    const ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
+    ASSERT_GT(n, 0) << out;
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  EXPECT_THAT(out, HasSubstr("head=head, left hand=l_wrist, right "
+                             "hand=r_wrist, pelvis=hips, left foot=l_ankle, "
+                             "right foot=r_ankle"));
+  const std::string listening = "listening on 127.0.0.1:";
+  const size_t at = out.find(listening);
+  ASSERT_NE(at, std::string::npos) << out;
+  const int port = std::atoi(out.c_str() + at + listening.size());
+  ASSERT_GT(port, 0) << out;
+  const Rig rig = RigOf(LimitedHumanoid());
+  const Vector3d head =
+      Fk(rig.parents, rig.rest)[static_cast<size_t>(rig.Find("head"))]
+          .translation;
+  LoParser lo;
+  std::string bytes;
+  for (int f = 0; f < 10; ++f) {
+    const Floats7 hmd = ToUnity(head, Quaterniond::Identity());
+    const Floats7 hand = ToUnity(head + Vector3d(-0.2, -0.4, 0.3 + 0.01 * f),
+                                 Quaterniond::Identity());
+    osc::Writer w;
+    w.OpenBundle();
+    w.Message("/VMC/Ext/T").Float(static_cast<float>(f) / 60.f);
+    w.Message("/VMC/Ext/Hmd/Pos").String("HMD");
+    for (const float x : hmd) w.Float(x);
+    w.Message("/VMC/Ext/Con/Pos").String("CON-R");
+    for (const float x : hand) w.Float(x);
+    w.Message("/VMC/Ext/Tra/Pos").String("LHR-1");  // Named by no flag.
+    for (const float x : hand) w.Float(x);
+    w.CloseBundle();
+    in_.SendTo(port, w.bytes());
+    ASSERT_TRUE(out_.Receive(&bytes)) << "frame " << f;
+    LoParsed parsed;
+    ASSERT_TRUE(lo.Parse(bytes, &parsed));
+    EXPECT_EQ(parsed.time, static_cast<float>(f) / 60.f);
+    const std::map<std::string, Vector3d> bones = BonePositions(parsed);
+    EXPECT_LT(
+        (bones.at("RightHand") - (head + Vector3d(-0.2, -0.4, 0.3 + 0.01 * f)))
+            .norm(),
+        1e-3);
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  child.waited = true;
+  ssize_t n;
+  while ((n = read(pipe_fds[0], buffer, sizeof buffer)) > 0) {
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_THAT(out, HasSubstr("trackers: 20 applied, 10 unknown serials"));
+  EXPECT_THAT(out, HasSubstr("10 out"));
+
+  // A tracker's serial without --trackers: a usage error.
+  const std::string command =
+      absl::StrCat(REACH_CLI_BINARY, " --addr ", addr, " vmc --to ", target,
+                   " --pelvis LHR-1 --duration 1 >/dev/null 2>&1");
+  const int code = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(code));
+  EXPECT_EQ(WEXITSTATUS(code), 2);
+}
+
+TEST_F(VmcTest, TrackerModeNeedsAHumanoid) {
+  client::VmcBridgeOptions options;
+  options.listen = "127.0.0.1:0";
+  options.send_to = absl::StrCat("127.0.0.1:", out_.port());
+  options.target = absl::StrCat(REACH_TEST_DATA, "/urdf/panda.urdf");
+  options.trackers = true;
+  absl::StatusOr<std::unique_ptr<client::VmcBridge>> bridge =
+      client::VmcBridge::Start(client_, options);
+  ASSERT_FALSE(bridge.ok());
+  EXPECT_EQ(bridge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bridge.status().message(),
+              HasSubstr("panda.urdf: tracker mode needs a humanoid"));
+  // A bridge that fails to start ends cleanly (no threads to join), in
+  // either mode.
+  options.trackers = false;
+  options.target = absl::StrCat(::testing::TempDir(), "/no_such_rig.json");
+  bridge = client::VmcBridge::Start(client_, options);
+  ASSERT_FALSE(bridge.ok());
+  EXPECT_THAT(bridge.status().message(), HasSubstr("no_such_rig.json"));
 }
 
 }  // namespace

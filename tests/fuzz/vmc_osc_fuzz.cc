@@ -108,16 +108,21 @@ void CheckPacket(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using reach::Transform;
   using reach::vmc::VmcReceiver;
-  static const char* kNames[] = {"Hips",         "Spine",        "Chest",
-                                 "Neck",         "Head",         "LeftUpperArm",
-                                 "LeftLowerArm", "LeftHand",     "LeftUpperLeg",
-                                 "LeftLowerLeg", "LeftFoot",     "RightHand"};
+  static const char* kNames[] = {"Hips",         "Spine",    "Chest",
+                                 "Neck",         "Head",     "LeftUpperArm",
+                                 "LeftLowerArm", "LeftHand", "LeftUpperLeg",
+                                 "LeftLowerLeg", "LeftFoot", "RightHand"};
   std::vector<std::string> names(std::begin(kNames), std::end(kNames));
   std::vector<Transform> rest(names.size());
   rest[0].translation = Eigen::Vector3d(0, 0.95, 0);
   osc::Limits limits;
   limits.max_messages = 256;
   VmcReceiver receiver(names, rest, limits);
+  // Tracker mode (`reach vmc --trackers`): the same datagrams, and the
+  // serials' body parts.
+  VmcReceiver trackers({}, {}, limits, /*trackers=*/true);
+  reach::vmc::TrackerMap map({"", "", "LHR-PELVIS", "", ""});
+  uint64_t samples = 0;
 
   const std::string input(reinterpret_cast<const char*>(data), size);
   size_t at = 0;
@@ -147,6 +152,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       CHECK_FUZZ(f.root_translation.allFinite());
       CHECK_FUZZ(!f.has_time || std::isfinite(f.time));
+    }
+    if (trackers.Apply(packet.data(), packet.size()) ==
+        VmcReceiver::Outcome::kFrame) {
+      CHECK_FUZZ(!trackers.trackers().empty());
+      for (const reach::vmc::TrackerSample& t : trackers.trackers()) {
+        CHECK_FUZZ(t.pose.translation.allFinite());
+        CHECK_FUZZ(std::abs(t.pose.rotation.norm() - 1) < 1e-9);
+      }
+      samples += trackers.trackers().size();
+      map.Apply(trackers.trackers());
+      CHECK_FUZZ(map.applied() + map.unknown_serial() == samples);
     }
     if (end == input.size()) break;
     at = end + 4;
