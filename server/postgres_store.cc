@@ -197,16 +197,23 @@ class Connection {
     const std::string message = Trimmed(
         result.r != nullptr ? PQresultErrorMessage(result.r)
                             : PQerrorMessage(conn_));
-    if (PQstatus(conn_) != CONNECTION_OK) {
+    const char* state =
+        result.r != nullptr ? PQresultErrorField(result.r, PG_DIAG_SQLSTATE)
+                            : nullptr;
+    // The connection failed rather than the statement: libpq says so
+    // (CONNECTION_BAD), or the error is libpq's own, which carries no
+    // SQLSTATE (every error the server sends has one; "server closed the
+    // connection unexpectedly" while a write was sent left the status OK
+    // and answered INTERNAL in scripts/replica-kill-trials' PostgreSQL
+    // restarts), or a connection_exception (class 08).
+    if (PQstatus(conn_) != CONNECTION_OK || state == nullptr ||
+        absl::StartsWith(state, "08")) {
       // (A failed reconnect reports the database down; see Ensure.)
       Close();
       return absl::UnavailableError(absl::StrCat(
           "the registry database ", db_->description(),
           " is unreachable: ", message));
     }
-    const char* state =
-        result.r != nullptr ? PQresultErrorField(result.r, PG_DIAG_SQLSTATE)
-                            : nullptr;
     // lock_not_available (the table's write lock held past lock_timeout),
     // query_canceled (statement_timeout), admin shutdown.
     if (state != nullptr &&
