@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -24,9 +25,10 @@ absl::Status ParseNumbers(const std::string& text, absl::string_view flag,
     ok = absl::SimpleAtod(parts[i], &out[i]) && std::isfinite(out[i]);
   }
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(flag, ": expected ", count, " comma-separated finite "
-                   "numbers, got '", text, "'"));
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": expected ", count,
+                                                 " comma-separated finite "
+                                                 "numbers, got '",
+                                                 text, "'"));
 }
 
 }  // namespace
@@ -213,10 +215,48 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseRoleOverride(
     const std::string& text, absl::string_view flag) {
   const size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, ": expected ROLE=JOINT, got \"", text, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": expected ROLE=JOINT, got \"", text, "\""));
   }
   return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
+}
+
+void AddProfileFlags(CLI::App* cmd, ProfileFlags* flags,
+                     const std::string& keep_target_pose_help) {
+  cmd->add_option("--source-override", flags->source_overrides,
+                  "Give a source role a joint: ROLE=JOINT (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--target-override", flags->target_overrides,
+                  "Give a target role a joint: ROLE=JOINT (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_flag("--keep-target-pose", flags->keep_target_pose,
+                keep_target_pose_help);
+  cmd->add_flag("--no-planting", flags->no_planting, "Do not plant feet");
+}
+
+absl::Status ApplyProfileFlags(const ProfileFlags& flags,
+                               v1::RetargetProfileSpec* spec) {
+  for (const auto& [list, side, flag] :
+       {std::make_tuple(&flags.source_overrides, spec->mutable_source(),
+                        "--source-override"),
+        std::make_tuple(&flags.target_overrides, spec->mutable_target(),
+                        "--target-override")}) {
+    for (const std::string& text : *list) {
+      absl::StatusOr<std::pair<std::string, std::string>> parsed =
+          ParseRoleOverride(text, flag);
+      if (!parsed.ok()) return parsed.status();
+      v1::RoleOverride* o = side->add_overrides();
+      o->set_role(parsed->first);
+      o->set_joint(parsed->second);
+    }
+  }
+  spec->set_keep_target_pose(flags.keep_target_pose);
+  spec->set_no_planting(flags.no_planting);
+  return absl::OkStatus();
 }
 
 absl::Status WriteBvhFile(const std::string& path, const Skeleton& skeleton,

@@ -20,12 +20,12 @@ namespace reach::cli {
 // Exit codes (documented in `reach --help` and the README).
 enum ExitCode {
   kExitOk = 0,
-  kExitRpcError = 1,      // The server answered with an error, or is down.
-  kExitUsage = 2,         // Bad command line.
-  kExitFileError = 3,     // A file could not be read, imported or written.
-  kExitNotServing = 4,    // `health`: the server is up but not SERVING.
-  kExitCheckFailed = 5,   // `stream`: frames answered with errors.
-  kExitNotReached = 6,    // `solve`: a goal was not reached.
+  kExitRpcError = 1,     // The server answered with an error, or is down.
+  kExitUsage = 2,        // Bad command line.
+  kExitFileError = 3,    // A file could not be read, imported or written.
+  kExitNotServing = 4,   // `health`: the server is up but not SERVING.
+  kExitCheckFailed = 5,  // `stream`: frames answered with errors.
+  kExitNotReached = 6,   // `solve`: a goal was not reached.
 };
 
 struct Globals {
@@ -97,6 +97,22 @@ absl::Status WriteBvhFile(const std::string& path, const Skeleton& skeleton,
 // "ROLE=JOINT" (a retarget role override); errors name `flag`.
 absl::StatusOr<std::pair<std::string, std::string>> ParseRoleOverride(
     const std::string& text, absl::string_view flag);
+
+// The retarget profile flags `reach retarget` and `reach vmc` share:
+// --source-override, --target-override (ROLE=JOINT, repeatable),
+// --keep-target-pose and --no-planting.
+struct ProfileFlags {
+  std::vector<std::string> source_overrides;
+  std::vector<std::string> target_overrides;
+  bool keep_target_pose = false;
+  bool no_planting = false;
+};
+void AddProfileFlags(CLI::App* cmd, ProfileFlags* flags,
+                     const std::string& keep_target_pose_help);
+// Sets them on `spec`; an override that does not parse is an error naming
+// its flag.
+absl::Status ApplyProfileFlags(const ProfileFlags& flags,
+                               v1::RetargetProfileSpec* spec);
 
 // "auto", "two_bone", "fabrik", "ccd", "jacobian_transpose",
 // "jacobian_pinv", "jacobian_dls", "gradient_descent", "full_body"

@@ -46,10 +46,7 @@ struct RetargetFlags {
   int frames = -1;
   int source_frame = -1;
   int target_frame = -1;
-  std::vector<std::string> source_overrides;
-  std::vector<std::string> target_overrides;
-  bool keep_target_pose = false;
-  bool no_planting = false;
+  ProfileFlags profile;
   std::vector<std::string> no_ik;
   double pelvis_scale = 0;
   bool json = false;
@@ -125,19 +122,8 @@ absl::Status WriteOut(const std::string& path, const std::string& bytes) {
 // The profile options the flags ask for; errors name the flag.
 absl::Status SpecFromFlags(const RetargetFlags& flags,
                            v1::RetargetProfileSpec* spec) {
-  for (const auto& [list, side] :
-       {std::make_pair(&flags.source_overrides, spec->mutable_source()),
-        std::make_pair(&flags.target_overrides, spec->mutable_target())}) {
-    for (const std::string& text : *list) {
-      absl::StatusOr<std::pair<std::string, std::string>> parsed =
-          ParseRoleOverride(text, list == &flags.source_overrides
-                                      ? "--source-override"
-                                      : "--target-override");
-      if (!parsed.ok()) return parsed.status();
-      v1::RoleOverride* o = side->add_overrides();
-      o->set_role(parsed->first);
-      o->set_joint(parsed->second);
-    }
+  if (absl::Status s = ApplyProfileFlags(flags.profile, spec); !s.ok()) {
+    return s;
   }
   for (const std::string& limb : flags.no_ik) {
     if (limb == "left_arm") {
@@ -154,8 +140,6 @@ absl::Status SpecFromFlags(const RetargetFlags& flags,
           "\" is not one of left_arm, right_arm, left_leg, right_leg"));
     }
   }
-  spec->set_keep_target_pose(flags.keep_target_pose);
-  spec->set_no_planting(flags.no_planting);
   spec->set_pelvis_scale(flags.pelvis_scale);
   return absl::OkStatus();
 }
@@ -398,20 +382,9 @@ void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run) {
   cmd->add_option("--target-frame", flags->target_frame,
                   "A BVH target's retarget pose is this frame of it")
       ->check(NonNegative());
-  cmd->add_option("--source-override", flags->source_overrides,
-                  "Give a source role a joint: ROLE=JOINT (repeatable)")
-      ->expected(1)
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--target-override", flags->target_overrides,
-                  "Give a target role a joint: ROLE=JOINT (repeatable)")
-      ->expected(1)
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_flag("--keep-target-pose", flags->keep_target_pose,
-                "Use the target's rest (or --target-frame) as its retarget "
-                "pose instead of turning its limbs to the source's");
-  cmd->add_flag("--no-planting", flags->no_planting, "Do not plant feet");
+  AddProfileFlags(cmd, &flags->profile,
+                  "Use the target's rest (or --target-frame) as its retarget "
+                  "pose instead of turning its limbs to the source's");
   cmd->add_option("--no-ik", flags->no_ik,
                   "Limbs left to the transferred pose: left_arm, right_arm, "
                   "left_leg, right_leg (comma-separated or repeated)")

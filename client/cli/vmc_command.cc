@@ -33,10 +33,7 @@ struct VmcFlags {
   double scale = 1;
   int window = 2;
   int target_frame = -1;
-  std::vector<std::string> source_overrides;
-  std::vector<std::string> target_overrides;
-  bool keep_target_pose = false;
-  bool no_planting = false;
+  ProfileFlags profile;
   double duration_s = 0;
   double status_interval_s = 10;
   std::string status_file;
@@ -88,20 +85,9 @@ int RunVmc(const Globals& globals, const VmcFlags& flags) {
   options.trackers = flags.trackers;
   options.assignment = {flags.left_hand, flags.right_hand, flags.pelvis,
                         flags.left_foot, flags.right_foot};
-  options.spec.set_keep_target_pose(flags.keep_target_pose);
-  options.spec.set_no_planting(flags.no_planting);
-  for (const auto& [list, side, flag] :
-       {std::make_tuple(&flags.source_overrides, options.spec.mutable_source(),
-                        "--source-override"),
-        std::make_tuple(&flags.target_overrides, options.spec.mutable_target(),
-                        "--target-override")}) {
-    for (const std::string& text : *list) {
-      auto parsed = ParseRoleOverride(text, flag);
-      if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-      v1::RoleOverride* o = side->add_overrides();
-      o->set_role(parsed->first);
-      o->set_joint(parsed->second);
-    }
+  if (absl::Status s = ApplyProfileFlags(flags.profile, &options.spec);
+      !s.ok()) {
+    return Fail(s, kExitUsage);
   }
   if (flags.duration_s > 0) {
     options.max_duration = absl::Seconds(flags.duration_s) + absl::Minutes(1);
@@ -223,20 +209,9 @@ void AddVmcCommand(CLI::App& app, const Globals& globals, Command* run) {
   cmd->add_option("--target-frame", flags->target_frame,
                   "A BVH target's retarget pose is this frame of it")
       ->check(NonNegative());
-  cmd->add_option("--source-override", flags->source_overrides,
-                  "Give a source role a joint: ROLE=JOINT (repeatable)")
-      ->expected(1)
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--target-override", flags->target_overrides,
-                  "Give a target role a joint: ROLE=JOINT (repeatable)")
-      ->expected(1)
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_flag("--keep-target-pose", flags->keep_target_pose,
-                "Use the target's rest as its retarget pose instead of "
-                "turning its limbs to the source's");
-  cmd->add_flag("--no-planting", flags->no_planting, "Do not plant feet");
+  AddProfileFlags(cmd, &flags->profile,
+                  "Use the target's rest as its retarget pose instead of "
+                  "turning its limbs to the source's");
   cmd->add_option("--duration", flags->duration_s,
                   "Stop after this many seconds (default: run until a signal)")
       ->check(NonNegative());
