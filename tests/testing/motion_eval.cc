@@ -405,6 +405,7 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
 
   std::vector<double> position_errors, angle_errors;
   double pelvis_sum = 0.0, trunk_sum = 0.0, mpjpe_sum = 0.0;
+  std::vector<double> mpjpe_joint_sum(n, 0.0);  // Per joint, cm.
   double cold_iterations = 0.0;
   long iterations = 0;
   double solve_seconds = 0.0;
@@ -545,7 +546,9 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
       int count = 0;
       for (int j = 0; j < n; ++j) {
         if (!roles.mpjpe_joint[j]) continue;
-        sum += (got.position[j] - want.position[j]).norm();
+        const double d = (got.position[j] - want.position[j]).norm();
+        sum += d;
+        mpjpe_joint_sum[j] += d * cm;
         ++count;
       }
       const double mean = count > 0 ? sum / count * cm : 0.0;
@@ -708,6 +711,41 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
     }
   }
 
+  {
+    // Where the MPJPE comes from: the joints furthest from the
+    // performer's on average.
+    std::vector<int> order;
+    for (int j = 0; j < n; ++j) {
+      if (roles.mpjpe_joint[j]) order.push_back(j);
+    }
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return mpjpe_joint_sum[a] > mpjpe_joint_sum[b];
+    });
+    std::string worst = "MPJPE by joint (cm):";
+    for (size_t k = 0; k < order.size() && k < 8; ++k) {
+      absl::StrAppendFormat(&worst, " %s %.1f", name(order[k]),
+                            mpjpe_joint_sum[order[k]] / frames);
+    }
+    report.notes.push_back(worst);
+    // The spine and clavicle joints' local rotations: how far the
+    // performer's are from the rest pose's on average, and the solve's
+    // from the performer's (drift a goal does not see shows here).
+    std::string spine =
+        "spine/clavicle local rotation, mean deg from rest / solve off:";
+    for (size_t k = 0; k < ns; ++k) {
+      const Quaterniond rest =
+          skeleton.joint(roles.spine_joints[k]).rest.rotation;
+      double from_rest = 0.0, off = 0.0;
+      for (int i = 0; i < frames; ++i) {
+        from_rest += want_spine[i][k].angularDistance(rest);
+        off += got_spine[i][k].angularDistance(want_spine[i][k]);
+      }
+      absl::StrAppendFormat(&spine, " %s %.1f/%.1f",
+                            name(roles.spine_joints[k]),
+                            from_rest / frames * kDeg, off / frames * kDeg);
+    }
+    report.notes.push_back(spine);
+  }
   if (options.sparse) {
     report.notes.push_back(absl::StrCat(
         "planted frames L/R ", report.planted_frames[0], "/",
