@@ -339,9 +339,9 @@ void Viewer::ApiV1(mg_connection* conn, absl::string_view authorization) {
 // message from the client is a request, written to the stream; a thread
 // reads the answers and sends each as a text message, in order. The last
 // message is always {"status": {"code": ..., "message": ...}}: "OK" after
-// the client's empty (or blank) message (no more frames) once every frame is answered,
-// else why the stream ended (the gRPC status, or a frame this side refused:
-// not JSON, too big, not text). Then the server closes.
+// the client's empty (or blank) message (no more frames) once every frame
+// is answered, else why the stream ended (the gRPC status, or a frame this
+// side refused: not JSON, too big, not text). Then the server closes.
 class Viewer::ApiStream {
  public:
   virtual ~ApiStream() = default;
