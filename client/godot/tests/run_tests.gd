@@ -417,6 +417,31 @@ func _client_calls():
 		check(back_worst < 1e-5 and dist(back["root_translation"], pose["translations"][0]) < 1e-5,
 				"pose_json: the applied pose read back from the node (1 - |dot| worst %s)" % e(back_worst))
 
+	# -- list and solve-batch: the skeleton listed; a batch's items equal
+	#    their unary solves.
+	r = yield(await_call(reach.list_skeletons()), "completed")
+	var listed = false
+	if r["ok"]:
+		for summary in r["body"]["skeletons"]:
+			listed = listed or (summary["skeleton_id"] == id and summary["joint_count"] == 17)
+	check(listed, "list: the skeleton, 17 joints")
+	var batch_targets = [wanted[joint_index(skeleton, "LeftHand")], wanted[joint_index(skeleton, "LeftFoot")]]
+	var items = []
+	for k in range(2):
+		items.append({"sequence": k, "goals": [{"chain": ["left_arm", "left_leg"][k], "target": batch_targets[k]}]})
+	r = yield(await_call(reach.solve_batch({"skeleton_id": id, "items": items})), "completed")
+	if check(r["ok"] and r["body"]["items"].size() == 2, "solve-batch: two answers (%s)" % [r.get("message", "")]):
+		var same = true
+		for k in range(2):
+			var single = yield(await_call(reach.solve({"skeleton_id": id, "goals": items[k]["goals"]})), "completed")
+			same = same and single["ok"] and str(single["body"]["rotations"]) == str(r["body"]["items"][k]["rotations"])
+			var pose = applied(rest_pose(skeleton), r["body"]["items"][k])
+			var tip = joint_index(skeleton, ["LeftHand", "LeftFoot"][k])
+			var tip_error = dist(fk(skeleton, pose["rotations"], pose["translations"])[0][tip], batch_targets[k])
+			check(r["body"]["items"][k]["results"][0]["reached"] and tip_error < 1e-4,
+					"solve-batch: item %d's tip on its target by this test's FK (%s)" % [k, e(tip_error)])
+		check(same, "solve-batch: each item equals its unary solve")
+
 	# -- A stream with a bad frame in it: that answer's own error names the
 	#    field, the stream goes on.
 	var stream = reach.open_solve_stream()
