@@ -533,7 +533,7 @@ func _client_calls():
 		solver_stream.send(solver.solve_request(node, id, [{"chain": "left_arm", "target": arm_target}], {"sequence": 9}))
 		var a = yield(wait(solver_stream, "next"), "completed")
 		check(typeof(a) == TYPE_DICTIONARY and int(a["sequence"]) == 9 and a["results"][0]["reached"],
-				"the solve role streams (the token in the WebSocket's query)")
+				"the solve role streams (the token in the handshake's Authorization header)")
 		solver_stream.close()
 
 	# -- A server that is not there: UNAVAILABLE, no hang.

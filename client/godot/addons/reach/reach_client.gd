@@ -100,9 +100,12 @@ func solve_request(skeleton: Skeleton, skeleton_id: String, goals: Array, extra 
 func open_solve_stream():
 	var ws_url = url().replace("http://", "ws://").replace("https://", "wss://")
 	ws_url += "/api/v1/solve-stream"
+	# The token in the handshake's header, as the calls send it (not in
+	# the URL's ?access_token=, which logs and proxies may keep).
+	var headers = []
 	if bearer() != "":
-		ws_url += "?access_token=" + bearer().percent_encode()
-	var stream = SolveStream.new(ws_url)
+		headers.append("Authorization: Bearer " + bearer())
+	var stream = SolveStream.new(ws_url, headers)
 	_streams.append(stream)
 	return stream
 

@@ -28,15 +28,16 @@ var sent = 0  # Requests sent.
 var received = 0  # Answers received.
 
 
-func _init(url: String):
+# `headers`: the handshake's extra headers ("Authorization: Bearer ...").
+func _init(url: String, headers := []):
 	_url = url
 	_ws.connect("connection_established", self, "_on_established")
 	_ws.connect("connection_error", self, "_on_error")
 	_ws.connect("connection_closed", self, "_on_closed")
 	_ws.connect("data_received", self, "_on_data")
-	var err = _ws.connect_to_url(url)
+	var err = _ws.connect_to_url(url, PoolStringArray(), false, PoolStringArray(headers))
 	if err != OK:
-		_end({"code": "UNAVAILABLE", "message": "%s: could not connect (error %d)" % [_url.split("?")[0], err]})
+		_end({"code": "UNAVAILABLE", "message": "%s: could not connect (error %d)" % [_url, err]})
 
 
 func is_open() -> bool:
@@ -109,12 +110,12 @@ func _on_data():
 
 
 func _on_error():
-	_end({"code": "UNAVAILABLE", "message": "%s: the WebSocket failed (refused, or a missing or wrong token)" % _url.split("?")[0]})
+	_end({"code": "UNAVAILABLE", "message": "%s: the WebSocket failed (refused, or a missing or wrong token)" % _url})
 
 
 func _on_closed(_was_clean):
 	if status == null:
-		status = {"code": "UNAVAILABLE", "message": "%s: closed without a status" % _url.split("?")[0]}
+		status = {"code": "UNAVAILABLE", "message": "%s: closed without a status" % _url}
 	_end(status)
 
 
