@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
 #include "server/http_reply.h"
@@ -338,9 +339,9 @@ void Viewer::ApiV1(mg_connection* conn, absl::string_view authorization) {
 // message from the client is a request, written to the stream; a thread
 // reads the answers and sends each as a text message, in order. The last
 // message is always {"status": {"code": ..., "message": ...}}: "OK" after
-// the client's empty message (no more frames) once every frame is answered,
-// else why the stream ended (the gRPC status, or a frame this side refused:
-// not JSON, too big, not text). Then the server closes.
+// the client's empty (or blank) message (no more frames) once every frame
+// is answered, else why the stream ended (the gRPC status, or a frame this
+// side refused: not JSON, too big, not text). Then the server closes.
 class Viewer::ApiStream {
  public:
   virtual ~ApiStream() = default;
@@ -404,8 +405,10 @@ class Bridge : public Viewer::ApiStream {
                                " bytes, more than --max_message_bytes=",
                                max_message_bytes_));
     }
-    if (data.empty()) {
+    if (absl::StripAsciiWhitespace(data).empty()) {
       // No more frames: the answers to those sent follow, then "OK".
+      // Whitespace alone counts too: Godot 3's WebSocketPeer cannot send
+      // an empty message (put_packet drops it), and no request is blank.
       done_writing_ = true;
       stream_->WritesDone();
       return;

@@ -478,7 +478,9 @@ const streamStatus = (message) => message && 'status' in message && Object.keys(
   for (const [k, source] of frames.entries()) {
     s.ws.send(JSON.stringify({ profile_id: profile.profile_id, sequence: k, source, frame_time_s: frameTime }));
   }
-  s.ws.send('');
+  // A blank message ends a stream as an empty one does (Godot 3's
+  // WebSocketPeer cannot send an empty message; client/godot sends this).
+  s.ws.send(' \n');
   await s.until(frames.length + 1);
   await s.closed;
   const answers = s.messages.slice(0, frames.length);
