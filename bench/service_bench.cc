@@ -50,10 +50,11 @@ ABSL_FLAG(std::string, registry, "memory",
           "bench starts itself, tests/testing/postgres.h)");
 ABSL_FLAG(int, unary_solves, 5000,
           "Timed unary Solve calls on the cached leg (after 500 warm-up)");
-ABSL_FLAG(int, miss_solves, 1000,
+ABSL_FLAG(int, miss_solves, 500,
           "Timed unary Solve calls each on a skeleton the server has not "
           "loaded yet: a skeleton cache miss (the definition read from the "
-          "registry's store, then built); 0: none");
+          "registry's store, then built); at most 998 (the server's "
+          "--quota_skeletons); 0: none");
 ABSL_FLAG(bool, unary_only, false,
           "Run only the unary Solve timing (registry comparisons)");
 ABSL_FLAG(int, phase_reps, 50,
