@@ -1,9 +1,10 @@
 // What a skeleton cache miss costs with --registry=postgresql:// (issue
 // 43): a replica that has not heard of a skeleton yet reads it through (one
-// round trip) and builds it. Against: the same build from a definition held
-// in memory (what SQLite and memory registries do on a cache miss), and a
-// hit. Starts its own PostgreSQL (tests/testing/postgres.h) unless given
-// --registry=postgresql://...
+// round trip) and builds it; one that knows it but evicted it from its
+// bounded cache (--skeleton_cache_bytes) reads the definition again (one
+// round trip) and builds it. Against: the same miss from a SQLite file and
+// from the memory store, and a hit. Starts its own PostgreSQL
+// (tests/testing/postgres.h) unless given --registry=postgresql://...
 //
 //   build/bench/registry_bench [--skeletons=2000] [--joints=32]
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include <libpq-fe.h>
+#include <stdlib.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -78,6 +80,10 @@ int Main() {
   RegistryLimits uncached = limits;
   uncached.cache_bytes = 0;
   auto local = *Registry::Create(NewMemoryStore(), uncached);
+  char pattern[] = "/tmp/registry_bench_XXXXXX";
+  const std::string sqlite_path =
+      std::string(mkdtemp(pattern)) + "/registry.sqlite3";
+  auto sqlite = *Registry::Create(*OpenSqliteStore(sqlite_path), uncached);
 
   const int n = absl::GetFlag(FLAGS_skeletons);
   std::vector<std::string> ids;
@@ -95,7 +101,12 @@ int Main() {
     }
     ids.push_back(registered->id);
     (void)local->Register(skeleton, "bench");
+    (void)sqlite->Register(skeleton, "bench");
   }
+  // A replica that knows every skeleton (it started after they were
+  // registered) but caches none: each load is an evicted skeleton's miss.
+  auto evicting = *Registry::Create((*db)->NewStore("skeletons"), uncached);
+  std::vector<double> evicted, sqlite_miss;
   std::vector<double> miss, hit, built, round_trip, select_one;
   auto store = (*db)->NewStore("skeletons");
   absl::StatusOr<PGconn*> bare = (*db)->Connect("bench");
@@ -119,6 +130,15 @@ int Main() {
     start = absl::Now();
     (void)local->Load(id);
     built.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+    start = absl::Now();
+    if (evicting->Load(id) == nullptr) {
+      std::fprintf(stderr, "an evicted skeleton did not load\n");
+      return 1;
+    }
+    evicted.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+    start = absl::Now();
+    (void)sqlite->Load(id);
+    sqlite_miss.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
   }
   std::printf("registry_bench: %d skeletons of %d joints, PostgreSQL %s\n", n,
               absl::GetFlag(FLAGS_joints), (*db)->description().c_str());
@@ -127,8 +147,11 @@ int Main() {
   Print("a bare round trip (SELECT 1)", Of(select_one));
   Print("the store's Read of one id (the read-through's query)",
         Of(round_trip));
-  Print("cache miss, PostgreSQL: read through + build", Of(miss));
-  Print("cache miss, definition in memory (SQLite/memory): build", Of(built));
+  Print("cache miss, PostgreSQL, id not heard of: read through + build",
+        Of(miss));
+  Print("cache miss, PostgreSQL, evicted: read + build", Of(evicted));
+  Print("cache miss, SQLite file: read + build", Of(sqlite_miss));
+  Print("cache miss, memory store: copy + build", Of(built));
   Print("cache hit", Of(hit));
   PQfinish(*bare);
   return 0;

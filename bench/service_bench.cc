@@ -50,6 +50,11 @@ ABSL_FLAG(std::string, registry, "memory",
           "bench starts itself, tests/testing/postgres.h)");
 ABSL_FLAG(int, unary_solves, 5000,
           "Timed unary Solve calls on the cached leg (after 500 warm-up)");
+ABSL_FLAG(int, miss_solves, 500,
+          "Timed unary Solve calls each on a skeleton the server has not "
+          "loaded yet: a skeleton cache miss (the definition read from the "
+          "registry's store, then built); at most 998 (the server's "
+          "--quota_skeletons); 0: none");
 ABSL_FLAG(bool, unary_only, false,
           "Run only the unary Solve timing (registry comparisons)");
 ABSL_FLAG(int, phase_reps, 50,
@@ -429,8 +434,36 @@ int Main() {
     std::printf("unary Solve on a cached skeleton, %d calls: mean %.1f us, "
                 "p50 %.1f us, p99 %.1f us\n",
                 n, sum / n, us[n / 2], us[n * 99 / 100]);
-    if (absl::GetFlag(FLAGS_unary_only)) return 0;
   }
+  if (const int n = absl::GetFlag(FLAGS_miss_solves); n > 0) {
+    // Legs registered (not loaded: registering builds nothing into the
+    // cache), then each solved once: every call is a cache miss.
+    std::vector<std::string> ids;
+    for (int i = 0; i < n; ++i) {
+      ids.push_back(testing::MustRegister(
+          *server.stub, testing::ToWire(testing::TwoBoneLegDef(),
+                                        absl::StrCat("miss leg ", i))));
+    }
+    std::vector<double> us;
+    v1::SolveRequest miss = frame;
+    for (int i = 0; i < n; ++i) {
+      miss.set_skeleton_id(ids[i]);
+      ToProto(FootTarget(i), miss.mutable_goals(0)->mutable_target());
+      const absl::Time start = absl::Now();
+      if (!server.stub->Solve(testing::Context().get(), miss, &sample).ok()) {
+        std::fprintf(stderr, "miss solve failed\n");
+        return 1;
+      }
+      us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+    }
+    std::sort(us.begin(), us.end());
+    double sum = 0;
+    for (double u : us) sum += u;
+    std::printf("unary Solve on a skeleton not cached (a miss), %d calls: "
+                "mean %.1f us, p50 %.1f us, p99 %.1f us\n",
+                n, sum / n, us[n / 2], us[n * 99 / 100]);
+  }
+  if (absl::GetFlag(FLAGS_unary_only)) return 0;
   const int request_bytes = static_cast<int>(frame.ByteSizeLong());
   const int response_bytes = static_cast<int>(sample.ByteSizeLong());
   std::printf("SolveStream vs echo over loopback: %d frames per stream, %d in "

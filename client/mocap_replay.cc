@@ -314,6 +314,7 @@ absl::StatusOr<ReplayReport> ReplayMocap(ReachClient& client,
   const absl::Status status = stream->Finish();
   while (stream->TryReceive(&result)) handle(result);
   if (!status.ok()) return status;
+  report.resumes = stream->resumes();
 
   report.seconds = absl::ToDoubleSeconds(absl::Now() - begin);
   const int answered = report.solved + report.skipped + report.errors;

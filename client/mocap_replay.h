@@ -110,6 +110,8 @@ struct ReplayReport {
   double seconds = 0;
   double fps = 0;                // Frames answered per second.
   absl::Duration p50, p99, max_latency;
+  // Times the stream reopened (ClientOptions::resume_streams).
+  int resumes = 0;
   std::vector<Pose> poses;       // Per frame when keep_poses; a skipped or
                                  // failed frame repeats the previous pose.
 };

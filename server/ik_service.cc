@@ -379,12 +379,9 @@ grpc::Status IkService::Import(const UnaryCall& call,
   response->set_skeleton_id(result->id);
   response->set_version(result->version);
   response->set_created(result->created);
-  if (std::shared_ptr<const RegisteredSkeleton> found =
-          registry_->Find(result->id);
-      found == nullptr ||
-      !response->mutable_skeleton()->ParseFromString(found->definition_bytes)) {
-    *response->mutable_skeleton() = imported->skeleton;
-  }
+  // What was stored (the same id: the same definition) is what the
+  // import made.
+  *response->mutable_skeleton() = imported->skeleton;
   if (motion) {
     const import::BvhClip& clip = *imported->clip;
     response->set_frame_time_s(clip.frame_time);
@@ -403,14 +400,13 @@ grpc::ServerUnaryReactor* IkService::GetSkeleton(
     v1::GetSkeletonResponse* response) {
   const UnaryCall call = BeginUnary(context, Rpc::kGetSkeleton);
   if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
-  std::shared_ptr<const RegisteredSkeleton> found =
-      registry_->Find(request->skeleton_id());
-  if (found == nullptr) {
-    return Finish(call, ToGrpcStatus(UnknownSkeleton(request->skeleton_id())));
-  }
-  response->set_skeleton_id(found->id);
-  response->set_version(found->version);
-  if (!response->mutable_skeleton()->ParseFromString(found->definition_bytes)) {
+  absl::StatusOr<std::shared_ptr<const LoadedSkeleton>> found =
+      registry_->Get(request->skeleton_id());
+  if (!found.ok()) return Finish(call, ToGrpcStatus(found.status()));
+  response->set_skeleton_id((*found)->id);
+  response->set_version((*found)->version);
+  if (!response->mutable_skeleton()->ParseFromString(
+          (*found)->definition_bytes)) {
     return Finish(call, grpc::Status(grpc::StatusCode::INTERNAL,
                                      "the stored definition does not parse"));
   }
@@ -472,11 +468,10 @@ grpc::ServerUnaryReactor* IkService::Solve(grpc::CallbackServerContext* context,
                                            v1::SolveResponse* response) {
   const UnaryCall call = BeginUnary(context, Rpc::kSolve, /*watched=*/true);
   if (!call.caller.ok()) return Finish(call, ToGrpcStatus(call.caller.status()));
-  std::shared_ptr<const LoadedSkeleton> skeleton =
-      registry_->Load(request->skeleton_id());
-  if (skeleton == nullptr) {
-    return Finish(call, ToGrpcStatus(UnknownSkeleton(request->skeleton_id())));
-  }
+  absl::StatusOr<std::shared_ptr<const LoadedSkeleton>> got =
+      registry_->Get(request->skeleton_id());
+  if (!got.ok()) return Finish(call, ToGrpcStatus(got.status()));
+  std::shared_ptr<const LoadedSkeleton> skeleton = *std::move(got);
   // The request is held until the call is done, and the response grows to
   // at most this.
   const int64_t bytes =

@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "grpc/grpc.h"
 #include "grpc/support/alloc.h"
 #include "prometheus/collectable.h"
@@ -85,6 +86,10 @@ class ProcessCollector : public prometheus::Collectable {
   void SetChannelzServer(intptr_t id) {
     channelz_server_.store(id, std::memory_order_relaxed);
   }
+  void SetSkeletonCacheSource(std::function<SkeletonCacheStats()> source) {
+    absl::MutexLock lock(&mu_);
+    cache_source_ = std::move(source);
+  }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> out;
@@ -108,6 +113,7 @@ class ProcessCollector : public prometheus::Collectable {
       }
       gpr_free(json);
     }
+    CollectSkeletonCache(&out);
     double cpu_seconds = 0.0;
     double resident_bytes = 0.0;
     if (!Read(&cpu_seconds, &resident_bytes)) return out;
@@ -151,7 +157,53 @@ class ProcessCollector : public prometheus::Collectable {
     return true;
   }
 
+  void CollectSkeletonCache(std::vector<prometheus::MetricFamily>* out) const {
+    SkeletonCacheStats stats;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!cache_source_) return;
+      stats = cache_source_();
+    }
+    const auto add = [out](const char* name, const char* help,
+                           prometheus::MetricType type, int64_t value) {
+      prometheus::MetricFamily& family = out->emplace_back();
+      family.name = name;
+      family.help = help;
+      family.type = type;
+      prometheus::ClientMetric& metric = family.metric.emplace_back();
+      if (type == prometheus::MetricType::Counter) {
+        metric.counter.value = static_cast<double>(value);
+      } else {
+        metric.gauge.value = static_cast<double>(value);
+      }
+    };
+    using prometheus::MetricType;
+    add("reach_skeleton_cache_hits_total",
+        "Skeleton loads (solves, stream frames, GetSkeleton) answered from "
+        "the skeleton cache.",
+        MetricType::Counter, stats.hits);
+    add("reach_skeleton_cache_misses_total",
+        "Skeleton loads that read the definition from the registry's store "
+        "(one round trip to a shared registry's database) and built it.",
+        MetricType::Counter, stats.misses);
+    add("reach_skeleton_cache_evictions_total",
+        "Skeletons dropped from the cache, least recently used first, to "
+        "stay within --skeleton_cache_bytes.",
+        MetricType::Counter, stats.evictions);
+    add("reach_skeleton_cache_bytes",
+        "Bytes the skeleton cache holds (built skeletons and their "
+        "definitions, about); never above reach_skeleton_cache_limit_bytes.",
+        MetricType::Gauge, stats.bytes);
+    add("reach_skeleton_cache_entries", "Skeletons the cache holds.",
+        MetricType::Gauge, stats.entries);
+    add("reach_skeleton_cache_limit_bytes",
+        "The skeleton cache's bound (--skeleton_cache_bytes).",
+        MetricType::Gauge, stats.limit_bytes);
+  }
+
   std::atomic<intptr_t> channelz_server_{0};
+  mutable absl::Mutex mu_;
+  std::function<SkeletonCacheStats()> cache_source_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -199,6 +251,12 @@ std::vector<intptr_t> ChannelzServers() {
 
 void Metrics::SetChannelzServer(intptr_t id) {
   std::static_pointer_cast<ProcessCollector>(process_)->SetChannelzServer(id);
+}
+
+void Metrics::SetSkeletonCacheSource(
+    std::function<SkeletonCacheStats()> source) {
+  std::static_pointer_cast<ProcessCollector>(process_)->SetSkeletonCacheSource(
+      std::move(source));
 }
 
 Rpc RpcForPath(absl::string_view path) {

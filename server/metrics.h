@@ -7,6 +7,7 @@
 #define REACH_SERVER_METRICS_H_
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/registry.h"
 #include "server/solve_tally.h"
 #include "server/solver_pool.h"
 #include "solvers/goal.h"
@@ -86,6 +88,10 @@ class Metrics : public SolverPool::Observer {
   // The server's channelz id: the process collector then also serves
   // reach_transport_calls_total, every call gRPC's transport accepted.
   void SetChannelzServer(intptr_t id);
+  // Where the reach_skeleton_cache_* families are read at scrape time
+  // (the registry's counters; they count on the registry's own lock, not
+  // on the hot path's counters). Set once, before /metrics serves.
+  void SetSkeletonCacheSource(std::function<SkeletonCacheStats()> source);
 
   void RpcStarted(Rpc rpc);
   void RpcHandled(Rpc rpc, grpc::StatusCode code, absl::Duration elapsed);

@@ -97,11 +97,12 @@ absl::Status CheckNames(const v1::Skeleton& definition, int max_bytes) {
   return status;
 }
 
-// About what a registered skeleton holds in memory: its stored bytes,
-// names and the entry itself.
+// About what a registered skeleton takes: its stored bytes, names and the
+// entry itself (what the limits count; the definition is held only while
+// the skeleton is cached).
 int64_t MemoryBytes(const RegisteredSkeleton& entry) {
   int64_t bytes = sizeof(RegisteredSkeleton) + entry.id.capacity() +
-                  entry.definition_bytes.capacity() + entry.name.capacity() +
+                  entry.definition_size + entry.name.capacity() +
                   entry.chain_names.capacity() * sizeof(std::string);
   for (const std::string& chain : entry.chain_names) bytes += chain.capacity();
   return bytes;
@@ -111,7 +112,8 @@ int64_t MemoryBytes(const RegisteredSkeleton& entry) {
 // per-joint tables and names.
 int64_t MemoryBytes(const LoadedSkeleton& loaded) {
   const Skeleton& skeleton = loaded.skeleton;
-  int64_t bytes = sizeof(LoadedSkeleton) + loaded.id.capacity();
+  int64_t bytes = sizeof(LoadedSkeleton) + loaded.id.capacity() +
+                  loaded.definition_bytes.capacity();
   bytes += skeleton.num_joints() *
            static_cast<int64_t>(sizeof(Joint) + 4 * sizeof(Transform));
   for (const Joint& joint : skeleton.joints()) {
@@ -148,8 +150,11 @@ absl::StatusOr<std::unique_ptr<Registry>> Registry::Create(
       continue;
     }
     absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> built =
-        registry->Build(definition, std::move(record.definition), record.id,
-                        record.version);
+        registry->Build(definition,
+                        static_cast<int64_t>(record.definition.size()),
+                        record.id, record.version);
+    // The definition is read again when a call needs it (Get).
+    std::string().swap(record.definition);
     absl::Status status = built.status();
     if (status.ok()) status = registry->CheckRoom(**built);
     if (!status.ok()) {
@@ -222,7 +227,8 @@ void Registry::ApplyRecordLocked(const std::string& id,
   v1::Skeleton definition;
   absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> built =
       definition.ParseFromString(record->definition)
-          ? Build(definition, record->definition, id, record->version)
+          ? Build(definition, static_cast<int64_t>(record->definition.size()),
+                  id, record->version)
           : absl::InternalError("unparsable definition");
   absl::Status status = built.status();
   absl::MutexLock lock(&mu_);
@@ -286,14 +292,14 @@ absl::StatusOr<Skeleton> Registry::Validate(
 }
 
 absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> Registry::Build(
-    const v1::Skeleton& definition, std::string bytes, std::string id,
+    const v1::Skeleton& definition, int64_t definition_size, std::string id,
     int64_t version) const {
   absl::StatusOr<Skeleton> skeleton = Validate(definition);
   if (!skeleton.ok()) return skeleton.status();
   auto out = std::make_shared<RegisteredSkeleton>();
   out->id = std::move(id);
   out->version = version;
-  out->definition_bytes = std::move(bytes);
+  out->definition_size = definition_size;
   out->name = definition.name();
   out->num_joints = skeleton->num_joints();
   out->chain_names.reserve(skeleton->num_chains());
@@ -304,35 +310,62 @@ absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> Registry::Build(
   return std::shared_ptr<const RegisteredSkeleton>(std::move(out));
 }
 
-std::shared_ptr<const LoadedSkeleton> Registry::Load(
+absl::StatusOr<std::shared_ptr<const LoadedSkeleton>> Registry::Get(
     absl::string_view id) const {
+  if (id.empty()) return UnknownSkeleton(id);
   {
     absl::MutexLock lock(&cache_mu_);
     if (auto it = cached_.find(id); it != cached_.end()) {
+      ++hits_;
       lru_.splice(lru_.begin(), lru_, it->second);
       return *it->second;
     }
+    ++misses_;
   }
-  std::shared_ptr<const RegisteredSkeleton> entry = Find(id);
-  if (entry == nullptr) return nullptr;
+  // A miss: one read of the store. Skeletons are content-addressed, so
+  // whatever version the store holds of `id`, its definition is the same.
+  std::shared_ptr<const RegisteredSkeleton> entry = FindLocal(id);
+  if (entry == nullptr && !reader_->shared()) return UnknownSkeleton(id);
+  absl::StatusOr<StoreRead> read = reader_->Read(id);
+  if (!read.ok()) {
+    return absl::Status(
+        read.status().code(),
+        absl::StrCat("skeleton_id: '", ClientString(id),
+                     "' is not in this server's skeleton cache and cannot be "
+                     "read: ",
+                     read.status().message()));
+  }
+  // Gone from the store: deleted (this registry hears of it in a moment).
+  if (!read->record.has_value()) return UnknownSkeleton(id);
+  if (entry == nullptr) {
+    // Registered on another server, not heard of yet: the read fills in
+    // its entry too.
+    entry = Adopt(id, *read);
+    if (entry == nullptr) return UnknownSkeleton(id);
+  }
+  auto loaded = std::make_shared<LoadedSkeleton>();
+  loaded->definition_bytes = std::move(read->record->definition);
   v1::Skeleton definition;
   absl::StatusOr<Skeleton> skeleton =
-      definition.ParseFromString(entry->definition_bytes)
+      definition.ParseFromString(loaded->definition_bytes)
           ? Validate(definition)
           : absl::InternalError("the stored definition does not parse");
   if (!skeleton.ok()) {
     // It validated when registered, under the same limits.
     LogError(absl::StrCat("registry: cannot load skeleton ", entry->id, ": ",
                           skeleton.status().message()));
-    return nullptr;
+    return absl::InternalError(
+        absl::StrCat("skeleton_id: '", ClientString(id),
+                     "': the stored definition does not load: ",
+                     skeleton.status().message()));
   }
-  auto loaded = std::make_shared<LoadedSkeleton>();
   loaded->id = entry->id;
   loaded->version = entry->version;
   loaded->skeleton = *std::move(skeleton);
   loaded->memory_bytes = MemoryBytes(*loaded);
   std::shared_ptr<const LoadedSkeleton> out = std::move(loaded);
-  if (limits_.cache_bytes <= 0) return out;
+  // One larger than the whole cache is not kept: the bound holds always.
+  if (out->memory_bytes > limits_.cache_bytes) return out;
   absl::MutexLock lock(&cache_mu_);
   if (auto it = cached_.find(id); it != cached_.end()) {
     return *it->second;  // Another call loaded it meanwhile.
@@ -342,11 +375,13 @@ std::shared_ptr<const LoadedSkeleton> Registry::Load(
   lru_.push_front(out);
   cached_[out->id] = lru_.begin();
   cached_bytes_ += out->memory_bytes;
-  while (cached_bytes_ > limits_.cache_bytes && lru_.size() > 1) {
+  while (cached_bytes_ > limits_.cache_bytes) {
+    // Callers that hold the evicted skeleton keep it until they are done.
     const std::shared_ptr<const LoadedSkeleton>& last = lru_.back();
     cached_bytes_ -= last->memory_bytes;
     cached_.erase(last->id);
     lru_.pop_back();
+    ++evictions_;
   }
   return out;
 }
@@ -368,6 +403,18 @@ int64_t Registry::cached_bytes() const {
 int Registry::cached_skeletons() const {
   absl::MutexLock lock(&cache_mu_);
   return static_cast<int>(lru_.size());
+}
+
+SkeletonCacheStats Registry::cache_stats() const {
+  absl::MutexLock lock(&cache_mu_);
+  SkeletonCacheStats out;
+  out.hits = hits_;
+  out.misses = misses_;
+  out.evictions = evictions_;
+  out.bytes = cached_bytes_;
+  out.entries = static_cast<int64_t>(lru_.size());
+  out.limit_bytes = std::max<int64_t>(limits_.cache_bytes, 0);
+  return out;
 }
 
 absl::Status Registry::CheckRoom(const RegisteredSkeleton& skeleton) const {
@@ -466,8 +513,9 @@ absl::StatusOr<RegisterResult> Registry::Register(
     }
   }
   // Validated before any lock (it takes the longest).
+  std::string bytes = definition.SerializeAsString();
   absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> built =
-      Build(definition, definition.SerializeAsString(), id, 0);
+      Build(definition, static_cast<int64_t>(bytes.size()), id, 0);
   if (!built.ok()) return built.status();
   absl::MutexLock write_lock(&write_mu_);
   StoreWrite write(store_.get());
@@ -484,7 +532,7 @@ absl::StatusOr<RegisterResult> Registry::Register(
       return quota;
     }
   }
-  StoredSkeleton record{id, next_version_, (*built)->definition_bytes, {}};
+  StoredSkeleton record{id, next_version_, std::move(bytes), {}};
   if (!owner.empty()) record.owners.emplace_back(owner);
   absl::StatusOr<int64_t> version = store_->Put(record);
   if (!version.ok()) return version.status();
@@ -521,14 +569,19 @@ std::shared_ptr<const RegisteredSkeleton> Registry::ReadThrough(
     return nullptr;
   }
   if (!read->record.has_value()) return nullptr;
+  return Adopt(id, *read);
+}
+
+std::shared_ptr<const RegisteredSkeleton> Registry::Adopt(
+    absl::string_view id, const StoreRead& read) const {
   // Filling in what another server registered is a const lookup's cache
   // fill: the registry's contents do not change, only what it knows.
   Registry* self = const_cast<Registry*>(this);
   absl::MutexLock write_lock(&self->write_mu_);
   // A read older than what this registry applied says nothing new (the
   // skeleton was deleted since, or is already here).
-  if (read->sequence > applied_) {
-    self->ApplyRecordLocked(std::string(id), read->record);
+  if (read.sequence > applied_) {
+    self->ApplyRecordLocked(std::string(id), read.record);
   }
   return FindLocal(id);
 }

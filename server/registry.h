@@ -21,30 +21,43 @@
 
 namespace reach {
 
-// What the registry keeps of a skeleton: the definition as it was stored
-// (serialized: GetSkeleton parses it, far smaller than the message) and
-// what ListSkeletons shows. The solvers' Skeleton is not kept here: it is
-// built from the definition when a solve needs it (Registry::Load) and
-// cached, so the registry's memory stays proportional to what was
-// registered.
+// What the registry keeps of every registered skeleton: what ListSkeletons
+// shows, and its size for the limits and quotas. The definition and the
+// solvers' Skeleton are not kept here: they are read from the store and
+// built when a call needs them (Registry::Get) into a cache bounded by
+// RegistryLimits::cache_bytes, so a replica's memory does not grow with
+// everything every replica registered.
 struct RegisteredSkeleton {
   std::string id;
   int64_t version = 0;
-  std::string definition_bytes;  // A serialized v1::Skeleton.
+  int64_t definition_size = 0;  // Bytes of the serialized v1::Skeleton.
   std::string name;
   int num_joints = 0;
   std::vector<std::string> chain_names;
-  // What this entry holds in memory, about (the registry's byte limit
-  // counts these).
+  // What the registry's byte limit and the owner quotas count for it:
+  // this entry with its definition, about (unchanged from when the
+  // definition was held here, so the limits mean what they meant).
   int64_t memory_bytes = 0;
 };
 
-// A registered skeleton ready to solve with: the validated Skeleton.
+// A registered skeleton ready to solve with: the validated Skeleton, and
+// the stored definition (GetSkeleton answers with it).
 struct LoadedSkeleton {
   std::string id;
   int64_t version = 0;
   Skeleton skeleton;
+  std::string definition_bytes;  // A serialized v1::Skeleton.
   int64_t memory_bytes = 0;  // About; what the cache counts.
+};
+
+// The skeleton cache's counters (reach_skeleton_cache_* metrics).
+struct SkeletonCacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;     // Each read the store (one round trip) and built.
+  int64_t evictions = 0;  // Dropped to stay within the bound.
+  int64_t bytes = 0;      // Held now (memory_bytes); never above limit_bytes.
+  int64_t entries = 0;
+  int64_t limit_bytes = 0;
 };
 
 // The registry's bounds on what it holds, beyond the solver's
@@ -64,8 +77,8 @@ struct RegistryLimits {
   int max_owner_skeletons = 0;
   int64_t max_owner_bytes = 0;
   // Loaded skeletons kept for solving (their memory_bytes), least recently
-  // used dropped first; one larger than this is kept alone. <= 0: every
-  // solve loads its skeleton again.
+  // used dropped first; one larger than this is not kept (it is read and
+  // built for each call). <= 0: every call reads and builds its skeleton.
   int64_t cache_bytes = int64_t{64} << 20;
 };
 
@@ -129,12 +142,23 @@ class Registry {
   absl::Status CatchUp();
   // The change-log sequence this registry reflects (0: local store).
   int64_t applied_sequence() const;
-  // The skeleton to solve with: from the cache, or built from the stored
-  // definition (and cached). nullptr when unknown.
-  std::shared_ptr<const LoadedSkeleton> Load(absl::string_view id) const;
+  // The skeleton to solve with: from the cache, or read from the store
+  // (one read) and built (and cached). UnknownSkeleton(id) when unknown;
+  // when the store cannot be read (a shared registry's database down) and
+  // the skeleton is not cached, the store's error (UNAVAILABLE), naming
+  // the skeleton. A caller keeps what it got however long it needs it,
+  // whatever the cache evicts meanwhile.
+  absl::StatusOr<std::shared_ptr<const LoadedSkeleton>> Get(
+      absl::string_view id) const;
+  // Get, nullptr for any error.
+  std::shared_ptr<const LoadedSkeleton> Load(absl::string_view id) const {
+    absl::StatusOr<std::shared_ptr<const LoadedSkeleton>> got = Get(id);
+    return got.ok() ? *std::move(got) : nullptr;
+  }
   // The cache's memory_bytes and entries.
   int64_t cached_bytes() const;
   int cached_skeletons() const;
+  SkeletonCacheStats cache_stats() const;
   // UnknownSkeleton(id) when unknown. With an empty `owner` the skeleton
   // goes whoever registered it (an admin). Otherwise `owner` gives it up,
   // and it goes once it has no owner left; PermissionDenied when `owner`
@@ -155,9 +179,9 @@ class Registry {
  private:
   Registry(std::unique_ptr<SkeletonStore> store, const RegistryLimits& limits)
       : reader_(store.get()), store_(std::move(store)), limits_(limits) {}
-  // `bytes`: the definition serialized (kept as the stored form).
+  // `definition_size`: the definition's stored (serialized) bytes.
   absl::StatusOr<std::shared_ptr<const RegisteredSkeleton>> Build(
-      const v1::Skeleton& definition, std::string bytes, std::string id,
+      const v1::Skeleton& definition, int64_t definition_size, std::string id,
       int64_t version) const;
   // The validated Skeleton of `definition`.
   absl::StatusOr<Skeleton> Validate(const v1::Skeleton& definition) const;
@@ -201,6 +225,10 @@ class Registry {
       absl::string_view id) const;
   std::shared_ptr<const RegisteredSkeleton> ReadThrough(
       absl::string_view id) const;
+  // Applies what a read-through read (when newer than what this registry
+  // applied); the entry of `id` after it.
+  std::shared_ptr<const RegisteredSkeleton> Adopt(absl::string_view id,
+                                                  const StoreRead& read) const;
 
   // The store, for its thread-safe Read only.
   SkeletonStore* const reader_;
@@ -231,6 +259,9 @@ class Registry {
       std::string, std::list<std::shared_ptr<const LoadedSkeleton>>::iterator>
       cached_ ABSL_GUARDED_BY(cache_mu_);
   mutable int64_t cached_bytes_ ABSL_GUARDED_BY(cache_mu_) = 0;
+  mutable int64_t hits_ ABSL_GUARDED_BY(cache_mu_) = 0;
+  mutable int64_t misses_ ABSL_GUARDED_BY(cache_mu_) = 0;
+  mutable int64_t evictions_ ABSL_GUARDED_BY(cache_mu_) = 0;
   void Uncache(absl::string_view id) const;
 };
 

@@ -332,12 +332,10 @@ absl::StatusOr<std::shared_ptr<BuiltRetargetProfile>> RetargetProfiles::Make(
                         stored.mutable_source_skeleton()),
         std::make_tuple(&spec.target(), "spec.target",
                         stored.mutable_target_skeleton())}) {
-    const std::shared_ptr<const RegisteredSkeleton> skeleton =
-        skeletons.Find(side->skeleton_id());
-    if (skeleton == nullptr) {
-      return Within(field, UnknownSkeleton(side->skeleton_id()));
-    }
-    if (!out->ParseFromString(skeleton->definition_bytes)) {
+    const absl::StatusOr<std::shared_ptr<const LoadedSkeleton>> skeleton =
+        skeletons.Get(side->skeleton_id());
+    if (!skeleton.ok()) return Within(field, skeleton.status());
+    if (!out->ParseFromString((*skeleton)->definition_bytes)) {
       return absl::InternalError(
           absl::StrCat(field, ": the stored skeleton does not parse"));
     }

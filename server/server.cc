@@ -347,6 +347,10 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
       Registry::Create(*std::move(store), limits, &skipped);
   if (!registry.ok()) return registry.status();
   s->registry_ = *std::move(registry);
+  // The exposer is stopped before the registry goes (Shutdown, and the
+  // members' order), so a scrape never reads a registry that is gone.
+  s->metrics_->SetSkeletonCacheSource(
+      [registry = s->registry_.get()] { return registry->cache_stats(); });
   for (const std::string& line : skipped) {
     LogError(absl::StrCat("registry: skipped stored skeleton ", line));
   }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 
 namespace reach {
 namespace {
@@ -15,6 +16,7 @@ namespace {
 class MemoryStore : public SkeletonStore {
  public:
   absl::StatusOr<StoreSnapshot> LoadAll() override {
+    absl::MutexLock lock(&mu_);
     StoreSnapshot out;
     for (const auto& [id, record] : records_) out.records.push_back(record);
     std::sort(out.records.begin(), out.records.end(),
@@ -24,11 +26,13 @@ class MemoryStore : public SkeletonStore {
     return out;
   }
   absl::StatusOr<int64_t> Put(const StoredSkeleton& record) override {
+    absl::MutexLock lock(&mu_);
     records_[record.id] = record;
     return record.version;
   }
   absl::StatusOr<int64_t> Replace(const StoredSkeleton& record,
                                   int64_t replaces_version) override {
+    absl::MutexLock lock(&mu_);
     auto it = records_.find(record.id);
     if (it == records_.end()) return absl::NotFoundError(record.id);
     if (it->second.version != replaces_version) {
@@ -39,17 +43,29 @@ class MemoryStore : public SkeletonStore {
   }
   absl::Status SetOwners(absl::string_view id,
                          const std::vector<std::string>& owners) override {
+    absl::MutexLock lock(&mu_);
     auto it = records_.find(std::string(id));
     if (it != records_.end()) it->second.owners = owners;
     return absl::OkStatus();
   }
   absl::Status Delete(absl::string_view id) override {
+    absl::MutexLock lock(&mu_);
     records_.erase(std::string(id));
     return absl::OkStatus();
   }
+  absl::StatusOr<StoreRead> Read(absl::string_view id) override {
+    absl::MutexLock lock(&mu_);
+    StoreRead out;
+    if (auto it = records_.find(std::string(id)); it != records_.end()) {
+      out.record = it->second;
+    }
+    return out;
+  }
 
  private:
-  std::map<std::string, StoredSkeleton> records_;
+  // Read comes from any thread, the rest from the registry's one writer.
+  absl::Mutex mu_;
+  std::map<std::string, StoredSkeleton> records_ ABSL_GUARDED_BY(mu_);
 };
 
 std::vector<std::string> SplitOwners(const unsigned char* text) {
@@ -65,9 +81,15 @@ struct Statement {
 
 class SqliteStore : public SkeletonStore {
  public:
-  SqliteStore(sqlite3* db, absl::string_view table)
-      : db_(db), table_(table) {}
-  ~SqliteStore() override { sqlite3_close(db_); }
+  // `reader`: a second connection to the file, for Read (WAL: it does not
+  // wait for the writer, and sees only what was committed).
+  SqliteStore(sqlite3* db, sqlite3* reader, absl::string_view table)
+      : db_(db), reader_(reader), table_(table) {}
+  ~SqliteStore() override {
+    sqlite3_finalize(read_stmt_);
+    sqlite3_close(reader_);
+    sqlite3_close(db_);
+  }
 
   absl::Status Init() {
     // WAL with synchronous=FULL: a committed registration survives a crash
@@ -147,6 +169,45 @@ class SqliteStore : public SkeletonStore {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<StoreRead> Read(absl::string_view id) override {
+    absl::MutexLock lock(&read_mu_);
+    if (read_stmt_ == nullptr) {
+      const std::string sql =
+          absl::StrCat("SELECT id, version, definition, owners FROM ", table_,
+                       " WHERE id = ?");
+      if (sqlite3_prepare_v2(reader_, sql.c_str(), -1, &read_stmt_,
+                             nullptr) != SQLITE_OK) {
+        return absl::InternalError(
+            absl::StrCat("sqlite: ", sql, ": ", sqlite3_errmsg(reader_)));
+      }
+    }
+    sqlite3_stmt* s = read_stmt_;
+    sqlite3_reset(s);
+    sqlite3_bind_text(s, 1, id.data(), static_cast<int>(id.size()),
+                      SQLITE_TRANSIENT);
+    StoreRead out;
+    const int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+      StoredSkeleton& record = out.record.emplace();
+      record.id = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+      record.version = sqlite3_column_int64(s, 1);
+      const void* blob = sqlite3_column_blob(s, 2);
+      const int size = sqlite3_column_bytes(s, 2);
+      if (blob != nullptr) {
+        record.definition.assign(static_cast<const char*>(blob), size);
+      }
+      record.owners = SplitOwners(sqlite3_column_text(s, 3));
+    } else if (rc != SQLITE_DONE) {
+      absl::Status status = absl::InternalError(absl::StrCat(
+          "sqlite: reading ", table_, ": ", sqlite3_errmsg(reader_)));
+      sqlite3_reset(s);
+      return status;
+    }
+    // Ends the read transaction: the next Read sees newer commits.
+    sqlite3_reset(s);
+    return out;
+  }
+
   absl::Status Delete(absl::string_view id) override {
     Statement s;
     absl::Status status =
@@ -210,6 +271,9 @@ class SqliteStore : public SkeletonStore {
   }
 
   sqlite3* db_;
+  absl::Mutex read_mu_;
+  sqlite3* const reader_;
+  sqlite3_stmt* read_stmt_ ABSL_GUARDED_BY(read_mu_) = nullptr;
   const std::string table_;
 };
 
@@ -232,7 +296,20 @@ absl::StatusOr<std::unique_ptr<SkeletonStore>> OpenSqliteStore(
     return status;
   }
   sqlite3_busy_timeout(db, 5000);
-  auto store = std::make_unique<SqliteStore>(db, table);
+  sqlite3* reader = nullptr;
+  const int read_rc = sqlite3_open_v2(
+      path.c_str(), &reader, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+      nullptr);
+  if (read_rc != SQLITE_OK) {
+    absl::Status status = absl::UnavailableError(absl::StrCat(
+        "cannot open ", path, ": ",
+        reader != nullptr ? sqlite3_errmsg(reader) : sqlite3_errstr(read_rc)));
+    sqlite3_close(reader);
+    sqlite3_close(db);
+    return status;
+  }
+  sqlite3_busy_timeout(reader, 5000);
+  auto store = std::make_unique<SqliteStore>(db, reader, table);
   absl::Status status = store->Init();
   if (!status.ok()) {
     return absl::UnavailableError(

@@ -92,8 +92,9 @@ class SkeletonStore {
   virtual absl::StatusOr<StoreChanges> ChangesSince(int64_t /*sequence*/) {
     return StoreChanges{};
   }
-  // A read that does not wait for writers (thread-safe, unlike the rest):
-  // the registry's read-through on a miss.
+  // One record, read without waiting for writers (thread-safe, unlike the
+  // rest): the registry's skeleton cache reads a definition on a miss, and
+  // a shared store's read-through fills in what another server wrote.
   virtual absl::StatusOr<StoreRead> Read(absl::string_view /*id*/) {
     return StoreRead{};
   }

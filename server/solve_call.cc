@@ -104,11 +104,15 @@ void SolveBatchItems(const BatchRequestView& batch, int begin, int end,
       const absl::string_view id = item.skeleton_id().empty()
                                        ? batch.skeleton_id
                                        : absl::string_view(item.skeleton_id());
+      absl::Status unloaded;
       if (skeleton == nullptr || skeleton->id != id) {
-        skeleton = registry.Load(id);
+        absl::StatusOr<std::shared_ptr<const LoadedSkeleton>> got =
+            registry.Get(id);
+        skeleton = got.ok() ? *std::move(got) : nullptr;
+        unloaded = got.status();
       }
       if (skeleton == nullptr) {
-        status = UnknownSkeleton(id);
+        status = unloaded.ok() ? UnknownSkeleton(id) : unloaded;
       } else if (!item.return_globals()) {
         // The common case: the response written straight from the solve.
         status = SolvePose(*skeleton, item, /*warm_start=*/nullptr, limits,

@@ -14,9 +14,10 @@ absl::Status SolveFrames::Answer(IkService& service, const Deadline& deadline,
                                  const Request& request, SolveScratch& scratch,
                                  Response* out) {
   out->Clear();
-  std::shared_ptr<const LoadedSkeleton> skeleton =
-      service.registry().Load(request.skeleton_id());
-  if (skeleton == nullptr) return UnknownSkeleton(request.skeleton_id());
+  absl::StatusOr<std::shared_ptr<const LoadedSkeleton>> got =
+      service.registry().Get(request.skeleton_id());
+  if (!got.ok()) return got.status();
+  std::shared_ptr<const LoadedSkeleton> skeleton = *std::move(got);
   if (skeleton->id != warm_skeleton_id) {
     warm.local.clear();  // A new skeleton starts from its rest pose.
     warm_skeleton_id = skeleton->id;

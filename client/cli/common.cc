@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -82,6 +83,23 @@ void AddGlobalFlags(CLI::App& app, Globals* globals) {
       ->capture_default_str()
       ->multi_option_policy(last)
       ->check(Positive());
+  CLI::Option* resume = app.add_flag_callback(
+      "--resume", [globals] { globals->resume = 1; },
+      "Streams (stream, vmc, bench --rpc stream) whose replica goes away "
+      "(UNAVAILABLE: killed, drained, scaled down) reopen on another replica and go on "
+      "from the last answered frame (a SolveStream warm from its last "
+      "pose), no frame answered twice. Default: on when --addr names "
+      "several replicas (a list or dns:///), else off");
+  CLI::Option* no_resume = app.add_flag_callback(
+      "--no-resume", [globals] { globals->resume = 0; },
+      "A stream whose replica goes away ends with its error");
+  resume->excludes(no_resume);
+  app.add_option("--resume-within", globals->resume_within_s,
+                 "Seconds a broken stream may take to reopen before it ends "
+                 "with its error")
+      ->capture_default_str()
+      ->multi_option_policy(last)
+      ->check(Positive());
   app.add_option("--tls-ca", globals->tls_ca,
                  "Connect with TLS; PEM file of the CA that signed the "
                  "server's certificate (TLS with the system's roots: any "
@@ -107,6 +125,11 @@ void AddGlobalFlags(CLI::App& app, Globals* globals) {
                  "--auth_tokens_file needs one)")
       ->envname("REACH_TOKEN")
       ->multi_option_policy(last);
+}
+
+bool ManyReplicas(absl::string_view addr) {
+  return absl::StartsWith(addr, "dns:") ||
+         addr.find(',') != absl::string_view::npos;
 }
 
 absl::StatusOr<std::unique_ptr<client::ReachClient>> MakeClient(
@@ -136,6 +159,9 @@ absl::StatusOr<std::unique_ptr<client::ReachClient>> MakeClient(
   client::ClientOptions options;
   options.timeout = absl::Seconds(globals.timeout_s);
   options.token = globals.token;
+  options.resume_streams = globals.resume == 1 ||
+                           (globals.resume < 0 && ManyReplicas(globals.addr));
+  options.resume_within = absl::Seconds(globals.resume_within_s);
   return std::make_unique<client::ReachClient>(*std::move(channel), options);
 }
 

@@ -38,12 +38,19 @@ struct Globals {
   std::string tls_key;
   std::string tls_server_name;
   std::string token;
+  // Streams broken by UNAVAILABLE (their replica killed, drained, scaled
+  // down) reopen and go on (ClientOptions::resume_streams): 1 --resume, 0
+  // --no-resume, -1 neither: on when --addr names several replicas (an
+  // address list or a dns:/// name).
+  int resume = -1;
+  double resume_within_s = 5;
 };
 
-// Adds --addr, --timeout, --tls-ca, --tls-cert, --tls-key,
-// --tls-server-name and --token to `app`; each of the last five defaults to
-// its environment variable: REACH_TLS_CA, REACH_TLS_CERT, REACH_TLS_KEY,
-// REACH_TLS_SERVER_NAME, REACH_TOKEN.
+// Adds --addr, --timeout, --resume / --no-resume, --resume-within,
+// --tls-ca, --tls-cert, --tls-key, --tls-server-name and --token to `app`;
+// each of the last five defaults to its environment variable:
+// REACH_TLS_CA, REACH_TLS_CERT, REACH_TLS_KEY, REACH_TLS_SERVER_NAME,
+// REACH_TOKEN.
 void AddGlobalFlags(CLI::App& app, Globals* globals);
 
 // Option checks with short messages: "--fps: must be > 0, got '0'", where
@@ -69,6 +76,10 @@ void AddRetargetCommand(CLI::App& app, const Globals& globals, Command* run);
 void AddProfileCommands(CLI::App& app, const Globals& globals, Command* run);
 // `reach vmc`: the VMC bridge (client/vmc_bridge.h).
 void AddVmcCommand(CLI::App& app, const Globals& globals, Command* run);
+
+// Whether --addr names several replicas (an address list, or a dns:///
+// name that may resolve to several): streams then resume by default.
+bool ManyReplicas(absl::string_view addr);
 
 // The client the global flags describe. Errors name the flag
 // ("--tls-ca: cannot read ...", "--token: ..."); FailSetup turns them into

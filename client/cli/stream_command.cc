@@ -100,12 +100,13 @@ int RunStream(const Globals& globals, const StreamFlags& flags) {
         "\"frames\":%d,\"solved\":%d,\"skipped\":%d,\"errors\":%d,"
         "\"firstError\":%s,\"meanError\":%.9g,\"maxError\":%.9g,"
         "\"meanErrorOfHeight\":%.9g,\"meanStartError\":%.9g,\"height\":%.9g,\"seconds\":%.6f,"
-        "\"fps\":%.3f,\"p50Ms\":%.4f,\"p99Ms\":%.4f,\"maxMs\":%.4f}\n",
+        "\"fps\":%.3f,\"p50Ms\":%.4f,\"p99Ms\":%.4f,\"maxMs\":%.4f,"
+        "\"resumes\":%d}\n",
         JsonString(flags.file), id,
         absl::StrJoin(retarget->chains(), "\",\""), r.frames, r.solved,
         r.skipped, r.errors, JsonString(r.first_error), r.mean_error,
         r.max_error, relative, r.mean_start_error, r.target_height, r.seconds, r.fps, Ms(r.p50),
-        Ms(r.p99), Ms(r.max_latency));
+        Ms(r.p99), Ms(r.max_latency), r.resumes);
   } else {
     std::printf("streamed %d frames of %s onto %s (chains %s)\n", r.frames,
                 flags.file.c_str(), id.c_str(),
@@ -121,6 +122,10 @@ int RunStream(const Globals& globals, const StreamFlags& flags) {
     std::printf("rate: %.1f frames/s over %.2f s; round trip p50 %.3f ms, "
                 "p99 %.3f ms, max %.3f ms\n",
                 r.fps, r.seconds, Ms(r.p50), Ms(r.p99), Ms(r.max_latency));
+    if (r.resumes > 0) {
+      std::printf("the stream's replica went away: reopened %d time%s\n",
+                  r.resumes, r.resumes == 1 ? "" : "s");
+    }
     if (!flags.out.empty()) {
       std::printf("wrote %s (%zu frames)\n", flags.out.c_str(),
                   r.poses.size());

@@ -197,9 +197,14 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   CliRun bad_solver = Reach("solve --skeleton s --chain c --target 1,2,3 --solver magic");
   EXPECT_EQ(bad_solver.exit_code, 2);
   EXPECT_THAT(bad_solver.err, HasSubstr("fabrik"));
+  // --resume and --no-resume contradict each other.
+  CliRun both = Reach("--resume --no-resume health");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("--no-resume"));
   CliRun help = Reach("--help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("Exit codes"));
+  EXPECT_THAT(help.out, HasSubstr("--resume"));
   for (const char* command :
        {"register", "list", "get", "delete", "solve", "stream", "bench",
         "health", "characterize"}) {
@@ -875,7 +880,7 @@ TEST_F(CliTest, NumberFlagsAreCheckedWithShortMessages) {
            "stream --fps 0 " + clip, "stream --fps -3 " + clip,
         "stream --fps nan " + clip, "retarget --fps 0 " + clip + " --to x",
         std::string("bench --duration 0"), "bench --rps inf",
-        "--timeout 0 health",
+        "--timeout 0 health", "--resume-within 0 health",
         "stream --first -1 " + clip, std::string("vmc --to x --scale 0"),
         std::string("vmc --to x --duration -1")}) {
     SCOPED_TRACE(args);

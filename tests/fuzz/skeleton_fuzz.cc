@@ -84,7 +84,7 @@ void RegisterAndReadBack(const v1::Skeleton& definition) {
 
   // GetSkeleton's answer (the stored bytes, parsed), over the wire and back.
   v1::Skeleton stored;
-  REACH_FUZZ_CHECK(stored.ParseFromString(found->definition_bytes),
+  REACH_FUZZ_CHECK(stored.ParseFromString(loaded->definition_bytes),
                    "stored definition does not parse");
   v1::GetSkeletonResponse get;
   get.set_skeleton_id(id);

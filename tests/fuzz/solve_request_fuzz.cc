@@ -106,13 +106,13 @@ bool StartWithinLimits(const Skeleton& skeleton, const Pose& start) {
   return true;
 }
 
-void CheckSolved(const RegisteredSkeleton& registered,
+void CheckSolved(const RegisteredSkeleton& /*registered*/,
                  const LoadedSkeleton& loaded, const v1::SolveRequest& request,
                  const v1::SolveResponse& response, SolveScratch& scratch) {
   const Skeleton& skeleton = loaded.skeleton;
   const int n = skeleton.num_joints();
   v1::Skeleton definition;
-  REACH_FUZZ_CHECK(definition.ParseFromString(registered.definition_bytes),
+  REACH_FUZZ_CHECK(definition.ParseFromString(loaded.definition_bytes),
                    "stored definition does not parse");
   const bool moderate = AllModerate(definition) && AllModerate(request);
 

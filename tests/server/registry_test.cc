@@ -281,10 +281,25 @@ TEST(RegistryMemoryTest, TheCacheKeepsTheMostRecentlyUsedWithinItsBytes) {
   EXPECT_EQ(three->skeleton.num_joints(), 64);
   EXPECT_EQ(three->id, ids[3]);
 
-  // One larger than the whole cache is kept, alone.
+  // Counted: 5 + 2 (zero, three) misses, 5 hits (two, two, four, two,
+  // four), an eviction for each miss past the third.
+  SkeletonCacheStats stats = registry->cache_stats();
+  EXPECT_EQ(stats.misses, 7);
+  EXPECT_EQ(stats.hits, 5);
+  EXPECT_EQ(stats.evictions, 4);
+  EXPECT_EQ(stats.entries, 3);
+  EXPECT_EQ(stats.bytes, registry->cached_bytes());
+  EXPECT_EQ(stats.limit_bytes, limits.cache_bytes);
+
+  // One larger than the whole cache solves, but is not kept: the bound
+  // holds always, and what was cached stays.
   const std::string big = registry->Register(ShortNamedChain(1024, 9))->id;
-  ASSERT_NE(registry->Load(big), nullptr);
-  EXPECT_EQ(registry->cached_skeletons(), 1);
+  const auto held = registry->Load(big);
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(held->skeleton.num_joints(), 1024);
+  EXPECT_NE(registry->Load(big), held);
+  EXPECT_EQ(registry->cached_skeletons(), 3);
+  EXPECT_LE(registry->cached_bytes(), limits.cache_bytes);
 
   // No cache: every Load builds.
   limits.cache_bytes = 0;
@@ -293,6 +308,52 @@ TEST(RegistryMemoryTest, TheCacheKeepsTheMostRecentlyUsedWithinItsBytes) {
   const std::string id = uncached->Register(ShortNamedChain(8, 1))->id;
   EXPECT_NE(uncached->Load(id), uncached->Load(id));
   EXPECT_EQ(uncached->cached_skeletons(), 0);
+}
+
+// SQLite: the registry keeps no definition in memory; what the cache
+// evicted is read from the file again (and GetSkeleton's definition with
+// it), and a skeleton held by a caller outlives its eviction.
+TEST(RegistryMemoryTest, AnEvictedSkeletonIsReadFromTheSqliteFileAgain) {
+  const std::string path = TempDir() + "/evicted.sqlite3";
+  RegistryLimits limits;
+  std::unique_ptr<Registry> probe = *Registry::Create(NewMemoryStore(), limits);
+  const int64_t one =
+      probe->Load(probe->Register(ShortNamedChain(16, 0))->id)->memory_bytes;
+  limits.cache_bytes = one + one / 2;  // Room for one.
+  std::unique_ptr<Registry> registry =
+      *Registry::Create(*OpenSqliteStore(path), limits);
+  std::vector<std::string> ids;
+  std::vector<v1::Skeleton> definitions;
+  for (int k = 0; k < 4; ++k) {
+    definitions.push_back(ShortNamedChain(16, k));
+    ids.push_back(registry->Register(definitions.back())->id);
+  }
+  const auto first = registry->Load(ids[0]);
+  ASSERT_NE(first, nullptr);
+  for (int k = 1; k < 4; ++k) {
+    const absl::StatusOr<std::shared_ptr<const LoadedSkeleton>> got =
+        registry->Get(ids[k]);
+    ASSERT_TRUE(got.ok()) << got.status();
+    v1::Skeleton stored;
+    ASSERT_TRUE(stored.ParseFromString((*got)->definition_bytes));
+    EXPECT_EQ(SkeletonId(stored), ids[k]);
+    EXPECT_EQ(stored.name(), definitions[k].name());
+    EXPECT_EQ(registry->cached_skeletons(), 1);
+  }
+  // Evicted, still whole for whoever holds it.
+  EXPECT_EQ(first->skeleton.num_joints(), 16);
+  const auto again = registry->Load(ids[0]);
+  ASSERT_NE(again, nullptr);
+  EXPECT_NE(again, first);
+  EXPECT_EQ(again->definition_bytes, first->definition_bytes);
+  EXPECT_EQ(registry->cache_stats().evictions, 4);
+  // Deleted: gone from the cache, and not read back.
+  ASSERT_TRUE(registry->Delete(ids[0]).ok());
+  EXPECT_EQ(registry->cached_skeletons(), 0);
+  EXPECT_EQ(registry->Get(ids[0]).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry->Get("").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RegistryOwnersTest, OwnersAndQuotasSurviveARestart) {

@@ -621,6 +621,173 @@ TEST_F(SharedRegistryTest, RoundRobinSpreadsCallsOverReplicas) {
   check_spread("reach bench", before);
 }
 
+// Issue 43, 1: a replica's skeleton cache (--skeleton_cache_bytes) smaller
+// than what is registered: every skeleton still solves (a miss reads its
+// definition from the database), the cache's bytes never pass the bound, a
+// delete on another replica reaches an evicted-then-reloaded entry, and
+// with the database down cached skeletons still solve while an evicted one
+// is UNAVAILABLE, saying why.
+TEST_F(SharedRegistryTest, ABoundedCacheReadsThroughAndStaysWithinItsBytes) {
+  StartReplicas();
+  // Names of one length: every leg takes the same bytes.
+  std::vector<std::string> legs(10);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(
+        Register(A().ik(), Leg(std::string("leg ") + char('a' + i)), &legs[i])
+            .ok());
+  }
+  // What one built leg takes, from B's cache.
+  ASSERT_TRUE(Solve(B().ik(), legs[0]).ok());
+  const double one =
+      MetricValue(B().Metrics(), "reach_skeleton_cache_bytes");
+  ASSERT_GT(one, 0);
+  EXPECT_EQ(MetricValue(B().Metrics(), "reach_skeleton_cache_entries"), 1);
+
+  // D: room for three of the ten.
+  const int64_t limit = static_cast<int64_t>(3.5 * one);
+  Replica d("D", pg_->url(),
+            {absl::StrCat("--skeleton_cache_bytes=", limit)});
+  d.Start();
+  ASSERT_TRUE(d.Wait()) << d.log();
+  EXPECT_EQ(MetricValue(d.Metrics(), "reach_skeleton_cache_limit_bytes"),
+            limit);
+  double most_bytes = 0, most_entries = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 10; ++i) {
+      const grpc::Status solved = Solve(d.ik(), legs[i]);
+      ASSERT_TRUE(solved.ok()) << i << ": " << solved.error_message();
+      const std::string metrics = d.Metrics();
+      most_bytes = std::max(
+          most_bytes, MetricValue(metrics, "reach_skeleton_cache_bytes"));
+      most_entries = std::max(
+          most_entries, MetricValue(metrics, "reach_skeleton_cache_entries"));
+    }
+  }
+  const std::string metrics = d.Metrics();
+  std::printf("cache of %lld bytes (%.0f a leg): at most %.0f bytes, %.0f "
+              "entries; %.0f hits, %.0f misses, %.0f evictions\n",
+              static_cast<long long>(limit), one, most_bytes, most_entries,
+              MetricValue(metrics, "reach_skeleton_cache_hits_total"),
+              MetricValue(metrics, "reach_skeleton_cache_misses_total"),
+              MetricValue(metrics, "reach_skeleton_cache_evictions_total"));
+  EXPECT_LE(most_bytes, limit);
+  EXPECT_EQ(most_entries, 3);
+  // Ten legs in turn through three places: every solve missed.
+  EXPECT_EQ(MetricValue(metrics, "reach_skeleton_cache_misses_total"), 30);
+  EXPECT_EQ(MetricValue(metrics, "reach_skeleton_cache_evictions_total"), 27);
+  // The same leg again is a hit.
+  ASSERT_TRUE(Solve(d.ik(), legs[9]).ok());
+  EXPECT_EQ(MetricValue(d.Metrics(), "reach_skeleton_cache_hits_total"), 1);
+
+  // legs[0] was evicted; solved again it is reloaded and cached. A delete
+  // on A reaches it within 1 s; registered again on A, it solves on D again.
+  ASSERT_TRUE(Solve(d.ik(), legs[0]).ok());
+  v1::DeleteSkeletonRequest remove;
+  remove.set_skeleton_id(legs[0]);
+  v1::DeleteSkeletonResponse removed;
+  ASSERT_TRUE(A().ik().DeleteSkeleton(Context().get(), remove, &removed).ok());
+  EXPECT_LT(Within(absl::Seconds(1),
+                   [&] {
+                     return Solve(d.ik(), legs[0]).error_code() ==
+                            grpc::StatusCode::NOT_FOUND;
+                   }),
+            absl::Seconds(1));
+  std::string again;
+  ASSERT_TRUE(Register(A().ik(), Leg("leg a"), &again).ok());
+  EXPECT_EQ(again, legs[0]);
+  EXPECT_TRUE(Solve(d.ik(), legs[0]).ok());
+
+  // Cached now: 9, 0 and 8 (solved last); legs[1] is not.
+  ASSERT_TRUE(Solve(d.ik(), legs[8]).ok());
+  ASSERT_TRUE(pg_->Stop().ok());
+  for (int k = 0; k < 5; ++k) {
+    for (int i : {0, 8, 9}) {
+      const grpc::Status solved = Solve(d.ik(), legs[i]);
+      EXPECT_TRUE(solved.ok()) << i << ": " << solved.error_message();
+    }
+  }
+  const grpc::Status evicted = Solve(d.ik(), legs[1]);
+  EXPECT_EQ(evicted.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << evicted.error_message();
+  EXPECT_THAT(evicted.error_message(),
+              HasSubstr("is not in this server's skeleton cache"));
+  EXPECT_THAT(evicted.error_message(), HasSubstr("registry database"));
+  EXPECT_THAT(evicted.error_message(), HasSubstr("unreachable"));
+  std::printf("database down, an evicted skeleton: %s\n",
+              evicted.error_message().c_str());
+  ASSERT_TRUE(pg_->Start().ok());
+  EXPECT_LT(Within(absl::Seconds(10),
+                   [&] { return Solve(d.ik(), legs[1]).ok(); }),
+            absl::Seconds(10));
+}
+
+// Issue 43, 4: `reach stream` over several replicas resumes by default
+// (--resume) when the replica holding its stream is killed with -9: every
+// frame answered once, in order (the tool counts an answer out of sequence
+// as an error); with --no-resume the kill ends it with UNAVAILABLE.
+TEST_F(SharedRegistryTest, TheReachToolResumesAStreamWhoseReplicaIsKilled) {
+  StartReplicas();
+  const std::string clip =
+      std::string(REACH_TEST_DATA) + "/mocap/cmu_02_01_walk.bvh";
+  constexpr int kFrames = 240;  // 4 s at 60 frames/s.
+  struct Run {
+    int code = -1;
+    std::string out;
+  };
+  // Runs `reach` with `flags`, kills the replica holding its stream half a
+  // second into it, and returns what the tool said.
+  const auto run_and_kill = [&](const std::string& flags) {
+    const std::string command = absl::StrCat(
+        REACH_CLI_BINARY, " --addr ", AddressList(replicas_), " ", flags,
+        " stream ", clip, " --fps 60 --frames ", kFrames,
+        " --json --quiet 2>&1");
+    Run run;
+    std::thread tool([&] {
+      FILE* pipe = popen(command.c_str(), "r");
+      char buffer[4096];
+      size_t n;
+      while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
+        run.out.append(buffer, n);
+      }
+      const int status = pclose(pipe);
+      run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    });
+    Replica* holder = nullptr;
+    Within(absl::Seconds(10), [&] {
+      for (auto& r : replicas_) {
+        if (r->pid() > 0 &&
+            MetricValue(r->Metrics(), "reach_active_streams") == 1) {
+          holder = r.get();
+        }
+      }
+      return holder != nullptr;
+    });
+    EXPECT_NE(holder, nullptr) << command;
+    if (holder != nullptr) {
+      absl::SleepFor(absl::Milliseconds(500));
+      holder->Kill();
+      std::printf("killed replica %s, holding the stream of: %s\n",
+                  holder->name().c_str(), command.c_str());
+    }
+    tool.join();
+    return run;
+  };
+
+  // Several addresses: on by default.
+  const Run resumed = run_and_kill("");
+  EXPECT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_THAT(resumed.out, HasSubstr(absl::StrCat("\"frames\":", kFrames)));
+  EXPECT_THAT(resumed.out, HasSubstr(absl::StrCat("\"solved\":", kFrames)));
+  EXPECT_THAT(resumed.out, HasSubstr("\"errors\":0,"));
+  EXPECT_THAT(resumed.out, HasSubstr("\"resumes\":1}"));
+  std::printf("%s", resumed.out.c_str());
+
+  const Run ended = run_and_kill("--no-resume");
+  EXPECT_EQ(ended.code, 1) << ended.out;
+  EXPECT_THAT(ended.out, HasSubstr("UNAVAILABLE"));
+  std::printf("%s", ended.out.c_str());
+}
+
 // The pose after an answer: `pose` (local rotations, w x y z) with the
 // answer's rotated joints replaced.
 void Apply(const v1::SolveResponse& response,

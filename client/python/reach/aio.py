@@ -31,16 +31,22 @@ import grpc.aio
 
 from reach import _core, _retarget, _types
 from reach._core import TLS, Core
-from reach._stream import AsyncStream
+from reach._stream import AsyncStream, WarmSolve
 from reach._types import Registered, SkeletonLike, Solution
 
 
 class Client(Core):
-    """reach.Client over grpc.aio; create it inside a running event loop."""
+    """reach.Client over grpc.aio; create it inside a running event loop.
+
+    resume_streams, resume_within: as reach.Client's (a stream whose
+    replica goes away reopens on another and goes on, warm)."""
 
     def __init__(self, address: Optional[str] = None, token: Optional[str] = None,
-                 tls: Union[None, bool, TLS] = None, timeout: float = 10.0):
+                 tls: Union[None, bool, TLS] = None, timeout: float = 10.0,
+                 resume_streams: bool = False, resume_within: float = 5.0):
         self._setup(grpc.aio, address, token, tls, timeout)
+        self.resume_streams = resume_streams
+        self.resume_within = resume_within
 
     async def close(self) -> None:
         await self._channel.close()
@@ -155,8 +161,13 @@ class _Lazy(AsyncStream):
         if not self._opened:
             self._opened = True
             await self._prepare()
-            call = self._client._streams[self._name](metadata=self._client._metadata, timeout=self._timeout)
-            AsyncStream.__init__(self, call, self._window)
+            client = self._client
+
+            def open_call(timeout: Optional[float]):
+                return client._streams[self._name](metadata=client._metadata, timeout=timeout)
+
+            AsyncStream.__init__(self, open_call, self._window, self._timeout, client.resume_streams,
+                                 client.resume_within)
 
     async def __aenter__(self):
         await self._open()
@@ -182,7 +193,7 @@ class _Lazy(AsyncStream):
             AsyncStream.cancel(self)
 
 
-class Stream(_Lazy):
+class Stream(WarmSolve, _Lazy):
     """reach.client.Stream's asyncio twin: `await send(...)`, `async for`,
     `await close()`."""
 
@@ -190,6 +201,16 @@ class Stream(_Lazy):
         super().__init__(client, "SolveStream", window, timeout)
         self._skeleton_id = skeleton_id
         self._info = None
+        self._warm_init()  # Resume: the last answered pose (WarmSolve).
+
+    async def _reseed(self, request: Any) -> Any:
+        message = self._to_seed(request)
+        if message is None:
+            return request
+        rest = None
+        if self._needs_rest():
+            rest = (await self._client._run(self._client._info(self._warm_skeleton))).rest_rotations
+        return self._seeded(message, rest)
 
     async def _prepare(self) -> None:
         if self._skeleton_id:

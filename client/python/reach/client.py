@@ -7,9 +7,8 @@ import grpc
 
 from reach import _core, _retarget, _types
 from reach._core import TLS, Core, channel_setup  # noqa: F401 (TLS, channel_setup: public here)
-from reach._stream import SyncStream
+from reach._stream import SyncStream, WarmSolve
 from reach._types import GoalLike, ReachError, Registered, SkeletonLike, Solution
-from reach.v1 import solve_pb2
 
 
 class Client(Core):
@@ -206,7 +205,7 @@ def _open(client: Client, name: str):
     return open_call
 
 
-class Stream(SyncStream):
+class Stream(WarmSolve, SyncStream):
     """A SolveStream with back-pressure; answers come back in order.
 
     send(goals, start_pose=None, latest_wins=False, ...) takes goals as
@@ -228,60 +227,18 @@ class Stream(SyncStream):
         self._skeleton_id = skeleton_id
         self._info = info
         self._client = client
-        # Resume: the last answered pose (see _answered).
-        self._warm_skeleton: Optional[str] = None
-        self._warm_base = None  # The frame's start_pose (a Pose), else rest.
-        self._warm_rotations: dict = {}
-        self._warm_root = None
+        self._warm_init()  # Resume: the last answered pose (WarmSolve).
         super().__init__(_open(client, "SolveStream"), window, timeout, client.resume_streams,
                          client.resume_within)
 
-    @staticmethod
-    def _message(request: Any) -> Any:
-        return solve_pb2.SolveRequest.FromString(request) if isinstance(request, bytes) else request
-
-    def _answered(self, request: Any, response: Any) -> None:
-        # Each answer lists the joints that differ from its start (the
-        # previous answer, the frame's start_pose, or the rest pose on a new
-        # skeleton); a refused or skipped frame leaves the start as it was.
-        if response.HasField("error") or response.skipped:
-            return
-        request = self._message(request)
-        if request.skeleton_id != self._warm_skeleton or request.HasField("start_pose"):
-            self._warm_skeleton = request.skeleton_id
-            self._warm_base = request.start_pose if request.HasField("start_pose") else None
-            self._warm_rotations = {}
-            self._warm_root = None
-        rotations = response.rotations
-        for i, joint in enumerate(response.rotated_joints):
-            self._warm_rotations[joint] = tuple(rotations[4 * i:4 * i + 4])
-        for i, joint in enumerate(response.translated_joints):
-            if joint == 0:  # A pose carries the root's translation only.
-                self._warm_root = tuple(response.translations[3 * i:3 * i + 3])
-
     def _reseed(self, request: Any) -> Any:
-        # The first frame sent again starts from the last answered pose, as
-        # the broken stream's next frame would have (warm).
-        if self._warm_skeleton is None:
+        message = self._to_seed(request)
+        if message is None:
             return request
-        message = self._message(request)
-        if message.HasField("start_pose") or message.skeleton_id != self._warm_skeleton:
-            return request
-        pose = solve_pb2.Pose()
-        if self._warm_base is not None:
-            pose.CopyFrom(self._warm_base)
-        else:
-            info = self._client._run(self._client._info(self._warm_skeleton))
-            for w, x, y, z in info.rest_rotations:
-                pose.rotations.add(w=float(w), x=float(x), y=float(y), z=float(z))
-        for joint, (w, x, y, z) in self._warm_rotations.items():
-            q = pose.rotations[joint]
-            q.w, q.x, q.y, q.z = w, x, y, z
-        if self._warm_root is not None:
-            pose.root_translation.x, pose.root_translation.y, pose.root_translation.z = self._warm_root
-        message = solve_pb2.SolveRequest.FromString(message.SerializeToString())
-        message.start_pose.CopyFrom(pose)
-        return message
+        rest = None
+        if self._needs_rest():
+            rest = self._client._run(self._client._info(self._warm_skeleton)).rest_rotations
+        return self._seeded(message, rest)
 
     def send(self, goals: Any, start_pose: Any = None, latest_wins: bool = False, **kwargs) -> int:
         return self._send(_core.solve_frame(self._skeleton_id, goals, start_pose, latest_wins, kwargs))

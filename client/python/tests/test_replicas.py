@@ -217,3 +217,67 @@ def test_a_stream_resumes_warm_on_another_replica(replicas, how):
     assert largest_gap < 1.0
     assert 0 < warm_largest
     assert resumed_largest <= 2 * warm_largest
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "drain"])
+def test_an_asyncio_stream_resumes_warm_on_another_replica(replicas, how):
+    """reach.aio's streams resume as the blocking client's do: the replica
+    holding the stream killed (-9) or drained mid-stream, every frame is
+    answered once, in order, within 1 s, and no joint jumps more than twice
+    the warm stream's largest step."""
+    import asyncio
+
+    import reach.aio
+
+    addresses = ",".join(r.address for r in replicas)
+    frames, kill_at = 400, 150
+
+    async def main():
+        async with reach.aio.Client(addresses, resume_streams=True) as client:
+            skeleton = (await client.register(_chain(8))).skeleton_id
+            pose = np.tile([1.0, 0.0, 0.0, 0.0], (8, 1))  # The rest pose.
+            warm_largest = resumed_largest = largest_gap = 0.0
+            async with client.stream(skeleton, window=4, timeout=60) as stream:
+                async def send():
+                    for i in range(frames):
+                        a = 0.01 * i
+                        await stream.send([{"chain": "chain",
+                                            "target": (0.35 * math.cos(a), 0.35 * math.sin(a), 0.3),
+                                            "solver": "fabrik"}])
+                        await asyncio.sleep(0.002)
+                    await stream.close()
+
+                sender = asyncio.create_task(send())
+                last = time.monotonic()
+                expected = 1
+                answered = 0
+                async for solution in stream:
+                    now = time.monotonic()
+                    assert solution.sequence == expected, "in order, each frame once"
+                    expected += 1
+                    assert solution.error is None, solution.error
+                    rotations = solution.apply(pose)
+                    step = _largest_step(pose, rotations)
+                    pose = rotations
+                    if 10 <= answered < kill_at:
+                        warm_largest = max(warm_largest, step)
+                    elif answered >= kill_at:
+                        resumed_largest = max(resumed_largest, step)
+                        largest_gap = max(largest_gap, now - last)
+                    last = now
+                    answered += 1
+                    if answered == kill_at:
+                        holders = [r for r in replicas if r.metric("reach_active_streams") == 1]
+                        assert len(holders) == 1
+                        holders[0].process.send_signal(how)
+                await sender
+            assert expected == frames + 1, "every frame answered"
+            assert stream.resumes >= 1
+            return warm_largest, resumed_largest, largest_gap
+
+    warm_largest, resumed_largest, largest_gap = asyncio.run(main())
+    print(f"Python asyncio resume ({how.name}): largest gap {largest_gap:.3f} s, largest joint step warm "
+          f"{warm_largest:.4f} rad, across the resume {resumed_largest:.4f} rad")
+    assert largest_gap < 1.0
+    assert 0 < warm_largest
+    assert resumed_largest <= 2 * warm_largest
