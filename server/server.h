@@ -82,7 +82,7 @@ struct ServerOptions {
   absl::Duration max_connection_age_grace = absl::Seconds(30);
   ServiceOptions service;
 
-  // Security (README "Security"). TLS: PEM files, re-read every
+  // Security (docs/security.md). TLS: PEM files, re-read every
   // tls_reload_interval, so a replaced certificate is served to new
   // connections without a restart. tls_client_ca: clients must present a
   // certificate it signed (mTLS). Without TLS, listen_address must be a

@@ -76,6 +76,7 @@ void AddGlobalFlags(CLI::App& app, Globals* globals) {
                  "comma-separated (a,b,c), or dns:///name:port: calls go "
                  "round-robin")
       ->capture_default_str()
+      ->envname("REACH_ADDRESS")
       ->multi_option_policy(last);
   app.add_option("--timeout", globals->timeout_s,
                  "Deadline of each call in seconds (streams: added to the "

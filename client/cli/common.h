@@ -17,7 +17,7 @@
 
 namespace reach::cli {
 
-// Exit codes (documented in `reach --help` and the README).
+// Exit codes (documented in `reach --help` and docs/cli.md).
 enum ExitCode {
   kExitOk = 0,
   kExitRpcError = 1,     // The server answered with an error, or is down.

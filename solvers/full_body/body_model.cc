@@ -447,8 +447,8 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       // from it to the head. (Against the performer on the CMU clips,
       // both feet placed: the crouching jump's pelvis height error max
       // 11.2 -> 7.5 cm and trunk 59 -> 35 degrees, the shoot's 11.9 ->
-      // 4.9 cm and 37 -> 26 degrees; README, "A body that moves like a
-      // person".)
+      // 4.9 cm and 37 -> 26 degrees; docs/full-body.md, "A body that moves
+      // like a person".)
       BalanceInput in;
       in.up = up;
       in.forward = heading;

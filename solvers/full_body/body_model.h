@@ -32,8 +32,8 @@ namespace reach {
 
 // Default stiffness of each role (Joint::stiffness, where the skeleton
 // sets none), chosen by measuring against the performer on the CMU clips
-// (scripts/bench-full-body-motion): see the README's "A body that moves
-// like a person".
+// (scripts/bench-full-body-motion): see docs/full-body.md, "A body that
+// moves like a person".
 struct RoleStiffness {
   double spine = 0.6;
   double neck = 0.6;

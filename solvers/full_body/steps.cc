@@ -21,7 +21,7 @@ constexpr double kProjectionRegulariser = 1e-9;
 // sizes), in one iteration: the step is scaled down as a whole to fit.
 // (Measured from rest on solver_bench's gameplay poses, whose feet turn by
 // up to ~1.5 rad: 0.35 -> 0.6 takes 5.69 -> 5.19 iterations, 0.8 and 1.0
-// no fewer; the CMU streams' steps in the README.)
+// no fewer; the CMU streams' steps in docs/benchmarks.md.)
 constexpr double kMaxJointStep = 0.6;
 constexpr double kMaxRootStep = 0.2;
 // A joint projected back onto its limits by more than this (radians) is

@@ -95,6 +95,28 @@ TEST_F(CliTest, HealthExitCodes) {
   EXPECT_THAT(down.err, HasSubstr("UNAVAILABLE"));
 }
 
+// Without --addr the tool reads $REACH_ADDRESS, as the Python client does
+// (the README's tour relies on it); --addr still wins over it.
+TEST_F(CliTest, AddressFromTheEnvironment) {
+  const std::string out = Temp("env_out");
+  const std::string from_env =
+      absl::StrCat("REACH_ADDRESS=", server_.address(), " ", REACH_CLI_BINARY,
+                   " --timeout 20 list --json >", out, " 2>&1");
+  const int status = std::system(from_env.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << Slurp(out);
+  EXPECT_EQ(Slurp(out), "{}\n");
+  // Nobody listens on port 1: the flag's address is the one called.
+  const std::string flag_wins =
+      absl::StrCat("REACH_ADDRESS=", server_.address(), " ", REACH_CLI_BINARY,
+                   " --timeout 2 --addr 127.0.0.1:1 health >", out, " 2>&1");
+  const int refused = std::system(flag_wins.c_str());
+  ASSERT_TRUE(WIFEXITED(refused));
+  EXPECT_EQ(WEXITSTATUS(refused), 1);
+  EXPECT_THAT(Slurp(out), HasSubstr("UNAVAILABLE"));
+  EXPECT_THAT(Reach("--help").out, HasSubstr("REACH_ADDRESS"));
+}
+
 // --version needs no server and no subcommand (issue 46).
 TEST_F(CliTest, VersionNamesTheReleaseTheBuildAndTheCommit) {
   CliRun run = Reach("--version");

@@ -1563,7 +1563,7 @@ TEST_F(VmcTest, TrackerBadInputIsCountedAndNeverStalls) {
   EXPECT_TRUE(bridge->Stop().ok());
 }
 
-// The README's tracker command, as written plus where to listen and send.
+// docs/vmc.md's tracker command, as written plus where to listen and send.
 TEST_F(VmcTest, ReachVmcTrackersCommand) {
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);

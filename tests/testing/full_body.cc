@@ -157,7 +157,7 @@ Pose GameplayPose(const Skeleton& skeleton, uint64_t seed, double amount,
     Eigen::Quaterniond delta = Eigen::Quaterniond::Identity();
     if (joint.parent < 0) {
       // One draw per statement (argument order is unspecified), z first:
-      // the order GCC took, which the README's numbers were measured on.
+      // the order GCC took, which docs/benchmarks.md's numbers were measured on.
       const double z = u(rng) - 0.5;
       const double y = u(rng) - 0.5;
       const double x = u(rng) - 0.5;

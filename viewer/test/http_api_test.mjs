@@ -8,7 +8,7 @@
 // limits (a body over --max_message_bytes: 413 naming it; --max_batch,
 // --quota_skeletons, --http_max_streams, a WebSocket message over
 // --max_message_bytes), bad input (400 naming the field), the metrics the
-// calls were counted in, and the README's curl example run as written.
+// calls were counted in, and docs/http.md's curl example run as written.
 //
 //   node viewer/test/http_api_test.mjs --server build/server/reach-server \
 //     --repo .
@@ -617,11 +617,11 @@ for (const [template, method] of operations) {
   check(answered.has(`${method} ${template}`), `${method.toUpperCase()} ${template}: called and answered as documented`);
 }
 
-// ---- The README's example, as written ---------------------------------------
+// ---- docs/http.md's example, as written -------------------------------------
 {
-  const readme = readFileSync(join(repo, 'README.md'), 'utf8');
-  const m = /<!-- http-api-example -->\n```sh\n([\s\S]*?)```/.exec(readme);
-  if (check(m !== null, 'README: the HTTP API example is there')) {
+  const doc = readFileSync(join(repo, 'docs', 'http.md'), 'utf8');
+  const m = /<!-- http-api-example -->\n```sh\n([\s\S]*?)```/.exec(doc);
+  if (check(m !== null, 'docs/http.md: the HTTP API example is there')) {
     const { server: plainServer, ports: plainPorts } = await startServer([]);
     servers.push(plainServer);
     const out = execFileSync('bash', ['-euo', 'pipefail', '-c', m[1]], {
@@ -629,7 +629,7 @@ for (const [template, method] of operations) {
     });
     const answer = JSON.parse(out.trim().split('\n').at(-1));
     check(answer.results?.[0]?.reached === true && answer.rotations.every((q) => q.length === 4),
-          `README example: the solve answers, reached (${out.trim().slice(0, 120)}...)`);
+          `docs/http.md example: the solve answers, reached (${out.trim().slice(0, 120)}...)`);
     plainServer.kill('SIGTERM');
   }
 }

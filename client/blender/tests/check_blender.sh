@@ -2,7 +2,7 @@
 # CTest blender.addon: the Reach add-on in Debian's Blender against a real
 # reach-server on loopback. Exit 77 (skipped) only where no blender is
 # installed; scripts/setup installs it.
-# 1. The README's "Blender add-on" commands as written (the client with pip
+# 1. docs/blender.md's commands as written (the client with pip
 #    --user, offline, and the add-on into ~/.config/blender/3.4, with HOME
 #    a directory of this test's; BCN_Epileptic.glb driven with the CMU walk
 #    in one batch and over a live stream), from a copy of the repository's
@@ -49,13 +49,11 @@ port=$(port_of "$work/log")
 
 mkdir -p "$work/repo" "$work/home"
 for d in client examples proto tests; do ln -s "$repo/$d" "$work/repo/$d"; done
-# The README's shell blocks of its Blender section that install the client
-# and the add-on and run it.
-/usr/bin/python3 - "$repo/README.md" >"$work/readme.sh" <<'PY'
+# The shell blocks of docs/blender.md that install the client and the add-on
+# and run it.
+/usr/bin/python3 - "$repo/docs/blender.md" >"$work/readme.sh" <<'PY'
 import sys, textwrap
-text = open(sys.argv[1], encoding="utf-8").read()
-start = text.index("## Blender add-on (`client/blender`)")
-section = text[start:text.index("\n## ", start + 1)]
+section = open(sys.argv[1], encoding="utf-8").read()
 blocks, current = [], None
 for line in section.splitlines():
     if line.startswith("    ") or (current is not None and not line.strip()):
@@ -67,7 +65,7 @@ for line in section.splitlines():
 if current:
     blocks.append(textwrap.dedent("\n".join(current)).strip() + "\n")
 run = [b for b in blocks if b.startswith(("python3 -m pip install --user", "blender -b --addons"))]
-assert len(run) == 2, f"README: {len(run)} add-on blocks, want 2 (install, run)"
+assert len(run) == 2, f"docs/blender.md: {len(run)} add-on blocks, want 2 (install, run)"
 print("".join(run))
 PY
 cat "$work/readme.sh"

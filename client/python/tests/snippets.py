@@ -1,5 +1,5 @@
-"""The code examples of the README's Python section and of the package's
-docstrings, as written, and a runner that runs one against a server."""
+"""The code examples of docs/python.md and of the package's docstrings, as
+written, and a runner that runs one against a server."""
 import os
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import textwrap
 
 from conftest import REPO
 
-README = os.path.join(REPO, "README.md")
+PYTHON_DOC = os.path.join(REPO, "docs", "python.md")
 
 
 def indented_blocks(text):
@@ -31,12 +31,10 @@ def python_blocks(text):
     return [b for b in indented_blocks(text) if b.startswith(("import ", "from "))]
 
 
-def readme_python_section():
-    with open(README, encoding="utf-8") as f:
-        text = f.read()
-    start = text.index("## Python (`client/python`)")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+def python_doc():
+    """docs/python.md, whole: every block in it is the Python client's."""
+    with open(PYTHON_DOC, encoding="utf-8") as f:
+        return f.read()
 
 
 def run(code, address, timeout=90):

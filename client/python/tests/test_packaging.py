@@ -1,4 +1,4 @@
-"""The README's install commands, offline: a venv made with
+"""docs/python.md's install commands, offline: a venv made with
 --system-site-packages, --target, --user, pip wheel, and an sdist built
 and installed where the repository is not. Each installed copy is imported
 and talks to the server."""
@@ -36,17 +36,17 @@ def sh(args, env, cwd=None, timeout=120):
     return done.stdout
 
 
-def readme_commands():
-    """The install commands the README gives (shell lines of its blocks)."""
+def doc_commands():
+    """The install commands docs/python.md gives (shell lines of its blocks)."""
     lines = []
-    for block in snippets.indented_blocks(snippets.readme_python_section()):
+    for block in snippets.indented_blocks(snippets.python_doc()):
         if block.startswith("sudo apt-get"):
             lines = [l for l in block.splitlines() if l and not l.startswith("#") and not l.startswith(" ")]
     return lines
 
 
-def test_readme_names_these_commands():
-    commands = readme_commands()
+def test_doc_names_these_commands():
+    commands = doc_commands()
     assert "python3 -m venv --system-site-packages ~/reach-venv" in commands
     assert "~/reach-venv/bin/pip install ./client/python" in commands
     assert "python3 -m pip install --no-deps --target DIR ./client/python" in commands
@@ -60,7 +60,7 @@ def test_installs_offline(server, tmp_path):
     env = offline_env(tmp_path, REACH_ADDRESS=server.address)
     home = tmp_path / "home"
     home.mkdir()
-    # The README's commands, with ~ this test's HOME and DIR a directory
+    # The document's commands, with ~ this test's HOME and DIR a directory
     # here, run from a copy of the repository's layout made of links (so
     # that dist/ lands here).
     work = tmp_path / "work"
@@ -68,7 +68,7 @@ def test_installs_offline(server, tmp_path):
     os.symlink(PACKAGE, work / "client" / "python")
     os.symlink(os.path.join(REPO, "proto"), work / "proto")
     commands = [c.replace("~", str(home)).replace("DIR", str(tmp_path / "target"))
-                for c in readme_commands()[1:]]
+                for c in doc_commands()[1:]]
     for command in commands:
         args = command.split()
         if args[0] == "python3":

@@ -1,5 +1,5 @@
-"""Streams that cannot deadlock, and every code example of the README's
-Python section and of the package's docstrings, run as written against the
+"""Streams that cannot deadlock, and every code example of docs/python.md
+and of the package's docstrings, run as written against the
 real server (in a fresh interpreter each, with a deadline)."""
 import asyncio
 import threading
@@ -18,8 +18,8 @@ def frame(i):
     return [{"chain": "l_leg", "target": (0.1, 0.2, 0.1 + 0.0001 * i)}]
 
 
-def test_readme_has_the_examples():
-    blocks = snippets.python_blocks(snippets.readme_python_section())
+def test_doc_has_the_examples():
+    blocks = snippets.python_blocks(snippets.python_doc())
     assert len(blocks) == 4
     # The stream example: 1,000 frames through a window of 8.
     assert "range(1000)" in blocks[0] and "window=8" in blocks[0]
@@ -27,8 +27,8 @@ def test_readme_has_the_examples():
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("index", range(4))
-def test_readme_example_runs_as_written(server, index):
-    blocks = snippets.python_blocks(snippets.readme_python_section())
+def test_doc_example_runs_as_written(server, index):
+    blocks = snippets.python_blocks(snippets.python_doc())
     snippets.run(blocks[index], server.address)
 
 
