@@ -60,6 +60,9 @@ ABSL_FLAG(std::string, tracker_target,
 ABSL_FLAG(int, parse_iterations, 200000,
           "Decodes of one frame bundle by Reach's decoder and by liblo's "
           "(0: skip that comparison)");
+ABSL_FLAG(bool, send_from_receive_thread, true,
+          "VmcBridgeOptions::send_from_receive_thread (false: every frame "
+          "handed to the bridge's send thread, as before)");
 ABSL_FLAG(int, solver_threads, 0,
           "In-process server's solver threads; 0: hardware");
 
@@ -157,6 +160,7 @@ struct Run {
   int out = 0;
   uint64_t superseded = 0;
   std::vector<absl::Duration> latencies;
+  client::VmcBridgeCounts counts;  // The bridge's, at the end.
 };
 
 // One performer at `rate` for `seconds` through its own bridge.
@@ -173,6 +177,8 @@ Run Perform(client::ReachClient& client, const std::vector<Bone>& bones,
   options.target = trackers ? absl::GetFlag(FLAGS_tracker_target)
                             : absl::GetFlag(FLAGS_target);
   options.trackers = trackers;
+  options.send_from_receive_thread =
+      absl::GetFlag(FLAGS_send_from_receive_thread);
   absl::StatusOr<std::unique_ptr<client::VmcBridge>> bridge =
       client::VmcBridge::Start(client, options);
   if (!bridge.ok()) {
@@ -234,7 +240,8 @@ Run Perform(client::ReachClient& client, const std::vector<Bone>& bones,
   done.store(true);
   receiver.join();
   run.sent = frames;
-  run.superseded = (*bridge)->counts().frames_superseded;
+  run.counts = (*bridge)->counts();
+  run.superseded = run.counts.frames_superseded;
   const absl::Status stopped = (*bridge)->Stop();
   if (!stopped.ok()) {
     std::fprintf(stderr, "bridge: %s\n", stopped.ToString().c_str());
@@ -369,6 +376,19 @@ int Main() {
           Ms(client::Percentile(all.latencies, 0.5)),
           Ms(client::Percentile(all.latencies, 0.99)),
           all.latencies.empty() ? 0.0 : Ms(all.latencies.back()));
+      // Where the tail is: each bridge's p99 of its stages (the worst
+      // bridge's).
+      absl::Duration queued, round_trip, out;
+      for (const Run& r : runs) {
+        queued = std::max(queued, r.counts.p99_queued);
+        round_trip = std::max(round_trip, r.counts.p99_round_trip);
+        out = std::max(out, r.counts.p99_out);
+      }
+      std::printf(
+          "  inside the bridge, p99 by stage: queued %.3f ms (datagram -> "
+          "Send), round trip %.3f ms (Send -> answer read), out %.3f ms "
+          "(answer -> sendto)\n",
+          Ms(queued), Ms(round_trip), Ms(out));
       std::fflush(stdout);
     }
   }

@@ -136,6 +136,17 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_receive_bytes);
   if (target->round_robin) args.SetLoadBalancingPolicyName("round_robin");
+  if (options.max_reconnect_backoff_ms > 0) {
+    const int backoff = options.max_reconnect_backoff_ms;
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, backoff);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(backoff, 100));
+    // Also the connection attempt's timeout: gRPC retries on its own only
+    // after a failed or timed-out attempt (a subchannel whose backoff ran
+    // out otherwise waits idle for a call to ask), so it is short, but not
+    // so short that a server just started on a loaded machine cannot
+    // finish the handshake in it (100 ms was, for seconds).
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
+  }
   if (!target->authority.empty()) {
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
   }

@@ -32,6 +32,11 @@ struct ConnectOptions {
   std::string tls_key;          // PEM file: its private key.
   std::string tls_server_name;  // The name the server's certificate holds.
   int max_receive_bytes = 64 << 20;
+  // The longest the channel waits between attempts to reconnect to a server
+  // that went away (0: gRPC's default, which grows to 120 s). A long-lived
+  // stream that resumes (`reach vmc`) wants a restarted server found within
+  // about this long.
+  int max_reconnect_backoff_ms = 0;
 };
 
 // How `address` (ConnectOptions::address) reaches gRPC: its target, whether

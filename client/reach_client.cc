@@ -226,10 +226,21 @@ class ReachClient::WarmPose {
 
 std::unique_ptr<SolveStream> ReachClient::OpenStream(absl::Duration deadline,
                                                      int max_in_flight) {
+  return OpenStream(
+      deadline, max_in_flight,
+      ResumeOptions{options_.resume_streams, options_.resume_within});
+}
+
+std::unique_ptr<SolveStream> ReachClient::OpenStream(
+    absl::Duration deadline, int max_in_flight,
+    const ResumeOptions& resume_options) {
   StreamResume<v1::SolveRequest, v1::SolveResponse> resume;
-  resume.enabled = options_.resume_streams;
-  resume.within = options_.resume_within;
+  resume.enabled = resume_options.enabled;
+  resume.within = resume_options.within;
   if (resume.enabled) {
+    resume.wait_connected = [channel = channel_](absl::Time until) {
+      channel->WaitForConnected(absl::ToChronoTime(until));
+    };
     auto warm = std::make_shared<WarmPose>(this);
     resume.answered = [warm](const v1::SolveRequest& request,
                              const v1::SolveResponse& response) {
@@ -296,13 +307,23 @@ absl::StatusOr<v1::RetargetBatchResponse> ReachClient::RetargetBatch(
 
 std::unique_ptr<RetargetStream> ReachClient::OpenRetargetStream(
     absl::Duration deadline, int max_in_flight) {
+  return OpenRetargetStream(
+      deadline, max_in_flight,
+      ResumeOptions{options_.resume_streams, options_.resume_within});
+}
+
+std::unique_ptr<RetargetStream> ReachClient::OpenRetargetStream(
+    absl::Duration deadline, int max_in_flight, const ResumeOptions& resume) {
   return std::make_unique<RetargetStream>(
       [this](grpc::ClientContext* context) {
         return retarget_->RetargetStream(context);
       },
       "RetargetStream", deadline, max_in_flight, options_.token,
       StreamResume<v1::RetargetRequest, v1::RetargetResponse>{
-          options_.resume_streams, options_.resume_within, nullptr, nullptr});
+          resume.enabled, resume.within, nullptr, nullptr,
+          [channel = channel_](absl::Time until) {
+            channel->WaitForConnected(absl::ToChronoTime(until));
+          }});
 }
 
 template <typename Request, typename Response>
@@ -365,6 +386,8 @@ void FrameStreamClient<Request, Response>::ReadLoop() {
     bool more_than_sent = false;
     while (call->Read(&result.response)) {
       const absl::Time now = absl::Now();
+      broken_since_ = absl::InfiniteFuture();
+      reopened_unanswered_ = 0;
       absl::MutexLock lock(&mu_);
       if (sent_at_.empty()) {  // More responses than requests: broken.
         more_than_sent = true;
@@ -415,10 +438,17 @@ bool FrameStreamClient<Request, Response>::Resume(const grpc::Status& broken) {
     frames = unanswered_;
   }
   // Another replica may not be ready yet (or the balancer may still pick
-  // the one that went away): try again, briefly apart, within the budget.
-  const absl::Time give_up = std::min(absl::Now() + resume_.within, deadline_);
+  // the one that went away): try again, briefly apart, within the budget,
+  // which runs from the first break since the last answer (a call reopened
+  // with nothing to send breaks again at once while the server is down:
+  // that is no progress, and must not spin).
+  if (broken_since_ == absl::InfiniteFuture()) broken_since_ = absl::Now();
+  const absl::Time give_up =
+      std::min(broken_since_ + resume_.within, deadline_);
   grpc::Status attempt = broken;
-  for (int round = 0;; ++round) {
+  for (int round = reopened_unanswered_ > 0 ? std::min(reopened_unanswered_, 10)
+                                            : 0;
+       ; ++round) {
     if (round > 0) {
       if (absl::Now() >= give_up) {
         status_ = absl::UnavailableError(absl::StrCat(
@@ -427,7 +457,20 @@ bool FrameStreamClient<Request, Response>::Resume(const grpc::Status& broken) {
             ": ", attempt.error_message()));
         return false;
       }
-      absl::SleepFor(absl::Milliseconds(std::min(10 * round, 100)));
+      const absl::Time until =
+          absl::Now() + absl::Milliseconds(std::min(10 * round, 100));
+      if (resume_.wait_connected) {
+        resume_.wait_connected(until);
+      } else {
+        absl::SleepFor(until - absl::Now());
+      }
+      absl::MutexLock lock(&context_mu_);
+      if (cancelled_) {
+        status_ = absl::CancelledError(
+            absl::StrCat(rpc_, ": cancelled while reopening after a break (",
+                         broken.error_message(), ")"));
+        return false;
+      }
     }
     if (resume_.reseed) {
       const absl::Status seeded = resume_.reseed(&frames);
@@ -459,6 +502,7 @@ bool FrameStreamClient<Request, Response>::Resume(const grpc::Status& broken) {
       return false;
     }
   }
+  ++reopened_unanswered_;
   // Nothing was outstanding: the next frame sent starts from the last
   // answer instead.
   seed_next_ = frames.empty();
@@ -559,6 +603,13 @@ template <typename Request, typename Response>
 int FrameStreamClient<Request, Response>::in_flight() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(sent_at_.size());
+}
+
+template <typename Request, typename Response>
+void FrameStreamClient<Request, Response>::Cancel() {
+  absl::MutexLock lock(&context_mu_);
+  cancelled_ = true;
+  context_->TryCancel();
 }
 
 template <typename Request, typename Response>

@@ -19,9 +19,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/connect.h"
-#include "importers/skeleton_file.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "importers/skeleton_file.h"
 #include "reach/v1/ik_service.grpc.pb.h"
 #include "reach/v1/retarget.grpc.pb.h"
 
@@ -41,6 +41,13 @@ struct ClientOptions {
   // the stream (Finish says why).
   bool resume_streams = false;
   absl::Duration resume_within = absl::Seconds(5);
+};
+
+// Whether and for how long a broken stream is reopened (ClientOptions'
+// resume_streams and resume_within, or one stream's own).
+struct ResumeOptions {
+  bool enabled = false;
+  absl::Duration within = absl::Seconds(5);
 };
 
 // grpc::Status -> absl::Status, code for code, the message prefixed by
@@ -66,6 +73,12 @@ struct StreamResume {
   // Before the unanswered frames go out again on a new call: may give the
   // first its warm start. An error ends the stream with it.
   std::function<absl::Status(std::deque<Request>* unanswered)> reseed;
+  // Between attempts: waits until the channel is connected or `until`
+  // (absent: a plain sleep). With the synchronous API nothing else drives
+  // the channel's reconnection while the stream waits (a call on a channel
+  // in TRANSIENT_FAILURE fails at once without polling it), so a restarted
+  // server was found only by gRPC's 5 s backup poller.
+  std::function<void(absl::Time until)> wait_connected;
 };
 
 // The `p` quantile (0..1, nearest rank) of `sorted` (ascending); zero when
@@ -108,6 +121,12 @@ class ReachClient {
   // at most `max_in_flight` (>= 1) frames sent and not yet answered.
   std::unique_ptr<SolveStream> OpenStream(absl::Duration deadline,
                                           int max_in_flight = 8);
+  // As above, resuming as `resume` says instead of as ClientOptions say (a
+  // long-lived caller such as `reach vmc` waits longer for a restarted
+  // server than a one-off call should).
+  std::unique_ptr<SolveStream> OpenStream(absl::Duration deadline,
+                                          int max_in_flight,
+                                          const ResumeOptions& resume);
 
   // reach.v1.RetargetService.
   absl::StatusOr<v1::CreateRetargetProfileResponse> CreateRetargetProfile(
@@ -126,6 +145,8 @@ class ReachClient {
   // As OpenStream, for RetargetStream.
   std::unique_ptr<RetargetStream> OpenRetargetStream(absl::Duration deadline,
                                                      int max_in_flight = 8);
+  std::unique_ptr<RetargetStream> OpenRetargetStream(
+      absl::Duration deadline, int max_in_flight, const ResumeOptions& resume);
 
   v1::IkService::Stub& stub() { return *stub_; }
   const ClientOptions& options() const { return options_; }
@@ -200,6 +221,10 @@ class FrameStreamClient {
   int in_flight() const;
   // How many times the stream was reopened after a break.
   int resumes() const;
+  // Ends the stream now: the call is cancelled and a resume under way gives
+  // up (at its next attempt), so Send and Receive return false soon. Any
+  // thread; Finish still reaps it.
+  void Cancel();
 
  private:
   void ReadLoop();
@@ -237,6 +262,11 @@ class FrameStreamClient {
   std::deque<Result> received_ ABSL_GUARDED_BY(mu_);
   bool read_done_ ABSL_GUARDED_BY(mu_) = false;
   int resumes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The reader's: since when the stream has been reopened with no answer
+  // read (a server that is down fails each new call at once, and with no
+  // frame outstanding every reopening "succeeds"), and how many times.
+  absl::Time broken_since_ = absl::InfiniteFuture();
+  int reopened_unanswered_ = 0;
   bool write_failed_ = false;
   bool finished_ = false;
   absl::Status status_;  // Set by the reader when the call ends.

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 
 namespace reach::vmc {
 namespace {
@@ -221,7 +223,29 @@ VmcReceiver::Outcome VmcReceiver::Apply(const uint8_t* data, size_t size) {
         continue;
       }
       if (address == kRoot) {
-        // v2.1's scale and offset (6 more floats) are not applied.
+        // v2.1 appends the MR composition's scale s and offset o: the
+        // receiver's model is placed at p - o and scaled by 1/s (per axis,
+        // in the model's own axes), so its hips are at
+        // p - o + q (hips / s). Proportions are the source skeleton's: in
+        // its units (the model's scale divided out) that is
+        // s (p - o) + q hips, the root at s (p - o), with s the mean scale
+        // cbrt(sx sy sz) (MR composition sends one scale thrice; an uneven
+        // one would stretch the bones, which a skeleton cannot). Fewer than
+        // six more floats: v2.0 (extra arguments ignored); a scale that is
+        // not positive: the message is bad.
+        float so[6];
+        if (ReadFloats(m, 8, 6, so)) {
+          if (!(so[0] > 0 && so[1] > 0 && so[2] > 0)) {
+            ++counts_.bad_arguments;
+            continue;
+          }
+          const double k =
+              std::cbrt(static_cast<double>(so[0]) * so[1] * so[2]);
+          const Eigen::Vector3d offset =
+              FlipPosition(Eigen::Vector3d(so[3], so[4], so[5]));
+          t.translation = (t.translation - offset) * k;
+          ++counts_.root_scaled;
+        }
         root_ = t;
         ++counts_.root;
         frame = true;
@@ -308,7 +332,91 @@ absl::string_view BodyPartName(BodyPart part) {
   return "";
 }
 
-TrackerMap::TrackerMap(TrackerAssignment a) {
+absl::StatusOr<TrackerOffsets> ParseTrackerOffsets(absl::string_view text,
+                                                   absl::string_view name) {
+  const nlohmann::json json =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr,
+                            /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name,
+                     ": expected a JSON object of body parts or serials, each "
+                     "{\"position\": [x, y, z], \"rotation\": [x, y, z, w]}"));
+  }
+  static constexpr std::pair<absl::string_view, BodyPart> kParts[] = {
+      {"head", BodyPart::kHead},
+      {"left_hand", BodyPart::kLeftHand},
+      {"right_hand", BodyPart::kRightHand},
+      {"pelvis", BodyPart::kPelvis},
+      {"left_foot", BodyPart::kLeftFoot},
+      {"right_foot", BodyPart::kRightFoot}};
+  TrackerOffsets out;
+  for (auto item = json.begin(); item != json.end(); ++item) {
+    const std::string& key = item.key();
+    const nlohmann::json& entry = item.value();
+    const auto fail = [&](absl::string_view field, absl::string_view what) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": \"", key, "\"",
+                                                     field.empty() ? "" : ".",
+                                                     field, ": ", what));
+    };
+    if (key.empty()) return fail("", "a serial or body part is needed");
+    if (!entry.is_object()) {
+      return fail("",
+                  "expected {\"position\": [x, y, z], \"rotation\": "
+                  "[x, y, z, w]}");
+    }
+    // Reads `field` as n finite numbers into v; absent: false.
+    const auto numbers = [&](const char* field, int n, double* v,
+                             bool* present) -> absl::Status {
+      *present = false;
+      const auto it = entry.find(field);
+      if (it == entry.end()) return absl::OkStatus();
+      if (!it->is_array() || static_cast<int>(it->size()) != n) {
+        return fail(field, absl::StrCat("expected ", n, " numbers"));
+      }
+      for (int k = 0; k < n; ++k) {
+        const nlohmann::json& x = (*it)[static_cast<size_t>(k)];
+        if (!x.is_number() || !std::isfinite(x.get<double>())) {
+          return fail(field, absl::StrCat("expected ", n, " finite numbers"));
+        }
+        v[k] = x.get<double>();
+      }
+      *present = true;
+      return absl::OkStatus();
+    };
+    for (auto field = entry.begin(); field != entry.end(); ++field) {
+      if (field.key() != "position" && field.key() != "rotation") {
+        return fail(field.key(), "unknown field (position, rotation)");
+      }
+    }
+    Transform offset;
+    double p[3], q[4];
+    bool has_p, has_q;
+    if (absl::Status s = numbers("position", 3, p, &has_p); !s.ok()) return s;
+    if (absl::Status s = numbers("rotation", 4, q, &has_q); !s.ok()) return s;
+    if (has_p)
+      offset.translation = FlipPosition(Eigen::Vector3d(p[0], p[1], p[2]));
+    if (has_q) {
+      Eigen::Quaterniond r(q[3], q[0], q[1], q[2]);
+      if (!(r.norm() > 1e-6)) {
+        return fail("rotation", "a zero quaternion");
+      }
+      offset.rotation = FlipRotation(r.normalized());
+    }
+    bool part = false;
+    for (const auto& [part_name, body_part] : kParts) {
+      if (key == part_name) {
+        out.by_part[static_cast<size_t>(body_part)] = offset;
+        part = true;
+      }
+    }
+    if (!part) out.by_serial[key] = offset;
+  }
+  return out;
+}
+
+TrackerMap::TrackerMap(TrackerAssignment a, TrackerOffsets offsets)
+    : offsets_(std::move(offsets)) {
   const std::pair<BodyPart, std::string*> named[] = {
       {BodyPart::kLeftHand, &a.left_hand},
       {BodyPart::kRightHand, &a.right_hand},
@@ -322,10 +430,22 @@ TrackerMap::TrackerMap(TrackerAssignment a) {
   }
 }
 
+Transform TrackerMap::Joint(const TrackerSample& sample, int part) const {
+  const auto it = offsets_.by_serial.find(sample.serial);
+  const Transform& offset = it != offsets_.by_serial.end()
+                                ? it->second
+                                : offsets_.by_part[static_cast<size_t>(part)];
+  Transform joint;
+  joint.translation =
+      sample.pose.translation + sample.pose.rotation * offset.translation;
+  joint.rotation = (sample.pose.rotation * offset.rotation).normalized();
+  return joint;
+}
+
 bool TrackerMap::Place(const TrackerSample& sample) {
   for (int p = 0; p < kBodyParts; ++p) {
     if (!serial_[p].empty() && serial_[p] == sample.serial) {
-      pose_[p] = sample.pose;
+      pose_[p] = Joint(sample, p);
       has_[p] = true;
       return true;
     }
@@ -335,7 +455,7 @@ bool TrackerMap::Place(const TrackerSample& sample) {
   if (sample.kind == TrackerKind::kHmd) {
     if (!serial_[kHead].empty()) return false;  // A second HMD.
     serial_[kHead] = sample.serial;
-    pose_[kHead] = sample.pose;
+    pose_[kHead] = Joint(sample, kHead);
     has_[kHead] = true;
     return true;
   }
@@ -357,7 +477,7 @@ bool TrackerMap::Place(const TrackerSample& sample) {
   for (const int p : {first, second}) {
     if (!serial_[p].empty()) continue;
     serial_[p] = sample.serial;
-    pose_[p] = sample.pose;
+    pose_[p] = Joint(sample, p);
     has_[p] = true;
     return true;
   }

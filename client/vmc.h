@@ -70,6 +70,8 @@ struct ReceiveCounts {
   // good arguments, and ignored).
   uint64_t bone = 0;
   uint64_t root = 0;
+  // Root/Pos messages with v2.1's scale and offset (applied; also in root).
+  uint64_t root_scaled = 0;
   uint64_t time = 0;  // /VMC/Ext/T.
   uint64_t ok = 0;    // /VMC/Ext/OK.
   // Tra, Hmd, Con/Pos with good arguments (used in tracker mode only; in
@@ -171,10 +173,31 @@ struct TrackerAssignment {
   std::string left_hand, right_hand, pelvis, left_foot, right_foot;
 };
 
+// Where trackers sit on the body: a part's joint is at the tracker's pose
+// composed with an offset, joint = tracker * offset (the offset's position
+// in the tracker's own frame, metres; its rotation the joint's turn from
+// the tracker's). By serial first, else by the body part the tracker
+// drives; identity where none is given. Right-handed (ParseTrackerOffsets
+// converts from the file's Unity axes).
+struct TrackerOffsets {
+  std::array<Transform, kBodyParts> by_part;
+  absl::flat_hash_map<std::string, Transform> by_serial;
+};
+
+// Reads `reach vmc --tracker-offsets` files: one JSON object whose keys are
+// body parts (head, left_hand, right_hand, pelvis, left_foot, right_foot)
+// or tracker serials, each {"position": [x, y, z], "rotation": [x, y, z,
+// w]} (both optional; Unity's axes and metres, as VMC sends poses: x
+// right, y up, z forward of the tracker). Errors name `name`, the key and
+// the field.
+absl::StatusOr<TrackerOffsets> ParseTrackerOffsets(absl::string_view json,
+                                                   absl::string_view name);
+
 // Serial -> body part, and each part's latest pose (tracking space).
 class TrackerMap {
  public:
-  explicit TrackerMap(TrackerAssignment assignment);
+  explicit TrackerMap(TrackerAssignment assignment,
+                      TrackerOffsets offsets = {});
 
   // Applies one packet's samples (HMDs first, so a controller that appears
   // with the first HMD is sided by it). Returns how many drove a part.
@@ -195,7 +218,10 @@ class TrackerMap {
 
  private:
   bool Place(const TrackerSample& sample);
+  // The joint's pose from the tracker's (TrackerOffsets).
+  Transform Joint(const TrackerSample& sample, int part) const;
 
+  TrackerOffsets offsets_;
   std::array<std::string, kBodyParts> serial_;
   std::array<bool, kBodyParts> named_{};  // serial_ given by the user.
   std::array<bool, kBodyParts> has_{};

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -213,8 +214,8 @@ absl::StatusOr<std::unique_ptr<VmcBridge>> VmcBridge::Start(
       bridge->reference_rotations_.push_back(t.rotation);
     }
     bridge->reference_root_translation_ = reference.local[0].translation;
-    bridge->tracker_map_ =
-        std::make_unique<vmc::TrackerMap>(options.assignment);
+    bridge->tracker_map_ = std::make_unique<vmc::TrackerMap>(
+        options.assignment, options.tracker_offsets);
   }
   absl::StatusOr<vmc::VmcPoseWriter> writer = vmc::VmcPoseWriter::Create(
       std::move(parents), roles, std::move(reference_globals), options.bones,
@@ -246,13 +247,23 @@ absl::StatusOr<std::unique_ptr<VmcBridge>> VmcBridge::Start(
   bridge->send_address_.resize(sizeof(sockaddr_in));
   std::memcpy(bridge->send_address_.data(), &*send_to, sizeof(sockaddr_in));
 
+  const ResumeOptions resume{options.reconnect_within > absl::ZeroDuration(),
+                             options.reconnect_within};
   if (options.trackers) {
     bridge->solve_stream_ = client.OpenStream(
-        options.max_duration, std::max(1, options.max_in_flight));
+        options.max_duration, std::max(1, options.max_in_flight), resume);
   } else {
     bridge->stream_ = client.OpenRetargetStream(
-        options.max_duration, std::max(1, options.max_in_flight));
+        options.max_duration, std::max(1, options.max_in_flight), resume);
   }
+  bridge->request_.set_profile_id(bridge->profile_.profile_id());
+  bridge->request_.set_latest_wins(true);
+  bridge->request_.set_return_globals(true);
+  bridge->solve_.set_skeleton_id(bridge->target_id_);
+  bridge->solve_.set_latest_wins(true);
+  bridge->solve_.set_return_globals(true);
+  *bridge->solve_.mutable_full_body() = options.full_body;
+  bridge->solve_.mutable_full_body()->set_plant_feet(true);
   bridge->started_ = absl::Now();
   bridge->latencies_.reserve(kLatencyRing);
   VmcBridge* b = bridge.get();
@@ -291,7 +302,24 @@ void VmcBridge::ReceiveLoop() {
     const bool placed = outcome == vmc::VmcReceiver::Outcome::kFrame &&
                         tracker_map_ != nullptr &&
                         tracker_map_->Apply(receiver_->trackers()) > 0;
+    // With room in the window and no send under way, this thread sends the
+    // frame itself: no wake-up of the send thread on the way (under load,
+    // each thread hop is a wait for a core).
+    const int in_flight = solve_stream_ != nullptr ? solve_stream_->in_flight()
+                                                   : stream_->in_flight();
+    const bool inline_send = options_.send_from_receive_thread &&
+                             outcome == vmc::VmcReceiver::Outcome::kFrame &&
+                             in_flight < std::max(1, options_.max_in_flight) &&
+                             send_mu_.TryLock();
+    absl::Cleanup send_inline = [this, inline_send] {
+      if (!inline_send) return;
+      SendSlot();
+      send_mu_.Unlock();
+      absl::MutexLock lock(&mu_);
+      inline_sending_ = false;
+    };
     absl::MutexLock lock(&mu_);
+    inline_sending_ = inline_send;
     counts_.receive = receiver_->counts();
     if (outcome != vmc::VmcReceiver::Outcome::kFrame) continue;
     const vmc::SourceFrame& frame = receiver_->frame();
@@ -325,90 +353,81 @@ void VmcBridge::ReceiveLoop() {
 }
 
 void VmcBridge::SendLoop() {
-  v1::RetargetRequest request;
-  request.set_profile_id(profile_.profile_id());
-  request.set_latest_wins(true);
-  request.set_return_globals(true);
-  v1::SolveRequest solve;
-  solve.set_skeleton_id(target_id_);
-  solve.set_latest_wins(true);
-  solve.set_return_globals(true);
-  *solve.mutable_full_body() = options_.full_body;
-  solve.mutable_full_body()->set_plant_feet(true);
-  vmc::SourceFrame frame;
-  TrackerFrame tracked;
-  absl::Time arrived;
-  uint64_t sequence = 0;
-  bool has_previous = false;
-  double previous_time = 0;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
+      // A frame the receive thread is sending itself is not this thread's.
       const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return slot_full_ || stopping_.load() || failed_;
+        return (slot_full_ && !inline_sending_) || stopping_.load() ||
+               failed_ || sending_done_;
       };
       mu_.Await(absl::Condition(&ready));
-      if (!slot_full_ || failed_) {
+      if (sending_done_) return;
+      if ((!slot_full_ && !inline_sending_) || failed_) {
         sending_done_ = true;
         return;
       }
-      if (solve_stream_ != nullptr) {
-        tracked = tracker_slot_;
-        frame.has_time = tracked.has_time;
-        frame.time = tracked.time;
-      } else {
-        std::swap(frame, slot_);
-      }
-      arrived = slot_arrived_;
-      slot_full_ = false;
     }
-    // The sender's clock when it sends one, else arrival's.
-    const double time =
-        frame.has_time ? frame.time : absl::ToDoubleSeconds(arrived - started_);
-    double dt = has_previous ? time - previous_time : 0;
-    if (has_previous) dt = std::clamp(dt, 1e-4, 10.0);
-    has_previous = true;
-    previous_time = time;
+    absl::MutexLock send_lock(&send_mu_);
+    SendSlot();
+  }
+}
+
+bool VmcBridge::SendSlot() {
+  vmc::SourceFrame& frame = send_frame_;
+  TrackerFrame& tracked = send_tracked_;
+  absl::Time arrived;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!slot_full_ || sending_done_) return !sending_done_;
     if (solve_stream_ != nullptr) {
-      // A solve has no frame time: the sender's time is kept for the
-      // answer only.
-      solve.set_sequence(++sequence);
-      TrackerGoals(tracked, sequence == 1, &solve);
-      {
-        absl::MutexLock lock(&mu_);
-        pending_.push_back({sequence, time, arrived});
-      }
-      if (!solve_stream_->Send(solve)) {
-        absl::MutexLock lock(&mu_);
-        pending_.pop_back();
-        sending_done_ = true;
-        return;
-      }
-      absl::MutexLock lock(&mu_);
-      ++counts_.frames_sent;
-      continue;
+      tracked = tracker_slot_;
+      frame.has_time = tracked.has_time;
+      frame.time = tracked.time;
+    } else {
+      std::swap(frame, slot_);
     }
-    request.set_sequence(++sequence);
-    request.set_frame_time_s(dt);
-    v1::Pose* pose = request.mutable_source();
+    arrived = slot_arrived_;
+    slot_full_ = false;
+  }
+  // The sender's clock when it sends one, else arrival's.
+  const double time =
+      frame.has_time ? frame.time : absl::ToDoubleSeconds(arrived - started_);
+  double dt = has_previous_ ? time - previous_time_ : 0;
+  if (has_previous_) dt = std::clamp(dt, 1e-4, 10.0);
+  has_previous_ = true;
+  previous_time_ = time;
+  const uint64_t sequence = ++sequence_;
+  if (solve_stream_ != nullptr) {
+    // A solve has no frame time: the sender's time is kept for the
+    // answer only.
+    solve_.set_sequence(sequence);
+    TrackerGoals(tracked, sequence == 1, &solve_);
+  } else {
+    request_.set_sequence(sequence);
+    request_.set_frame_time_s(dt);
+    v1::Pose* pose = request_.mutable_source();
     pose->mutable_rotations()->Clear();
     for (const Eigen::Quaterniond& q : frame.rotations) {
       ToProto(q, pose->add_rotations());
     }
     ToProto(frame.root_translation, pose->mutable_root_translation());
-    {
-      absl::MutexLock lock(&mu_);
-      pending_.push_back({sequence, time, arrived});
-    }
-    if (!stream_->Send(request)) {
-      absl::MutexLock lock(&mu_);
-      pending_.pop_back();
-      sending_done_ = true;
-      return;  // The answer thread sees the stream end and says why.
-    }
-    absl::MutexLock lock(&mu_);
-    ++counts_.frames_sent;
   }
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.push_back({sequence, time, arrived, absl::Now()});
+  }
+  const bool sent = solve_stream_ != nullptr ? solve_stream_->Send(solve_)
+                                             : stream_->Send(request_);
+  absl::MutexLock lock(&mu_);
+  if (!sent) {
+    // The answer thread sees the stream end and says why.
+    pending_.pop_back();
+    sending_done_ = true;
+    return false;
+  }
+  ++counts_.frames_sent;
+  return true;
 }
 
 void VmcBridge::TrackerGoals(const TrackerFrame& frame, bool first,
@@ -561,13 +580,21 @@ void VmcBridge::AnswerLoop() {
     writer_->Write(globals, static_cast<float>(pending.time), &writer);
     const ssize_t sent =
         sendto(fd_, writer.data(), writer.size(), 0, to, sizeof(sockaddr_in));
-    const absl::Duration latency = absl::Now() - pending.arrived;
+    const absl::Time now = absl::Now();
+    const absl::Duration round_trip = solve_stream_ != nullptr
+                                          ? solved.latency
+                                          : answer.latency;
+    Stages stages;
+    stages.total = now - pending.arrived;
+    stages.queued = pending.sent - pending.arrived;
+    stages.round_trip = round_trip;
+    stages.out = stages.total - stages.queued - round_trip;
     absl::MutexLock lock(&mu_);
     if (sent == static_cast<ssize_t>(writer.size())) ++counts_.frames_out;
     if (latencies_.size() < kLatencyRing) {
-      latencies_.push_back(latency);
+      latencies_.push_back(stages);
     } else {
-      latencies_[latency_next_] = latency;
+      latencies_[latency_next_] = stages;
     }
     latency_next_ = (latency_next_ + 1) % kLatencyRing;
   }
@@ -594,7 +621,22 @@ absl::Status VmcBridge::Stop() {
   }
   // A Start that failed part way destroys a bridge whose threads, stream
   // or socket may not exist yet.
-  for (std::thread* t : {&receive_thread_, &send_thread_, &answer_thread_}) {
+  if (receive_thread_.joinable()) receive_thread_.join();
+  // The frames in flight are answered and sent on; a stream that is still
+  // reopening after a break (the server down) is given up instead of
+  // holding the stop for up to reconnect_within.
+  {
+    absl::MutexLock lock(&mu_);
+    const auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return ended_;
+    };
+    if (answer_thread_.joinable() &&
+        !mu_.AwaitWithTimeout(absl::Condition(&ended), absl::Seconds(2))) {
+      if (solve_stream_ != nullptr) solve_stream_->Cancel();
+      if (stream_ != nullptr) stream_->Cancel();
+    }
+  }
+  for (std::thread* t : {&send_thread_, &answer_thread_}) {
     if (t->joinable()) t->join();
   }
   absl::Status finished;
@@ -632,11 +674,25 @@ std::vector<std::pair<std::string, std::string>> VmcBridge::goal_joints()
 VmcBridgeCounts VmcBridge::counts() const {
   absl::MutexLock lock(&mu_);
   VmcBridgeCounts c = counts_;
-  std::vector<absl::Duration> sorted = latencies_;
+  if (stream_ != nullptr) c.stream_resumes = stream_->resumes();
+  if (solve_stream_ != nullptr) c.stream_resumes = solve_stream_->resumes();
+  std::vector<absl::Duration> sorted;
+  sorted.reserve(latencies_.size());
+  for (const Stages& s : latencies_) sorted.push_back(s.total);
   std::sort(sorted.begin(), sorted.end());
   c.p50 = Percentile(sorted, 0.50);
   c.p99 = Percentile(sorted, 0.99);
   c.max = sorted.empty() ? absl::ZeroDuration() : sorted.back();
+  for (const auto& [stage, p99] :
+       {std::pair<absl::Duration Stages::*, absl::Duration*>{&Stages::queued,
+                                                             &c.p99_queued},
+        {&Stages::round_trip, &c.p99_round_trip},
+        {&Stages::out, &c.p99_out}}) {
+    sorted.clear();
+    for (const Stages& s : latencies_) sorted.push_back(s.*stage);
+    std::sort(sorted.begin(), sorted.end());
+    *p99 = Percentile(sorted, 0.99);
+  }
   return c;
 }
 
@@ -669,6 +725,7 @@ std::string VmcBridge::PrometheusText() const {
   for (const auto& [kind, n] :
        {std::pair<const char*, uint64_t>{"bone", r.bone},
         {"root", r.root},
+        {"root_scaled", r.root_scaled},
         {"time", r.time},
         {"ok", r.ok},
         {"tracker", r.tracker},
@@ -703,6 +760,12 @@ std::string VmcBridge::PrometheusText() const {
       "sender's times (estimated).\n# TYPE reach_vmc_frames_lost_total "
       "counter\nreach_vmc_frames_lost_total %d\n",
       r.frames_lost);
+  absl::StrAppendFormat(
+      &out,
+      "# HELP reach_vmc_stream_resumes_total Times the stream to the server "
+      "was reopened after a break.\n# TYPE reach_vmc_stream_resumes_total "
+      "counter\nreach_vmc_stream_resumes_total %d\n",
+      c.stream_resumes);
   absl::StrAppendFormat(
       &out,
       "# HELP reach_vmc_latency_seconds Datagram in to VMC bundle out, last "

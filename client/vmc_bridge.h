@@ -16,7 +16,10 @@
 //   arrives is superseded, counted);
 // - send: takes the slot's frame and sends it on the stream (frame time:
 //   the difference of the sender's /VMC/Ext/T, else of arrival), at most
-//   max_in_flight unanswered, latest_wins set;
+//   max_in_flight unanswered, latest_wins set; a frame that finds room in
+//   the window and no send under way is sent by the receive thread itself
+//   (send_from_receive_thread), the send thread taking the frames that
+//   waited;
 // - answer: each answer, in order, written as one VMC bundle
 //   (vmc::VmcPoseWriter) with the frame's sender time and sent to the
 //   receiver.
@@ -29,8 +32,14 @@
 // they stand). No retarget profile: the target's roles come from
 // characterising it here (the code the server runs, solvers/characterize.h).
 // Bad input never stops it: every datagram is counted by what became of it
-// (counts(), PrometheusText()). A broken stream (the server gone, the
-// profile deleted) ends the bridge with its status (Wait).
+// (counts(), PrometheusText()). A stream broken by UNAVAILABLE (the server
+// restarted, its replica killed or drained) is reopened, for up to
+// reconnect_within after the break (client/reach_client.h's resuming
+// FrameStreamClient: the frames sent and not answered go out again on the
+// new call, in order, and a SolveStream goes on warm from the last answered
+// pose); meanwhile the receive thread goes on and the slot keeps only the
+// newest frame. Any other break (or none reopened in time) ends the bridge
+// with its status (Wait).
 #ifndef REACH_CLIENT_VMC_BRIDGE_H_
 #define REACH_CLIENT_VMC_BRIDGE_H_
 
@@ -76,6 +85,10 @@ struct VmcBridgeOptions {
   vmc::BoneMode bones = vmc::BoneMode::kNormalized;
   double scale = 1;  // Metres per target unit, for the positions sent.
   int max_in_flight = 2;
+  // A frame that finds room in the window is sent by the thread that read
+  // its datagram (one thread hop less, which under load is a wait for a
+  // core less); false: always handed to the send thread (for measuring).
+  bool send_from_receive_thread = true;
   // Tracker mode: a SolveStream of full-body goals from the trackers
   // instead of a RetargetStream of the bones (source, spec and
   // target_reference_frame's profile are unused; target_reference_frame
@@ -84,8 +97,14 @@ struct VmcBridgeOptions {
   // target units.
   bool trackers = false;
   vmc::TrackerAssignment assignment;
+  // Where the trackers sit on the body (`--tracker-offsets FILE`).
+  vmc::TrackerOffsets tracker_offsets;
   // The full-body options of every solve (plant_feet is always set).
   v1::FullBodyOptions full_body;
+  // How long after a break (UNAVAILABLE) the stream may take to reopen;
+  // zero: a break ends the bridge. The server's registry must still hold
+  // the profile and rigs (the default SQLite registry, or a shared one).
+  absl::Duration reconnect_within = absl::Seconds(60);
   // The stream's deadline: the longest a bridge runs.
   absl::Duration max_duration = absl::Hours(24 * 7);
   osc::Limits limits;
@@ -106,8 +125,17 @@ struct VmcBridgeCounts {
   uint64_t trackers_applied = 0;
   uint64_t trackers_unknown_serial = 0;
   uint64_t frames_no_goal = 0;
+  // Times the stream was reopened after a break.
+  uint64_t stream_resumes = 0;
   // UDP in -> UDP out inside the bridge, over the last 4096 frames out.
   absl::Duration p50, p99, max;
+  // Where that time goes, p99 of each stage over the same frames: queued
+  // (datagram read -> Send on the stream: the slot and the send thread's
+  // wake-up), round trip (the frame written on the stream -> its answer
+  // read by the stream's reader: gRPC both ways and the server), out (the
+  // rest: a full window's wait in Send, the answer thread's wake-up,
+  // writing the bundle, sendto).
+  absl::Duration p99_queued, p99_round_trip, p99_out;
 };
 
 class VmcBridge {
@@ -148,6 +176,10 @@ class VmcBridge {
   VmcBridge() = default;
   void ReceiveLoop();
   void SendLoop();
+  // Sends the slot's frame, if any, on the stream (the receive thread when
+  // the window has room, else the send thread); false when the stream is
+  // broken.
+  bool SendSlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
   void AnswerLoop();
   void Fail(const absl::Status& status);
 
@@ -167,6 +199,11 @@ class VmcBridge {
     uint64_t sequence = 0;
     double time = 0;  // The sender's (or arrival's) time, seconds.
     absl::Time arrived;
+    absl::Time sent;  // Just before Send.
+  };
+  // One frame out's stages (VmcBridgeCounts::p99_queued, ...).
+  struct Stages {
+    absl::Duration total, queued, round_trip, out;
   };
 
   ReachClient* client_ = nullptr;
@@ -195,6 +232,16 @@ class VmcBridge {
   std::thread receive_thread_, send_thread_, answer_thread_;
   std::atomic<bool> stopping_{false};
 
+  // Held while a frame is made and sent: one sender at a time, in order.
+  absl::Mutex send_mu_;
+  v1::RetargetRequest request_ ABSL_GUARDED_BY(send_mu_);
+  v1::SolveRequest solve_ ABSL_GUARDED_BY(send_mu_);
+  vmc::SourceFrame send_frame_ ABSL_GUARDED_BY(send_mu_);
+  TrackerFrame send_tracked_ ABSL_GUARDED_BY(send_mu_);
+  uint64_t sequence_ ABSL_GUARDED_BY(send_mu_) = 0;
+  bool has_previous_ ABSL_GUARDED_BY(send_mu_) = false;
+  double previous_time_ ABSL_GUARDED_BY(send_mu_) = 0;
+
   mutable absl::Mutex mu_;
   // The slot: the newest frame not yet sent.
   vmc::SourceFrame slot_ ABSL_GUARDED_BY(mu_);
@@ -202,13 +249,15 @@ class VmcBridge {
   absl::Time slot_arrived_ ABSL_GUARDED_BY(mu_);
   bool slot_full_ ABSL_GUARDED_BY(mu_) = false;
   bool sending_done_ ABSL_GUARDED_BY(mu_) = false;
+  // The receive thread is sending the slot's frame itself.
+  bool inline_sending_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;  // The answer thread is done.
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::string first_error_ ABSL_GUARDED_BY(mu_);
   VmcBridgeCounts counts_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::Duration> latencies_ ABSL_GUARDED_BY(mu_);  // A ring.
+  std::vector<Stages> latencies_ ABSL_GUARDED_BY(mu_);  // A ring.
   size_t latency_next_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ = false;
 };

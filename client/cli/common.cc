@@ -134,7 +134,7 @@ bool ManyReplicas(absl::string_view addr) {
 }
 
 absl::StatusOr<std::unique_ptr<client::ReachClient>> MakeClient(
-    const Globals& globals) {
+    const Globals& globals, int max_reconnect_backoff_ms) {
   if (!globals.token.empty()) {
     if (absl::Status s = client::ValidateToken(globals.token); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
@@ -146,6 +146,7 @@ absl::StatusOr<std::unique_ptr<client::ReachClient>> MakeClient(
   connect.tls_cert = globals.tls_cert;
   connect.tls_key = globals.tls_key;
   connect.tls_server_name = globals.tls_server_name;
+  connect.max_reconnect_backoff_ms = max_reconnect_backoff_ms;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
       client::Connect(connect);
   if (!channel.ok()) {

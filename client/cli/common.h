@@ -85,7 +85,7 @@ bool ManyReplicas(absl::string_view addr);
 // ("--tls-ca: cannot read ...", "--token: ..."); FailSetup turns them into
 // the exit code.
 absl::StatusOr<std::unique_ptr<client::ReachClient>> MakeClient(
-    const Globals& globals);
+    const Globals& globals, int max_reconnect_backoff_ms = 0);
 // Prints `status` and returns kExitFileError for a file that cannot be
 // read, else kExitUsage.
 int FailSetup(const absl::Status& status);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cli/common.h"
 #include "client/vmc_bridge.h"
+#include "importers/import_error.h"
 
 namespace reach::cli {
 namespace {
@@ -40,6 +41,8 @@ struct VmcFlags {
   bool quiet = false;
   bool trackers = false;
   std::string left_hand, right_hand, pelvis, left_foot, right_foot;
+  std::string tracker_offsets;
+  double reconnect_within_s = 60;
 };
 
 // Writes `text` to `path` whole (a temporary file renamed over it), as
@@ -89,10 +92,24 @@ int RunVmc(const Globals& globals, const VmcFlags& flags) {
       !s.ok()) {
     return Fail(s, kExitUsage);
   }
+  options.reconnect_within = absl::Seconds(flags.reconnect_within_s);
+  if (!flags.tracker_offsets.empty()) {
+    std::string text;
+    if (absl::Status s = import::ReadFile(flags.tracker_offsets, &text);
+        !s.ok()) {
+      return Fail(s, kExitFileError);
+    }
+    absl::StatusOr<vmc::TrackerOffsets> offsets = vmc::ParseTrackerOffsets(
+        text, absl::StrCat("--tracker-offsets ", flags.tracker_offsets));
+    if (!offsets.ok()) return Fail(offsets.status(), kExitFileError);
+    options.tracker_offsets = *std::move(offsets);
+  }
   if (flags.duration_s > 0) {
     options.max_duration = absl::Seconds(flags.duration_s) + absl::Minutes(1);
   }
-  auto made = MakeClient(globals);
+  // A restarted server is found again within a quarter second (gRPC's
+  // reconnect backoff otherwise grows to minutes while it is down).
+  auto made = MakeClient(globals, /*max_reconnect_backoff_ms=*/250);
   if (!made.ok()) return FailSetup(made.status());
   auto client = *std::move(made);
   absl::StatusOr<std::unique_ptr<client::VmcBridge>> started =
@@ -224,6 +241,13 @@ void AddVmcCommand(CLI::App& app, const Globals& globals, Command* run) {
                   "Also write the counts there in Prometheus' text format "
                   "(node_exporter's textfile collector), replaced whole");
   cmd->add_flag("--quiet", flags->quiet, "No periodic status on stderr");
+  cmd->add_option("--reconnect-within", flags->reconnect_within_s,
+                  "When the stream to the server breaks (a restart, a "
+                  "replica killed), reopen it for up to S seconds, the "
+                  "frames not yet answered sent again (0: a break ends the "
+                  "bridge)")
+      ->capture_default_str()
+      ->check(NonNegative());
   // A switch named after the messages it consumes (/VMC/Ext/Tra|Hmd|Con/Pos
   // are VMC's "tracker" family), as --bones names how bones go out: the
   // input differs, not the output, so it is not a second command.
@@ -250,6 +274,14 @@ void AddVmcCommand(CLI::App& app, const Globals& globals, Command* run) {
                                  part))
         ->needs(trackers);
   }
+  cmd->add_option("--tracker-offsets", flags->tracker_offsets,
+                  "With --trackers: a JSON file of where trackers sit on the "
+                  "body, by body part (head, left_hand, right_hand, pelvis, "
+                  "left_foot, right_foot) or serial: {\"head\": "
+                  "{\"position\": [0, -0.08, -0.1], \"rotation\": [0, 0, 0, "
+                  "1]}}, the joint's offset in the tracker's own frame "
+                  "(Unity axes, metres; docs/vmc.md)")
+      ->needs(trackers);
   cmd->callback([=, &globals] {
     *run = [=, &globals] { return RunVmc(globals, *flags); };
   });

@@ -121,7 +121,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Tracker mode (`reach vmc --trackers`): the same datagrams, and the
   // serials' body parts.
   VmcReceiver trackers({}, {}, limits, /*trackers=*/true);
-  reach::vmc::TrackerMap map({"", "", "LHR-PELVIS", "", ""});
+  // With offsets where trackers sit (`--tracker-offsets`): by part and by
+  // serial.
+  reach::vmc::TrackerOffsets offsets;
+  offsets.by_part[0].translation = Eigen::Vector3d(0, -0.09, -0.11);
+  offsets.by_part[0].rotation =
+      Eigen::Quaterniond(Eigen::AngleAxisd(0.2, Eigen::Vector3d::UnitX()));
+  offsets.by_serial["LHR-PELVIS"].translation = Eigen::Vector3d(0, 0, 0.1);
+  reach::vmc::TrackerMap map({"", "", "LHR-PELVIS", "", ""}, offsets);
   uint64_t samples = 0;
 
   const std::string input(reinterpret_cast<const char*>(data), size);
@@ -163,6 +170,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       samples += trackers.trackers().size();
       map.Apply(trackers.trackers());
       CHECK_FUZZ(map.applied() + map.unknown_serial() == samples);
+      for (int p = 0; p < reach::vmc::kBodyParts; ++p) {
+        const auto part = static_cast<reach::vmc::BodyPart>(p);
+        if (!map.has(part)) continue;
+        CHECK_FUZZ(map.pose(part).translation.allFinite());
+        CHECK_FUZZ(std::abs(map.pose(part).rotation.norm() - 1) < 1e-9);
+      }
     }
     if (end == input.size()) break;
     at = end + 4;
