@@ -1,0 +1,278 @@
+// Issue 41's retargeting figures per pair (every clip of tests/data/mocap
+// and the Boxing clip onto Boxing, BCN, RiggedFigure, the humanoid and the
+// limited humanoid), with default options, a Markdown table:
+//
+//   build/bench/retarget_figures [--pairs SUBSTRING]
+//
+// - stance slide: the target foot's largest move along the floor within
+//   one stance of the source foot (its ankle within contact_height leg
+//   lengths of the source's floor and its own frame-to-frame speed under
+//   contact_speed legs/s; landing and release frames are stance frames),
+//   target leg lengths. Bar 0.01. The source ankle's own and the source
+//   toe's over the same frames, for scale (an ankle rolls forward about
+//   the toe as the heel lifts).
+// - excess: the target foot's largest speed beyond its source foot's, leg
+//   lengths per second (a catch-up after a release).
+// - limb bones: direction error of upper arm, forearm, thigh and shin
+//   against the source's (retarget/quality.h), mean and max, degrees.
+//   Bar: mean 3.
+// - jitter: the mean third difference of every mapped joint's position (in
+//   leg lengths), target over source. Bar 1.3.
+// - us/frame: p50 of Retargeter::Apply over the clip (one pass; a wall-
+//   clock figure for orientation only: retarget_bench is the speed bar).
+//
+// Not run by CI: a measuring tool (the tests assert the bars).
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "importers/bvh.h"
+#include "importers/gltf.h"
+#include "retarget/characterize.h"
+#include "retarget/quality.h"
+#include "retarget/retargeter.h"
+#include "tests/testing/full_body.h"
+
+namespace reach::retarget {
+namespace {
+
+using Eigen::Vector3d;
+
+std::string Data(const std::string& path) {
+  return absl::StrCat(REACH_SOURCE_DIR, "/tests/data/", path);
+}
+
+struct Rig {
+  Skeleton skeleton;
+  Characterization roles;
+  Pose reference;
+  import::BvhClip clip;
+};
+
+// As the retargeter test loads rigs (the Character Creator clip's first
+// frame is its retarget pose).
+bool LoadRig(const std::string& file, Rig* rig) {
+  SkeletonDef def;
+  if (file.find(".bvh") != std::string::npos) {
+    absl::StatusOr<import::BvhClip> read = import::ImportBvh(Data(file));
+    if (!read.ok()) return false;
+    rig->clip = *std::move(read);
+    def = rig->clip.skeleton.def;
+  } else if (file.find(".json") != std::string::npos) {
+    absl::StatusOr<SkeletonDef> read =
+        testing::LoadSkeletonJson(testing::ExamplePath(file));
+    if (!read.ok()) return false;
+    def = *std::move(read);
+  } else {
+    absl::StatusOr<import::ImportedSkeleton> read =
+        import::ImportGltf(Data(file));
+    if (!read.ok()) return false;
+    def = read->def;
+  }
+  absl::StatusOr<Skeleton> skeleton = Skeleton::Create(def);
+  if (!skeleton.ok()) return false;
+  rig->skeleton = *std::move(skeleton);
+  rig->reference = RestPose(rig->skeleton);
+  if (file.find("ccrig") != std::string::npos) {
+    rig->clip.FramePose(0, &rig->reference);
+  }
+  absl::StatusOr<Characterization> roles =
+      Characterize(rig->skeleton, {}, &rig->reference);
+  if (!roles.ok()) return false;
+  rig->roles = *std::move(roles);
+  return true;
+}
+
+double LegLength(const Characterization& c, int k,
+                 const std::vector<Transform>& g) {
+  const Leg& l = c.legs[k];
+  return (g[l.shin].translation - g[l.thigh].translation).norm() +
+         (g[l.foot].translation - g[l.shin].translation).norm();
+}
+
+struct Figures {
+  double slide = 0.0, source_slide = 0.0, source_toe_slide = 0.0;
+  double excess = 0.0;
+  double limb_mean = 0.0, limb_max = 0.0, jitter = 0.0, p50_us = 0.0;
+};
+
+bool Measure(const Rig& source, const Rig& target, Figures* fig) {
+  const RetargetSide from{&source.skeleton, &source.roles, source.reference};
+  const absl::StatusOr<Pose> aligned =
+      AlignLimbs(from, {&target.skeleton, &target.roles, target.reference});
+  if (!aligned.ok()) return false;
+  const absl::StatusOr<Retargeter> made =
+      Retargeter::Create(from, {&target.skeleton, &target.roles, *aligned}, {});
+  if (!made.ok()) return false;
+  const Retargeter& r = *made;
+  const Characterization& sc = source.roles;
+  const Characterization& tc = target.roles;
+  std::vector<Transform> sref(source.skeleton.num_joints()),
+      tref(target.skeleton.num_joints());
+  ComputeGlobals(source.skeleton, source.reference, absl::MakeSpan(sref));
+  ComputeGlobals(target.skeleton, r.transfer().target_reference(),
+                 absl::MakeSpan(tref));
+  std::array<double, 2> s_leg, t_leg;
+  for (int k = 0; k < 2; ++k) {
+    s_leg[k] = LegLength(sc, k, sref);
+    t_leg[k] = LegLength(tc, k, tref);
+  }
+  const double s_legs = s_leg[0], t_legs = t_leg[0];
+  // Jitter joints: mapped target joints and their source counterparts.
+  std::vector<std::pair<int, int>> joints;
+  for (const RoleAssignment& a : tc.roles) {
+    const int s = r.transfer().source_of()[a.joint];
+    if (s >= 0 && r.transfer().source_next_of(a.joint) < 0) {
+      joints.push_back({a.joint, s});
+    }
+  }
+  std::vector<std::vector<Vector3d>> s_track, t_track;
+  RetargetState state;
+  RetargetScratch scratch;
+  RetargetFrameResult result;
+  QualityMeter meter(r);
+  Pose sp, tp;
+  std::vector<Transform> s(source.skeleton.num_joints()),
+      t(target.skeleton.num_joints()), ps, pt;
+  std::array<bool, 2> standing_before = {false, false};
+  std::array<Vector3d, 2> t_start, s_start, toe_start;
+  std::vector<double> times;
+  const double dt = source.clip.frame_time;
+  const double up_speed = r.options().contact_speed;
+  const double up_height = r.options().contact_height;
+  for (int f = 1; f < source.clip.num_frames; ++f) {
+    source.clip.FramePose(f, &sp);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!r.Apply(sp, dt, state, scratch, &tp, &result).ok()) return false;
+    const auto t1 = std::chrono::steady_clock::now();
+    times.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    meter.Add(sp, tp, result, state);
+    ComputeGlobals(source.skeleton, sp, absl::MakeSpan(s));
+    ComputeGlobals(target.skeleton, tp, absl::MakeSpan(t));
+    for (int k = 0; k < 2 && f > 1; ++k) {
+      const Vector3d sa = s[sc.legs[k].foot].translation;
+      const Vector3d ta = t[tc.legs[k].foot].translation;
+      const double s_speed =
+          (sa - ps[sc.legs[k].foot].translation).norm() / dt / s_leg[k];
+      const double t_speed =
+          (ta - pt[tc.legs[k].foot].translation).norm() / dt / t_leg[k];
+      fig->excess = std::max(fig->excess, t_speed - s_speed);
+      const double height =
+          (r.source_vertical().dot(sa) - state.source_floor) / s_leg[k];
+      const bool standing = height < up_height && s_speed < up_speed;
+      if (standing) {
+        const int toe = sc.legs[k].toe;
+        if (!standing_before[k]) {
+          t_start[k] = ta;
+          s_start[k] = sa;
+          if (toe >= 0) toe_start[k] = s[toe].translation;
+        }
+        if (toe >= 0) {
+          Vector3d dto = s[toe].translation - toe_start[k];
+          dto -= r.source_vertical().dot(dto) * r.source_vertical();
+          fig->source_toe_slide =
+              std::max(fig->source_toe_slide, dto.norm() / s_leg[k]);
+        }
+        Vector3d dtm = ta - t_start[k];
+        dtm -= r.floor_up().dot(dtm) * r.floor_up();
+        Vector3d dsm = sa - s_start[k];
+        dsm -= r.source_vertical().dot(dsm) * r.source_vertical();
+        fig->slide = std::max(fig->slide, dtm.norm() / t_leg[k]);
+        fig->source_slide = std::max(fig->source_slide, dsm.norm() / s_leg[k]);
+      }
+      standing_before[k] = standing;
+    }
+    ps = s;
+    pt = t;
+    std::vector<Vector3d>& a = s_track.emplace_back();
+    std::vector<Vector3d>& b = t_track.emplace_back();
+    for (const auto& [tj, sj] : joints) {
+      a.push_back(s[sj].translation / s_legs);
+      b.push_back(t[tj].translation / t_legs);
+    }
+  }
+  double s_sum = 0.0, t_sum = 0.0;
+  auto third = [](const std::vector<std::vector<Vector3d>>& p, size_t i,
+                  size_t j) {
+    return (p[i][j] - 3.0 * p[i - 1][j] + 3.0 * p[i - 2][j] - p[i - 3][j])
+        .norm();
+  };
+  for (size_t i = 3; i < s_track.size(); ++i) {
+    for (size_t j = 0; j < joints.size(); ++j) {
+      s_sum += third(s_track, i, j);
+      t_sum += third(t_track, i, j);
+    }
+  }
+  fig->jitter = s_sum > 0.0 ? t_sum / s_sum : 0.0;
+  const RetargetQuality q = meter.Result();
+  fig->limb_mean = q.limb_bones_mean_deg;
+  fig->limb_max = q.limb_bones_max_deg;
+  std::sort(times.begin(), times.end());
+  fig->p50_us = times.empty() ? 0.0 : times[times.size() / 2];
+  return true;
+}
+
+}  // namespace
+}  // namespace reach::retarget
+
+int main(int argc, char** argv) {
+  using namespace reach::retarget;
+  std::string only;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--pairs") == 0) only = argv[++i];
+  }
+  const char* sources[] = {
+      "mocap/cmu_01_01_jump.bvh",        "mocap/cmu_02_01_walk.bvh",
+      "mocap/cmu_06_15_shoot_ccrig.bvh", "mocap/cmu_131_03_hop.bvh",
+      "mocap/cmu_141_16_wave.bvh",       "rigs/Boxing_Toes.bvh"};
+  const char* targets[] = {"rigs/Boxing_Toes.bvh", "rigs/BCN_Epileptic.glb",
+                           "gltf/RiggedFigure.glb", "humanoid.skeleton.json",
+                           "humanoid_limited.skeleton.json"};
+  std::printf(
+      "| source | target | stance slide (legs) | source ankle's | source "
+      "toe's | excess (legs/s) | limb bones mean/max (deg) | jitter | "
+      "us/frame |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
+  Figures worst;
+  int failed = 0;
+  for (const char* sname : sources) {
+    Rig source;
+    if (!LoadRig(sname, &source)) {
+      std::printf("| %s | (load failed) |\n", sname);
+      ++failed;
+      continue;
+    }
+    for (const char* tname : targets) {
+      if (std::string(sname) == tname) continue;
+      const std::string pair = absl::StrCat(sname, " ", tname);
+      if (!only.empty() && pair.find(only) == std::string::npos) continue;
+      Rig target;
+      Figures fig;
+      if (!LoadRig(tname, &target) || !Measure(source, target, &fig)) {
+        std::printf("| %s | %s | (failed) |\n", sname, tname);
+        ++failed;
+        continue;
+      }
+      std::printf(
+          "| %s | %s | %.4f | %.4f | %.4f | %.2f | %.2f / %.1f | %.2f | %.1f "
+          "|\n",
+          sname, tname, fig.slide, fig.source_slide, fig.source_toe_slide,
+          fig.excess, fig.limb_mean, fig.limb_max, fig.jitter, fig.p50_us);
+      worst.slide = std::max(worst.slide, fig.slide);
+      worst.excess = std::max(worst.excess, fig.excess);
+      worst.limb_mean = std::max(worst.limb_mean, fig.limb_mean);
+      worst.limb_max = std::max(worst.limb_max, fig.limb_max);
+      worst.jitter = std::max(worst.jitter, fig.jitter);
+    }
+  }
+  std::printf("| worst | | %.4f | | | %.2f | %.2f / %.1f | %.2f | |\n",
+              worst.slide, worst.excess, worst.limb_mean, worst.limb_max,
+              worst.jitter);
+  return failed == 0 ? 0 : 1;
+}
