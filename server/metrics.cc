@@ -6,11 +6,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "grpc/grpc.h"
 #include "grpc/support/alloc.h"
 #include "prometheus/collectable.h"
@@ -85,6 +88,10 @@ class ProcessCollector : public prometheus::Collectable {
   void SetChannelzServer(intptr_t id) {
     channelz_server_.store(id, std::memory_order_relaxed);
   }
+  void SetRegistryCounts(std::function<RegistryCounts()> counts) {
+    absl::MutexLock lock(&counts_mu_);
+    counts_ = std::move(counts);
+  }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> out;
@@ -108,6 +115,10 @@ class ProcessCollector : public prometheus::Collectable {
       }
       gpr_free(json);
     }
+    {
+      absl::MutexLock lock(&counts_mu_);
+      if (counts_) AddRegistryCounts(counts_(), out);
+    }
     double cpu_seconds = 0.0;
     double resident_bytes = 0.0;
     if (!Read(&cpu_seconds, &resident_bytes)) return out;
@@ -127,6 +138,36 @@ class ProcessCollector : public prometheus::Collectable {
   }
 
  private:
+  static void AddRegistryCounts(const RegistryCounts& counts,
+                                std::vector<prometheus::MetricFamily>& out) {
+    const auto counter = [&out](const char* name, const char* help,
+                                int64_t value) {
+      prometheus::MetricFamily family;
+      family.name = name;
+      family.help = help;
+      family.type = prometheus::MetricType::Counter;
+      family.metric.emplace_back().counter.value = static_cast<double>(value);
+      out.push_back(std::move(family));
+    };
+    counter("reach_skeleton_cache_hits_total",
+            "Solves whose skeleton was already built in the cache "
+            "(--skeleton_cache_bytes).",
+            counts.cache_hits);
+    counter("reach_skeleton_cache_misses_total",
+            "Solves that built their skeleton from its stored definition "
+            "(a first use, or one the cache had dropped).",
+            counts.cache_misses);
+    counter("reach_registry_read_throughs_total",
+            "Lookups of a skeleton this server did not hold, read from the "
+            "shared (PostgreSQL) registry: one round trip each.",
+            counts.read_throughs);
+    counter("reach_registry_listener_reconnects_total",
+            "Times the shared registry's change listener lost its database "
+            "connection and reconnected (it then reads the change log from "
+            "where it left off).",
+            counts.listener_reconnects);
+  }
+
   static bool Read(double* cpu_seconds, double* resident_bytes) {
     std::ifstream stat("/proc/self/stat");
     std::string line;
@@ -152,6 +193,8 @@ class ProcessCollector : public prometheus::Collectable {
   }
 
   std::atomic<intptr_t> channelz_server_{0};
+  mutable absl::Mutex counts_mu_;
+  std::function<RegistryCounts()> counts_ ABSL_GUARDED_BY(counts_mu_);
 };
 
 }  // namespace
@@ -199,6 +242,11 @@ std::vector<intptr_t> ChannelzServers() {
 
 void Metrics::SetChannelzServer(intptr_t id) {
   std::static_pointer_cast<ProcessCollector>(process_)->SetChannelzServer(id);
+}
+
+void Metrics::SetRegistryCounts(std::function<RegistryCounts()> counts) {
+  std::static_pointer_cast<ProcessCollector>(process_)->SetRegistryCounts(
+      std::move(counts));
 }
 
 Rpc RpcForPath(absl::string_view path) {

@@ -7,6 +7,8 @@
 #define REACH_SERVER_METRICS_H_
 
 #include <array>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -74,6 +76,20 @@ std::vector<intptr_t> ChannelzServers();
 // leaves out zero counts). False when it does not parse.
 bool ChannelzCount(const char* json, absl::string_view field, int64_t* out);
 
+// The registry's running counts, read at scrape time.
+struct RegistryCounts {
+  // Solves that found their skeleton built in the cache, and those that
+  // built it from its stored definition (--skeleton_cache_bytes).
+  int64_t cache_hits = 0;
+  int64_t cache_misses = 0;
+  // Lookups of an id this server did not hold, answered by the shared
+  // store (one database round trip each; 0 for the local stores).
+  int64_t read_throughs = 0;
+  // Times the shared registry's listener lost its connection and
+  // reconnected (0 for the local stores).
+  int64_t listener_reconnects = 0;
+};
+
 class Metrics : public SolverPool::Observer {
  public:
   Metrics();
@@ -86,6 +102,10 @@ class Metrics : public SolverPool::Observer {
   // The server's channelz id: the process collector then also serves
   // reach_transport_calls_total, every call gRPC's transport accepted.
   void SetChannelzServer(intptr_t id);
+  // Where the registry's counts come from (reach_skeleton_cache_*_total,
+  // reach_registry_read_throughs_total,
+  // reach_registry_listener_reconnects_total); called on every scrape.
+  void SetRegistryCounts(std::function<RegistryCounts()> counts);
 
   void RpcStarted(Rpc rpc);
   void RpcHandled(Rpc rpc, grpc::StatusCode code, absl::Duration elapsed);

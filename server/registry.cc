@@ -310,11 +310,13 @@ std::shared_ptr<const LoadedSkeleton> Registry::Load(
     absl::MutexLock lock(&cache_mu_);
     if (auto it = cached_.find(id); it != cached_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
+      cache_hits_.fetch_add(1, std::memory_order_relaxed);
       return *it->second;
     }
   }
   std::shared_ptr<const RegisteredSkeleton> entry = Find(id);
   if (entry == nullptr) return nullptr;
+  cache_misses_.fetch_add(1, std::memory_order_relaxed);
   v1::Skeleton definition;
   absl::StatusOr<Skeleton> skeleton =
       definition.ParseFromString(entry->definition_bytes)
@@ -514,6 +516,7 @@ std::shared_ptr<const RegisteredSkeleton> Registry::Find(
 std::shared_ptr<const RegisteredSkeleton> Registry::ReadThrough(
     absl::string_view id) const {
   if (!reader_->shared()) return nullptr;
+  read_throughs_.fetch_add(1, std::memory_order_relaxed);
   absl::StatusOr<StoreRead> read = reader_->Read(id);
   if (!read.ok()) {
     LogError(absl::StrCat("registry: cannot read skeleton ", ClientString(id),

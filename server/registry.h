@@ -4,11 +4,12 @@
 #ifndef REACH_SERVER_REGISTRY_H_
 #define REACH_SERVER_REGISTRY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,11 @@ class Registry {
   // The cache's memory_bytes and entries.
   int64_t cached_bytes() const;
   int cached_skeletons() const;
+  // Load()s answered from the cache, and those that built the skeleton;
+  // Find()s of an id not held that went to a shared store. (For metrics.)
+  int64_t cache_hits() const { return cache_hits_.load(); }
+  int64_t cache_misses() const { return cache_misses_.load(); }
+  int64_t read_throughs() const { return read_throughs_.load(); }
   // UnknownSkeleton(id) when unknown. With an empty `owner` the skeleton
   // goes whoever registered it (an admin). Otherwise `owner` gives it up,
   // and it goes once it has no owner left; PermissionDenied when `owner`
@@ -231,6 +237,9 @@ class Registry {
       std::string, std::list<std::shared_ptr<const LoadedSkeleton>>::iterator>
       cached_ ABSL_GUARDED_BY(cache_mu_);
   mutable int64_t cached_bytes_ ABSL_GUARDED_BY(cache_mu_) = 0;
+  mutable std::atomic<int64_t> cache_hits_{0};
+  mutable std::atomic<int64_t> cache_misses_{0};
+  mutable std::atomic<int64_t> read_throughs_{0};
   void Uncache(absl::string_view id) const;
 };
 

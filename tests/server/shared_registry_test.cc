@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -71,9 +73,23 @@ class Replica {
     }
   }
 
+  // The registry URL from the environment instead of argv (absl's
+  // --fromenv reads FLAGS_registry), as deploy/k8s gives it from a Secret.
+  void RegistryFromEnv() {
+    for (std::string& a : args_) {
+      if (a.rfind("--registry=", 0) == 0) {
+        env_registry_ = a.substr(std::strlen("--registry="));
+        a = "--fromenv=registry";
+      }
+    }
+  }
+
   void Start() {
     pid_ = fork();
     if (pid_ == 0) {
+      if (!env_registry_.empty()) {
+        setenv("FLAGS_registry", env_registry_.c_str(), 1);
+      }
       const int fd =
           open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, STDERR_FILENO);
@@ -149,6 +165,7 @@ class Replica {
   std::string name_;
   std::string log_path_;
   std::vector<std::string> args_;
+  std::string env_registry_;
   pid_t pid_ = -1;
   int port_ = 0;
   int metrics_port_ = 0;
@@ -214,6 +231,20 @@ v1::Skeleton Leg(const std::string& name) {
   return ToWire(testing::TwoBoneLegDef(), name);
 }
 
+// The value of the metric line that starts with `prefix` (name and
+// labels), or -1.
+double MetricValue(const std::string& metrics, const std::string& prefix) {
+  std::istringstream lines(metrics);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(prefix, 0) == 0 && line.size() > prefix.size() &&
+        (line[prefix.size()] == ' ' || line[prefix.size()] == '{')) {
+      return std::atof(line.substr(line.rfind(' ') + 1).c_str());
+    }
+  }
+  return -1;
+}
+
 class SharedRegistryTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -253,6 +284,19 @@ TEST_F(SharedRegistryTest, ReadThroughPropagationAndOneWinnerPerVersion) {
   const grpc::Status solved = Solve(B().ik(), leg);
   EXPECT_TRUE(solved.ok()) << solved.error_message();
   EXPECT_EQ(GetSkeletonCode(C().ik(), leg), grpc::StatusCode::OK);
+  // B's metrics: the first solve built the skeleton (a cache miss), the
+  // second found it built; an id B does not hold costs one read-through.
+  ASSERT_TRUE(Solve(B().ik(), leg).ok());
+  const double read_throughs =
+      MetricValue(B().Metrics(), "reach_registry_read_throughs_total");
+  ASSERT_GE(read_throughs, 0);
+  EXPECT_EQ(Solve(B().ik(), std::string(64, 'e')).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  const std::string metrics = B().Metrics();
+  EXPECT_EQ(MetricValue(metrics, "reach_registry_read_throughs_total"),
+            read_throughs + 1);
+  EXPECT_EQ(MetricValue(metrics, "reach_skeleton_cache_misses_total"), 1);
+  EXPECT_EQ(MetricValue(metrics, "reach_skeleton_cache_hits_total"), 1);
 
   // A profile made on A, updated on B, seen by C within 1 s.
   const v1::ImportSkeletonResponse source = testing::MustImport(
@@ -432,6 +476,13 @@ TEST_F(SharedRegistryTest, AKilledListenerResynchronisesAndMissesNothing) {
     EXPECT_LT(synced, absl::Seconds(2)) << C().log();
   }
   EXPECT_THAT(C().log(), HasSubstr("listener's connection"));
+  // Each kill is one reconnect on C's /metrics; A's listener never broke.
+  EXPECT_EQ(
+      MetricValue(C().Metrics(), "reach_registry_listener_reconnects_total"),
+      3);
+  EXPECT_EQ(
+      MetricValue(A().Metrics(), "reach_registry_listener_reconnects_total"),
+      0);
   // A killed listener is no outage: C kept taking writes.
   EXPECT_EQ(C().Health("reach.registry"), "SERVING");
 }
@@ -513,20 +564,6 @@ TEST_F(SharedRegistryTest, DatabaseDownSolvesGoOnWritesUnavailableThenResume) {
   EXPECT_TRUE(frame());
   EXPECT_THAT(A().Metrics(), HasSubstr("reach_registry_store_up 1"));
   stream->WritesDone();
-}
-
-// The value of the metric line that starts with `prefix` (name and
-// labels), or -1.
-double MetricValue(const std::string& metrics, const std::string& prefix) {
-  std::istringstream lines(metrics);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind(prefix, 0) == 0 && line.size() > prefix.size() &&
-        (line[prefix.size()] == ' ' || line[prefix.size()] == '{')) {
-      return std::atof(line.substr(line.rfind(' ') + 1).c_str());
-    }
-  }
-  return -1;
 }
 
 // Solve calls a replica has started (its Prometheus counter).
@@ -813,6 +850,29 @@ TEST_F(SharedRegistryTest, ConnectionsAgeOutAndResumingStreamsCarryOn) {
   std::printf("%llu frames over 1.5 s, the stream reopened %d times\n",
               static_cast<unsigned long long>(sent), stream->resumes());
   EXPECT_GE(stream->resumes(), 1);
+}
+
+// deploy/k8s gives the URL from a Secret as FLAGS_registry with
+// --fromenv=registry: it reaches the database, and its password shows in
+// neither the process's argv, its log nor /metrics.
+TEST_F(SharedRegistryTest, TheRegistryUrlFromTheEnvironmentStaysOutOfArgv) {
+  const std::string password = "pw-in-env-only-7c1e";
+  StartReplicas();
+  Replica from_env("E", pg_->url() + "&password=" + password);
+  from_env.RegistryFromEnv();
+  from_env.Start();
+  ASSERT_TRUE(from_env.Wait()) << from_env.log();
+  std::string leg;
+  ASSERT_TRUE(Register(from_env.ik(), Leg("leg from env"), &leg).ok());
+  EXPECT_EQ(GetSkeletonCode(A().ik(), leg), grpc::StatusCode::OK);
+  const std::string argv =
+      ReadFile(absl::StrCat("/proc/", from_env.pid(), "/cmdline"));
+  EXPECT_THAT(argv, HasSubstr("--fromenv=registry"));
+  EXPECT_THAT(argv, ::testing::Not(HasSubstr(password)));
+  EXPECT_THAT(argv, ::testing::Not(HasSubstr("postgresql:")));
+  EXPECT_THAT(from_env.log(), HasSubstr("store=postgresql://postgres@"));
+  EXPECT_THAT(from_env.log(), ::testing::Not(HasSubstr(password)));
+  EXPECT_THAT(from_env.Metrics(), ::testing::Not(HasSubstr(password)));
 }
 
 TEST(SharedRegistryFlagTest, ConnectionAgeFlagsAreChecked) {
