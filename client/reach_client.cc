@@ -419,8 +419,15 @@ void FrameStreamClient<Request, Response>::ReadLoop() {
 template <typename Request, typename Response>
 bool FrameStreamClient<Request, Response>::Resume(const grpc::Status& broken) {
   status_ = FromGrpc(broken, rpc_);
+  // Also CANCELLED (that this client did not ask for: checked below) and
+  // UNKNOWN: what gRPC reports when a proxy between cuts the stream after
+  // the answers began (haproxy, its replica gone: RST_STREAM CANCEL, or
+  // the response ended without a status). reach-server itself ends a
+  // stream with neither.
   if (!resume_.enabled ||
-      broken.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      (broken.error_code() != grpc::StatusCode::UNAVAILABLE &&
+       broken.error_code() != grpc::StatusCode::CANCELLED &&
+       broken.error_code() != grpc::StatusCode::UNKNOWN)) {
     return false;
   }
   {

@@ -33,7 +33,9 @@ struct ClientOptions {
   // --auth_tokens_file needs one); empty: none. See client/connect.h.
   std::string token;
   // Streams (OpenStream, OpenRetargetStream) that break with UNAVAILABLE
-  // (their replica killed, drained or scaled down) reopen on another
+  // (their replica killed, drained or scaled down), or with a CANCELLED
+  // this client did not ask for or UNKNOWN (a proxy such as haproxy cuts
+  // the stream when its replica goes away), reopen on another
   // replica and send the frames not yet answered again, for up to
   // `resume_within` after the break. A SolveStream goes on warm: its first
   // frame again starts from the last answered pose (as if it had not

@@ -4,6 +4,11 @@
 # by deploy/make-certs.sh): `reach bench` through haproxy makes 3,000 Solve
 # calls on one connection, and each replica's Prometheus counter shows
 # within 15 % of an even share (haproxy balances calls, not connections).
+# Then a stream through haproxy with the Python client's resume_streams
+# survives kill -9 of the replica holding it (ha_stream_check.py: every
+# frame answered once, in order, no wait over 1 s, no pop): haproxy cuts
+# such a stream (CANCELLED or UNKNOWN, not UNAVAILABLE) and the client
+# resumes it all the same.
 # Exits 77 (CTest: skipped) when haproxy is not installed (scripts/setup
 # installs it).
 #   deploy/haproxy_test.sh BUILD_DIR
@@ -85,4 +90,18 @@ for c in "${counts[@]}"; do
     echo "FAIL: uneven spread ${counts[*]}"; cat "$work/haproxy.log" | tail -5; exit 1
   fi
 done
+
+# The Python client, installed offline as the README says (Debian's grpcio
+# and numpy).
+/usr/bin/python3 -m pip install -q --no-deps --target "$work/site" "$deploy/../client/python" \
+  2>/dev/null
+replicas=()
+register=()
+for i in 0 1 2; do
+  replicas+=(--replica "${pids[$i]}=http://127.0.0.1:${metrics[$i]}/metrics")
+  register+=(--register-on "127.0.0.1:${ports[$i]}")
+done
+PYTHONPATH="$work/site" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 "$deploy/ha_stream_check.py" \
+  "$HAPROXY_BIND" --ca "$work/tls/ca.crt" --server-name localhost --kill 'kill -9 {name}' \
+  "${replicas[@]}" "${register[@]}"
 echo "haproxy: OK"

@@ -10,6 +10,9 @@
 #   DIR/client.token      a token with role register (what a tool uses)
 #   DIR/prometheus.token  role metrics: Prometheus' scrape password
 #   DIR/grafana-admin-password
+#   DIR/postgres-password  the HA stack's database password (docker-compose.ha.yml)
+#   DIR/registry.flags     --registry=postgresql://reach:PASSWORD@postgres:5432/reach,
+#                          read by each replica with --flagfile
 #
 #   deploy/make-secrets.sh [DIR]
 #
@@ -42,4 +45,17 @@ chmod 644 "$dir/prometheus.token"
 if [ ! -s "$dir/grafana-admin-password" ]; then
   (umask 022; openssl rand -base64 24 | tr -d '\n' >"$dir/grafana-admin-password")
   echo "make-secrets: Grafana admin password in $dir/grafana-admin-password"
+fi
+# The HA stack's PostgreSQL password, and the replicas' flag file naming
+# the database with it (hex: nothing to escape in a URL). Readable inside
+# the containers (PostgreSQL and reach run as their own users; a bind mount
+# keeps the mode); DIR itself is the owner's alone.
+if [ ! -s "$dir/postgres-password" ]; then
+  (umask 022; openssl rand -hex 24 | tr -d '\n' >"$dir/postgres-password")
+  echo "make-secrets: PostgreSQL password in $dir/postgres-password"
+fi
+if [ ! -s "$dir/registry.flags" ]; then
+  (umask 022; echo "--registry=postgresql://reach:$(cat "$dir/postgres-password")@postgres:5432/reach" \
+    >"$dir/registry.flags")
+  echo "make-secrets: the replicas' --registry flag in $dir/registry.flags"
 fi

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -89,6 +91,9 @@ class ProcessCollector : public prometheus::Collectable {
   void SetSkeletonCacheSource(std::function<SkeletonCacheStats()> source) {
     absl::MutexLock lock(&mu_);
     cache_source_ = std::move(source);
+  void SetRegistryCounts(std::function<RegistryCounts()> counts) {
+    absl::MutexLock lock(&counts_mu_);
+    counts_ = std::move(counts);
   }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
@@ -114,6 +119,10 @@ class ProcessCollector : public prometheus::Collectable {
       gpr_free(json);
     }
     CollectSkeletonCache(&out);
+    {
+      absl::MutexLock lock(&counts_mu_);
+      if (counts_) AddRegistryCounts(counts_(), out);
+    }
     double cpu_seconds = 0.0;
     double resident_bytes = 0.0;
     if (!Read(&cpu_seconds, &resident_bytes)) return out;
@@ -133,6 +142,28 @@ class ProcessCollector : public prometheus::Collectable {
   }
 
  private:
+  static void AddRegistryCounts(const RegistryCounts& counts,
+                                std::vector<prometheus::MetricFamily>& out) {
+    const auto counter = [&out](const char* name, const char* help,
+                                int64_t value) {
+      prometheus::MetricFamily family;
+      family.name = name;
+      family.help = help;
+      family.type = prometheus::MetricType::Counter;
+      family.metric.emplace_back().counter.value = static_cast<double>(value);
+      out.push_back(std::move(family));
+    };
+    counter("reach_registry_read_throughs_total",
+            "Lookups of a skeleton this server did not hold, read from the "
+            "shared (PostgreSQL) registry: one round trip each.",
+            counts.read_throughs);
+    counter("reach_registry_listener_reconnects_total",
+            "Times the shared registry's change listener lost its database "
+            "connection and reconnected (it then reads the change log from "
+            "where it left off).",
+            counts.listener_reconnects);
+  }
+
   static bool Read(double* cpu_seconds, double* resident_bytes) {
     std::ifstream stat("/proc/self/stat");
     std::string line;
@@ -204,6 +235,8 @@ class ProcessCollector : public prometheus::Collectable {
   std::atomic<intptr_t> channelz_server_{0};
   mutable absl::Mutex mu_;
   std::function<SkeletonCacheStats()> cache_source_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex counts_mu_;
+  std::function<RegistryCounts()> counts_ ABSL_GUARDED_BY(counts_mu_);
 };
 
 }  // namespace
@@ -257,6 +290,9 @@ void Metrics::SetSkeletonCacheSource(
     std::function<SkeletonCacheStats()> source) {
   std::static_pointer_cast<ProcessCollector>(process_)->SetSkeletonCacheSource(
       std::move(source));
+void Metrics::SetRegistryCounts(std::function<RegistryCounts()> counts) {
+  std::static_pointer_cast<ProcessCollector>(process_)->SetRegistryCounts(
+      std::move(counts));
 }
 
 Rpc RpcForPath(absl::string_view path) {

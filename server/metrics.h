@@ -7,6 +7,7 @@
 #define REACH_SERVER_METRICS_H_
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -76,6 +77,16 @@ std::vector<intptr_t> ChannelzServers();
 // leaves out zero counts). False when it does not parse.
 bool ChannelzCount(const char* json, absl::string_view field, int64_t* out);
 
+// The registry's running counts, read at scrape time.
+struct RegistryCounts {
+  // Lookups of an id this server did not hold, answered by the shared
+  // store (one database round trip each; 0 for the local stores).
+  int64_t read_throughs = 0;
+  // Times the shared registry's listener lost its connection and
+  // reconnected (0 for the local stores).
+  int64_t listener_reconnects = 0;
+};
+
 class Metrics : public SolverPool::Observer {
  public:
   Metrics();
@@ -92,6 +103,10 @@ class Metrics : public SolverPool::Observer {
   // (the registry's counters; they count on the registry's own lock, not
   // on the hot path's counters). Set once, before /metrics serves.
   void SetSkeletonCacheSource(std::function<SkeletonCacheStats()> source);
+  // Where the registry's other counts come from
+  // (reach_registry_read_throughs_total,
+  // reach_registry_listener_reconnects_total); called on every scrape.
+  void SetRegistryCounts(std::function<RegistryCounts()> counts);
 
   void RpcStarted(Rpc rpc);
   void RpcHandled(Rpc rpc, grpc::StatusCode code, absl::Duration elapsed);

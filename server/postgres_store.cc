@@ -661,6 +661,7 @@ void PostgresRegistry::Run(absl::Duration poll_interval) {
     // A broken connection (the backend killed, the database stopping):
     // reconnect at once; only a failed connect says the database is down.
     if (broken) {
+      listener_reconnects_.fetch_add(1);
       LogInfo(absl::StrCat("registry: the listener's connection to ",
                            description_, " broke (",
                            Trimmed(PQerrorMessage(conn.raw())),

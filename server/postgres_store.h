@@ -70,6 +70,8 @@ class PostgresRegistry {
   void StopListening();
 
   bool up() const { return up_.load(); }
+  // Times the listener's connection broke and it reconnected.
+  int64_t listener_reconnects() const { return listener_reconnects_.load(); }
   // The URL without its password: postgresql://user@host:port/dbname.
   const std::string& description() const { return description_; }
 
@@ -84,6 +86,7 @@ class PostgresRegistry {
   std::string url_;
   std::string description_;
   std::atomic<bool> up_{true};
+  std::atomic<int64_t> listener_reconnects_{0};
   absl::Mutex state_mu_;
   std::function<void(bool, const std::string&)> on_state_
       ABSL_GUARDED_BY(state_mu_);

@@ -562,6 +562,7 @@ std::shared_ptr<const RegisteredSkeleton> Registry::Find(
 std::shared_ptr<const RegisteredSkeleton> Registry::ReadThrough(
     absl::string_view id) const {
   if (!reader_->shared()) return nullptr;
+  read_throughs_.fetch_add(1, std::memory_order_relaxed);
   absl::StatusOr<StoreRead> read = reader_->Read(id);
   if (!read.ok()) {
     LogError(absl::StrCat("registry: cannot read skeleton ", ClientString(id),

@@ -4,11 +4,12 @@
 #ifndef REACH_SERVER_REGISTRY_H_
 #define REACH_SERVER_REGISTRY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,8 @@ class Registry {
   int64_t cached_bytes() const;
   int cached_skeletons() const;
   SkeletonCacheStats cache_stats() const;
+  // Find()s of an id not held that went to a shared store (for metrics).
+  int64_t read_throughs() const { return read_throughs_.load(); }
   // UnknownSkeleton(id) when unknown. With an empty `owner` the skeleton
   // goes whoever registered it (an admin). Otherwise `owner` gives it up,
   // and it goes once it has no owner left; PermissionDenied when `owner`
@@ -262,6 +265,7 @@ class Registry {
   mutable int64_t hits_ ABSL_GUARDED_BY(cache_mu_) = 0;
   mutable int64_t misses_ ABSL_GUARDED_BY(cache_mu_) = 0;
   mutable int64_t evictions_ ABSL_GUARDED_BY(cache_mu_) = 0;
+  mutable std::atomic<int64_t> read_throughs_{0};
   void Uncache(absl::string_view id) const;
 };
 

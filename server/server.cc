@@ -366,6 +366,14 @@ absl::StatusOr<std::unique_ptr<ReachServer>> ReachServer::Start(
       RetargetProfiles::Create(*std::move(store), profile_limits, &skipped);
   if (!profiles.ok()) return profiles.status();
   s->profiles_ = *std::move(profiles);
+  s->metrics_->SetRegistryCounts(
+      [registry = s->registry_.get(), postgres = s->postgres_.get()] {
+        RegistryCounts counts;
+        counts.read_throughs = registry->read_throughs();
+        counts.listener_reconnects =
+            postgres != nullptr ? postgres->listener_reconnects() : 0;
+        return counts;
+      });
   for (const std::string& line : skipped) {
     LogError(absl::StrCat("registry: skipped stored ", line));
   }

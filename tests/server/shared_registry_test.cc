@@ -3,13 +3,20 @@
 // real reach-server processes, started at once on a fresh database (the
 // schema is made by one of them). Exits 77 (CTest: skipped) only when the
 // PostgreSQL binaries are absent; scripts/setup installs them.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -71,9 +78,23 @@ class Replica {
     }
   }
 
+  // The registry URL from the environment instead of argv (absl's
+  // --fromenv reads FLAGS_registry), as deploy/k8s gives it from a Secret.
+  void RegistryFromEnv() {
+    for (std::string& a : args_) {
+      if (a.rfind("--registry=", 0) == 0) {
+        env_registry_ = a.substr(std::strlen("--registry="));
+        a = "--fromenv=registry";
+      }
+    }
+  }
+
   void Start() {
     pid_ = fork();
     if (pid_ == 0) {
+      if (!env_registry_.empty()) {
+        setenv("FLAGS_registry", env_registry_.c_str(), 1);
+      }
       const int fd =
           open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, STDERR_FILENO);
@@ -149,6 +170,7 @@ class Replica {
   std::string name_;
   std::string log_path_;
   std::vector<std::string> args_;
+  std::string env_registry_;
   pid_t pid_ = -1;
   int port_ = 0;
   int metrics_port_ = 0;
@@ -214,6 +236,20 @@ v1::Skeleton Leg(const std::string& name) {
   return ToWire(testing::TwoBoneLegDef(), name);
 }
 
+// The value of the metric line that starts with `prefix` (name and
+// labels), or -1.
+double MetricValue(const std::string& metrics, const std::string& prefix) {
+  std::istringstream lines(metrics);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(prefix, 0) == 0 && line.size() > prefix.size() &&
+        (line[prefix.size()] == ' ' || line[prefix.size()] == '{')) {
+      return std::atof(line.substr(line.rfind(' ') + 1).c_str());
+    }
+  }
+  return -1;
+}
+
 class SharedRegistryTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -253,6 +289,19 @@ TEST_F(SharedRegistryTest, ReadThroughPropagationAndOneWinnerPerVersion) {
   const grpc::Status solved = Solve(B().ik(), leg);
   EXPECT_TRUE(solved.ok()) << solved.error_message();
   EXPECT_EQ(GetSkeletonCode(C().ik(), leg), grpc::StatusCode::OK);
+  // B's metrics: the first solve built the skeleton (a cache miss), the
+  // second found it built; an id B does not hold costs one read-through.
+  ASSERT_TRUE(Solve(B().ik(), leg).ok());
+  const double read_throughs =
+      MetricValue(B().Metrics(), "reach_registry_read_throughs_total");
+  ASSERT_GE(read_throughs, 0);
+  EXPECT_EQ(Solve(B().ik(), std::string(64, 'e')).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  const std::string metrics = B().Metrics();
+  EXPECT_EQ(MetricValue(metrics, "reach_registry_read_throughs_total"),
+            read_throughs + 1);
+  EXPECT_EQ(MetricValue(metrics, "reach_skeleton_cache_misses_total"), 1);
+  EXPECT_EQ(MetricValue(metrics, "reach_skeleton_cache_hits_total"), 1);
 
   // A profile made on A, updated on B, seen by C within 1 s.
   const v1::ImportSkeletonResponse source = testing::MustImport(
@@ -432,6 +481,13 @@ TEST_F(SharedRegistryTest, AKilledListenerResynchronisesAndMissesNothing) {
     EXPECT_LT(synced, absl::Seconds(2)) << C().log();
   }
   EXPECT_THAT(C().log(), HasSubstr("listener's connection"));
+  // Each kill is one reconnect on C's /metrics; A's listener never broke.
+  EXPECT_EQ(
+      MetricValue(C().Metrics(), "reach_registry_listener_reconnects_total"),
+      3);
+  EXPECT_EQ(
+      MetricValue(A().Metrics(), "reach_registry_listener_reconnects_total"),
+      0);
   // A killed listener is no outage: C kept taking writes.
   EXPECT_EQ(C().Health("reach.registry"), "SERVING");
 }
@@ -513,20 +569,6 @@ TEST_F(SharedRegistryTest, DatabaseDownSolvesGoOnWritesUnavailableThenResume) {
   EXPECT_TRUE(frame());
   EXPECT_THAT(A().Metrics(), HasSubstr("reach_registry_store_up 1"));
   stream->WritesDone();
-}
-
-// The value of the metric line that starts with `prefix` (name and
-// labels), or -1.
-double MetricValue(const std::string& metrics, const std::string& prefix) {
-  std::istringstream lines(metrics);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind(prefix, 0) == 0 && line.size() > prefix.size() &&
-        (line[prefix.size()] == ' ' || line[prefix.size()] == '{')) {
-      return std::atof(line.substr(line.rfind(' ') + 1).c_str());
-    }
-  }
-  return -1;
 }
 
 // Solve calls a replica has started (its Prometheus counter).
@@ -980,6 +1022,175 @@ TEST_F(SharedRegistryTest, ConnectionsAgeOutAndResumingStreamsCarryOn) {
   std::printf("%llu frames over 1.5 s, the stream reopened %d times\n",
               static_cast<unsigned long long>(sent), stream->resumes());
   EXPECT_GE(stream->resumes(), 1);
+}
+
+// A free loopback port (bound, read, released).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof(address);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// Through haproxy (HTTP/2 to the replicas, as deploy/haproxy), a replica
+// killed under a stream does not end it with UNAVAILABLE: haproxy has
+// already forwarded the answers' headers, so it resets the client's
+// stream (RST_STREAM CANCEL, which gRPC reports as CANCELLED). The client
+// did not cancel, so it resumes on another replica all the same.
+TEST_F(SharedRegistryTest, AStreamThroughHaproxyResumesWhenItsReplicaIsKilled) {
+  if (system("command -v haproxy >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "haproxy is not installed (scripts/setup installs it)";
+  }
+  StartReplicas();
+  char pattern[] = "/tmp/reach_haproxy_XXXXXX";
+  const std::string dir = mkdtemp(pattern);
+  const int port = FreePort();
+  std::string config = absl::StrCat(
+      "defaults\n  mode http\n  timeout connect 5s\n  timeout client 1h\n"
+      "  timeout server 1h\n",
+      "frontend grpc\n  bind 127.0.0.1:", port,
+      " proto h2\n  default_backend reach\n",
+      "backend reach\n  balance roundrobin\n"
+      "  default-server proto h2 check inter 1s fall 2 rise 1\n");
+  for (const auto& r : replicas_) {
+    absl::StrAppend(&config, "  server ", r->name(), " 127.0.0.1:", r->port(),
+                    "\n");
+  }
+  std::ofstream(dir + "/haproxy.cfg") << config;
+  const pid_t haproxy = fork();
+  if (haproxy == 0) {
+    const int fd = open((dir + "/haproxy.log").c_str(),
+                        O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    execlp("haproxy", "haproxy", "-db", "-f", (dir + "/haproxy.cfg").c_str(),
+           static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } reap{haproxy};
+
+  // haproxy listening before the client connects (a refused first
+  // connection would put the channel into its reconnect backoff).
+  const auto listening = [port] {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address),
+                            sizeof(address)) == 0;
+    close(fd);
+    return ok;
+  };
+  ASSERT_LT(Within(absl::Seconds(20), listening), absl::Seconds(20))
+      << "haproxy does not listen on " << port << ": "
+      << ReadFile(dir + "/haproxy.log");
+
+  const v1::Skeleton chain = ToWire(testing::StraightChainDef(4), "chain4");
+  std::string id;
+  ASSERT_TRUE(Register(A().ik(), chain, &id).ok());
+  client::ConnectOptions connect;
+  connect.address = absl::StrCat("127.0.0.1:", port);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      client::Connect(connect);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  client::ClientOptions options;
+  options.resume_streams = true;
+  client::ReachClient reach(*channel, options);
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> health;
+  ASSERT_TRUE(Within(absl::Seconds(10),
+                     [&] { return (health = reach.Health()).ok(); }) <
+              absl::Seconds(10))
+      << health.status() << "\n"
+      << ReadFile(dir + "/haproxy.log");
+
+  std::unique_ptr<client::SolveStream> stream =
+      reach.OpenStream(absl::Seconds(60), /*max_in_flight=*/2);
+  constexpr int kFrames = 300, kKillAt = 100;
+  uint64_t expected = 1;
+  std::string killed;
+  v1::SolveRequest request;
+  request.set_skeleton_id(id);
+  absl::Duration largest_gap;
+  absl::Time last = absl::Now();
+  for (int i = 1; i <= kFrames; ++i) {
+    request.set_sequence(i);
+    request.clear_goals();
+    const double a = 0.01 * i;
+    *request.add_goals() = MakeGoal(
+        "chain", Eigen::Vector3d(0.2 * std::cos(a), 0.2 * std::sin(a), 0.25));
+    ASSERT_TRUE(stream->Send(request)) << stream->Finish();
+    client::StreamResult result;
+    while (stream->TryReceive(&result)) {
+      ASSERT_EQ(result.response.sequence(), expected++);
+      const absl::Time now = absl::Now();
+      if (!killed.empty()) largest_gap = std::max(largest_gap, now - last);
+      last = now;
+    }
+    if (killed.empty() && expected > kKillAt) {
+      for (auto& r : replicas_) {
+        if (MetricValue(r->Metrics(), "reach_active_streams") == 1) {
+          killed = r->name();
+          r->Kill();
+          last = absl::Now();
+          break;
+        }
+      }
+      ASSERT_FALSE(killed.empty()) << "no replica holds the stream";
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  const absl::Status finished = stream->Finish();
+  EXPECT_TRUE(finished.ok()) << finished;
+  client::StreamResult result;
+  while (stream->TryReceive(&result)) {
+    ASSERT_EQ(result.response.sequence(), expected++);
+  }
+  EXPECT_EQ(expected, static_cast<uint64_t>(kFrames) + 1);
+  EXPECT_GE(stream->resumes(), 1);
+  std::printf(
+      "through haproxy: %s killed at frame %d; %d frames answered, "
+      "resumed %d time(s), longest wait %s\n",
+      killed.c_str(), kKillAt, static_cast<int>(expected - 1),
+      stream->resumes(), absl::FormatDuration(largest_gap).c_str());
+  EXPECT_LT(largest_gap, absl::Seconds(1));
+}
+
+// deploy/k8s gives the URL from a Secret as FLAGS_registry with
+// --fromenv=registry: it reaches the database, and its password shows in
+// neither the process's argv, its log nor /metrics.
+TEST_F(SharedRegistryTest, TheRegistryUrlFromTheEnvironmentStaysOutOfArgv) {
+  const std::string password = "pw-in-env-only-7c1e";
+  StartReplicas();
+  Replica from_env("E", pg_->url() + "&password=" + password);
+  from_env.RegistryFromEnv();
+  from_env.Start();
+  ASSERT_TRUE(from_env.Wait()) << from_env.log();
+  std::string leg;
+  ASSERT_TRUE(Register(from_env.ik(), Leg("leg from env"), &leg).ok());
+  EXPECT_EQ(GetSkeletonCode(A().ik(), leg), grpc::StatusCode::OK);
+  const std::string argv =
+      ReadFile(absl::StrCat("/proc/", from_env.pid(), "/cmdline"));
+  EXPECT_THAT(argv, HasSubstr("--fromenv=registry"));
+  EXPECT_THAT(argv, ::testing::Not(HasSubstr(password)));
+  EXPECT_THAT(argv, ::testing::Not(HasSubstr("postgresql:")));
+  EXPECT_THAT(from_env.log(), HasSubstr("store=postgresql://postgres@"));
+  EXPECT_THAT(from_env.log(), ::testing::Not(HasSubstr(password)));
+  EXPECT_THAT(from_env.Metrics(), ::testing::Not(HasSubstr(password)));
 }
 
 TEST(SharedRegistryFlagTest, ConnectionAgeFlagsAreChecked) {

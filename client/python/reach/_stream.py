@@ -56,7 +56,9 @@ class SyncStream:
     with resume, `_answered(request, response)` and `_reseed(request)`.
 
     resume: a stream broken by UNAVAILABLE (its replica killed, drained or
-    scaled down) is reopened, on another replica when the client has
+    scaled down), or CANCELLED (without this client cancelling it) or
+    UNKNOWN (a proxy such as haproxy cuts the stream when its replica goes
+    away), is reopened, on another replica when the client has
     several, and the frames not yet answered are sent again (the first
     reseeded); for up to `resume_within` seconds after the break."""
 
@@ -124,7 +126,14 @@ class SyncStream:
     def _reopen(self, error: grpc.RpcError, broken_since: float) -> str:
         """After a break: "again" (reopened), "done" (nothing left to
         answer) or "failed"."""
-        if not self._resume or self._cancelled or error.code() != grpc.StatusCode.UNAVAILABLE:
+        # Also CANCELLED (that this client did not ask for) and UNKNOWN: what
+        # gRPC reports when a proxy between cuts the stream after the
+        # answers began (haproxy, its replica gone: RST_STREAM CANCEL, or
+        # the response ended without a status). reach-server itself ends a
+        # stream with neither.
+        if not self._resume or self._cancelled or error.code() not in (
+                grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
+                grpc.StatusCode.UNKNOWN):
             return "failed"
         attempt = 0
         while True:
