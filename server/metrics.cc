@@ -91,6 +91,7 @@ class ProcessCollector : public prometheus::Collectable {
   void SetSkeletonCacheSource(std::function<SkeletonCacheStats()> source) {
     absl::MutexLock lock(&mu_);
     cache_source_ = std::move(source);
+  }
   void SetRegistryCounts(std::function<RegistryCounts()> counts) {
     absl::MutexLock lock(&counts_mu_);
     counts_ = std::move(counts);
@@ -290,6 +291,8 @@ void Metrics::SetSkeletonCacheSource(
     std::function<SkeletonCacheStats()> source) {
   std::static_pointer_cast<ProcessCollector>(process_)->SetSkeletonCacheSource(
       std::move(source));
+}
+
 void Metrics::SetRegistryCounts(std::function<RegistryCounts()> counts) {
   std::static_pointer_cast<ProcessCollector>(process_)->SetRegistryCounts(
       std::move(counts));
