@@ -326,6 +326,8 @@ absl::StatusOr<std::shared_ptr<const LoadedSkeleton>> Registry::Get(
   // whatever version the store holds of `id`, its definition is the same.
   std::shared_ptr<const RegisteredSkeleton> entry = FindLocal(id);
   if (entry == nullptr && !reader_->shared()) return UnknownSkeleton(id);
+  // An id this server does not hold, looked up in the shared store.
+  if (entry == nullptr) read_throughs_.fetch_add(1, std::memory_order_relaxed);
   absl::StatusOr<StoreRead> read = reader_->Read(id);
   if (!read.ok()) {
     return absl::Status(
