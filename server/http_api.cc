@@ -491,33 +491,21 @@ class Bridge : public Viewer::ApiStream {
 
 int Viewer::OnStreamConnect(const mg_connection* conn, void* self) {
   auto* v = static_cast<Viewer*>(self);
-  // As /api/watch: another origin, and a caller without a valid token, are
-  // refused before the handshake (an HTTP error, not a socket held open).
-  if (const std::string refusal = v->RefusalOf(conn); !refusal.empty()) {
-    LogLimited("I", absl::StrCat("viewer: API stream refused: ", refusal));
-    return 1;
-  }
-  const absl::StatusOr<std::string> authorization = AuthorizationOf(conn);
-  const absl::StatusOr<Caller> caller =
-      authorization.ok() ? v->CallerOf(conn, *authorization)
-                         : absl::StatusOr<Caller>(authorization.status());
-  if (!caller.ok()) {
-    LogLimited("I", absl::StrCat("viewer: API stream refused: ",
-                                 caller.status().message()));
-    return 1;
-  }
+  const std::optional<Admitted> admitted = v->AdmitSocket(conn, "API stream");
+  if (!admitted) return 1;
+  const std::string& authorization = admitted->authorization;
   const absl::string_view uri = mg_get_request_info(conn)->local_uri;
   std::unique_ptr<ApiStream> stream;
   if (uri == "/api/v1/solve-stream") {
     stream = std::make_unique<Bridge<v1::SolveRequest, v1::SolveResponse>>(
-        std::string(uri), *authorization, v->options_.max_body_bytes,
+        std::string(uri), authorization, v->options_.max_body_bytes,
         [v](grpc::ClientContext* context) {
           return v->stub_->SolveStream(context);
         });
   } else {
     stream =
         std::make_unique<Bridge<v1::RetargetRequest, v1::RetargetResponse>>(
-            std::string(uri), *authorization, v->options_.max_body_bytes,
+            std::string(uri), authorization, v->options_.max_body_bytes,
             [v](grpc::ClientContext* context) {
               return v->retarget_stub_->RetargetStream(context);
             });

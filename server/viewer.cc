@@ -274,30 +274,34 @@ void Viewer::ListStreams(mg_connection* conn, const Caller& caller) {
   SendJson(conn, 200, json);
 }
 
+std::optional<Viewer::Admitted> Viewer::AdmitSocket(
+    const mg_connection* conn, absl::string_view what) const {
+  if (const std::string refusal = RefusalOf(conn); !refusal.empty()) {
+    LogLimited("I", absl::StrCat("viewer: ", what, " refused: ", refusal));
+    return std::nullopt;
+  }
+  absl::StatusOr<std::string> authorization = AuthorizationOf(conn);
+  absl::StatusOr<Caller> caller =
+      authorization.ok() ? CallerOf(conn, *authorization)
+                         : absl::StatusOr<Caller>(authorization.status());
+  if (!caller.ok()) {
+    LogLimited("I", absl::StrCat("viewer: ", what, " refused: ",
+                                 caller.status().message()));
+    return std::nullopt;
+  }
+  return Admitted{*std::move(authorization), *std::move(caller)};
+}
+
 int Viewer::OnWatchConnect(const mg_connection* conn, void* self) {
   auto* v = static_cast<Viewer*>(self);
   auto watcher = std::make_unique<Watcher>();
   // An authenticated caller's refusals are told in the socket (a browser
   // shows a refused handshake only as "failed"): the first message is
-  // {"error": ...}, then it closes. A page on another origin, and a caller
-  // without a valid token, are refused before the handshake.
-  if (const std::string refusal = v->RefusalOf(conn); !refusal.empty()) {
-    LogLimited("I", absl::StrCat("viewer: /api/watch refused: ", refusal));
-    return 1;
-  }
-  const absl::StatusOr<std::string> authorization = AuthorizationOf(conn);
-  const absl::StatusOr<Caller> caller =
-      authorization.ok() ? v->CallerOf(conn, *authorization)
-                         : absl::StatusOr<Caller>(authorization.status());
-  if (!caller.ok()) {
-    // Refused before the handshake too: a socket refused in band is kept
-    // until the client answers the close (or its pings time out), and
-    // unauthenticated ones must not hold the workers that long. (The page
-    // learns of a bad token from /api/streams.)
-    LogLimited("I", absl::StrCat("viewer: /api/watch refused: ",
-                                 caller.status().message()));
-    return 1;
-  }
+  // {"error": ...}, then it closes. Others are refused before the
+  // handshake (the page learns of a bad token from /api/streams).
+  const std::optional<Admitted> admitted = v->AdmitSocket(conn, "/api/watch");
+  if (!admitted) return 1;
+  const Caller* caller = &admitted->caller;
   const std::string id = QueryParam(mg_get_request_info(conn), "stream");
   int64_t stream_id = 0;
   if (!absl::SimpleAtoi(id, &stream_id) ||

@@ -63,6 +63,7 @@
 #define REACH_SERVER_VIEWER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,6 +166,19 @@ class Viewer {
                                   absl::string_view authorization) const;
   // Whether `caller` may see a stream `owner` opened.
   static bool MayWatch(const Caller& caller, const std::string& owner);
+  // A WebSocket handshake's admission (/api/watch and the API's streams):
+  // another origin, and a caller without a valid token, are refused before
+  // the handshake (an HTTP error, not a socket held open: one refused in
+  // band is kept until the client answers the close, and unauthenticated
+  // ones must not hold the workers that long). The caller and the
+  // Authorization it came with, or nullopt when refused (logged, naming
+  // `what`).
+  struct Admitted {
+    std::string authorization;
+    Caller caller;
+  };
+  std::optional<Admitted> AdmitSocket(const mg_connection* conn,
+                                      absl::string_view what) const;
 
   // A WebSocket watching a stream.
   struct Watcher {

@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -2011,6 +2012,11 @@ TEST(VmcRestartTest, ReachVmcCarriesOnWhenItsServerIsKilledAndRestarted) {
   // again soon after the restart, in the sender's order, each once.
   char pattern[] = "/tmp/reach_vmc_restart_XXXXXX";
   const std::string dir = mkdtemp(pattern);
+  // Declared before the server: removed after it has gone.
+  absl::Cleanup remove_dir = [dir] {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  };
   auto server = std::make_unique<ServerChild>(dir, 0);
   const int server_port = server->port();
   ASSERT_GT(server_port, 0) << server->log();
