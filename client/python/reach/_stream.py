@@ -46,6 +46,31 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+# What a broken stream may be reopened after: UNAVAILABLE, and also
+# CANCELLED (that the client did not ask for) and UNKNOWN: what gRPC
+# reports when a proxy between cuts the stream after the answers began
+# (haproxy, its replica gone: RST_STREAM CANCEL, or the response ended
+# without a status). reach-server itself ends a stream with neither.
+_RESUMABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
+              grpc.StatusCode.UNKNOWN)
+
+
+def _resume_wait(broken_since: float, attempt: int, within: float,
+                 deadline: Optional[float]) -> Optional[float]:
+    """Seconds to wait before reopening attempt `attempt` (0 first) of a
+    stream broken at `broken_since`, or None when the budget (`within`,
+    and the stream's deadline) is spent."""
+    now = time.monotonic()
+    give_up = broken_since + within
+    if deadline is not None:
+        give_up = min(give_up, deadline)
+    if now >= give_up:
+        return None
+    if attempt > 0 or now - broken_since > 0.001:
+        return min(0.01 * (attempt + 1), 0.1)
+    return 0.0
+
+
 def _closed_error() -> ReachError:
     return ReachError(grpc.StatusCode.FAILED_PRECONDITION, "stream: send after close")
 
@@ -126,25 +151,15 @@ class SyncStream:
     def _reopen(self, error: grpc.RpcError, broken_since: float) -> str:
         """After a break: "again" (reopened), "done" (nothing left to
         answer) or "failed"."""
-        # Also CANCELLED (that this client did not ask for) and UNKNOWN: what
-        # gRPC reports when a proxy between cuts the stream after the
-        # answers began (haproxy, its replica gone: RST_STREAM CANCEL, or
-        # the response ended without a status). reach-server itself ends a
-        # stream with neither.
-        if not self._resume or self._cancelled or error.code() not in (
-                grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
-                grpc.StatusCode.UNKNOWN):
+        if not self._resume or self._cancelled or error.code() not in _RESUMABLE:
             return "failed"
         attempt = 0
         while True:
-            now = time.monotonic()
-            give_up = broken_since + self._resume_within
-            if self._deadline is not None:
-                give_up = min(give_up, self._deadline)
-            if now >= give_up:
+            wait = _resume_wait(broken_since, attempt, self._resume_within, self._deadline)
+            if wait is None:
                 return "failed"
-            if attempt > 0 or now - broken_since > 0.001:
-                time.sleep(min(0.01 * (attempt + 1), 0.1))
+            if wait > 0:
+                time.sleep(wait)
             attempt += 1
             with self._cond:
                 if self._cancelled:
@@ -419,18 +434,15 @@ class AsyncStream:
     async def _reopen(self, code: grpc.StatusCode, broken_since: float) -> str:
         """After a break: "again" (reopened), "done" (nothing left to
         answer) or "failed"."""
-        if not self._resume or self._cancelled or code != grpc.StatusCode.UNAVAILABLE:
+        if not self._resume or self._cancelled or code not in _RESUMABLE:
             return "failed"
         attempt = 0
         while True:
-            now = time.monotonic()
-            give_up = broken_since + self._resume_within
-            if self._deadline is not None:
-                give_up = min(give_up, self._deadline)
-            if now >= give_up:
+            wait = _resume_wait(broken_since, attempt, self._resume_within, self._deadline)
+            if wait is None:
                 return "failed"
-            if attempt > 0 or now - broken_since > 0.001:
-                await asyncio.sleep(min(0.01 * (attempt + 1), 0.1))
+            if wait > 0:
+                await asyncio.sleep(wait)
             attempt += 1
             if self._cancelled:
                 return "failed"
