@@ -121,6 +121,9 @@ struct FullBodyScratch {
   // hinges), the first attempt's answer and each goal's excess after
   // either attempt (per goal of the request).
   std::vector<Transform> start_locals;
+  // Per joint: inside a limb whose goal carries the caller's own pole
+  // (the body model's anatomical hinges leave that limb a ball).
+  std::vector<char> caller_pole;
   std::vector<Transform> first_locals;
   std::vector<double> first_excess;
   std::vector<double> second_excess;

@@ -28,8 +28,8 @@ class LazyGlobals {
   const Transform& operator[](int j) {
     if (!known_[j]) {
       const int parent = skeleton_.joint(j).parent;
-      globals_[j] = parent < 0 ? pose_.local[j]
-                               : (*this)[parent] * pose_.local[j];
+      globals_[j] =
+          parent < 0 ? pose_.local[j] : (*this)[parent] * pose_.local[j];
       known_[j] = 1;
     }
     return globals_[j];
@@ -41,7 +41,6 @@ class LazyGlobals {
   std::vector<Transform>& globals_;
   std::vector<char>& known_;
 };
-
 
 // `v` without its part along unit `up`.
 Vector3d Flat(const Vector3d& v, const Vector3d& up) {
@@ -60,9 +59,9 @@ Vector3d NearestAxis(const Vector3d& v) {
 // Gives goal `i` (on a foot or hand) a preferred bend toward `direction`
 // from its limb's middle joint `mid`, its limb starting at `limb_root`,
 // unless it has a pole or names another limb.
-void PreferBend(const Skeleton& skeleton, int limb_root,
-                const Vector3d& mid, const Vector3d& direction,
-                double length, Goal& goal, double& cone) {
+void PreferBend(const Skeleton& skeleton, int limb_root, const Vector3d& mid,
+                const Vector3d& direction, double length, Goal& goal,
+                double& cone) {
   if (goal.pole || goal.aim_axis) return;
   if (goal.chain >= 0 || goal.root_joint >= 0) {
     if (LimbRootOf(skeleton, goal) != limb_root) {
@@ -171,8 +170,7 @@ Vector3d OutsideSupport(const BodyModel& model, const BalanceInput& in,
   const double foot = 0.15 * model.height;
   const double radius = 0.5 * foot;
   const Vector3d a = Flat(in.feet[0], in.up) + 0.25 * foot * in.forward;
-  const Vector3d ab =
-      Flat(in.feet[1], in.up) + 0.25 * foot * in.forward - a;
+  const Vector3d ab = Flat(in.feet[1], in.up) + 0.25 * foot * in.forward - a;
   const Vector3d c = Flat(com, in.up);
   const double t =
       ab.squaredNorm() > 0.0
@@ -186,8 +184,7 @@ Vector3d OutsideSupport(const BodyModel& model, const BalanceInput& in,
 
 }  // namespace
 
-BodyModel BuildBodyModel(const Skeleton& skeleton,
-                         const RoleStiffness& roles) {
+BodyModel BuildBodyModel(const Skeleton& skeleton, const RoleStiffness& roles) {
   BodyModel model;
   const int n = skeleton.num_joints();
   model.stiffness.resize(n);
@@ -197,10 +194,10 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
   for (int j = 0; j < n; ++j) {
     const int parent = skeleton.joint(j).parent;
     if (parent < 0) continue;
-    model.reach[j] = model.reach[parent] +
-                     (skeleton.rest_globals()[j].translation -
-                      skeleton.rest_globals()[parent].translation)
-                         .norm();
+    model.reach[j] =
+        model.reach[parent] + (skeleton.rest_globals()[j].translation -
+                               skeleton.rest_globals()[parent].translation)
+                                  .norm();
   }
   const absl::StatusOr<Characterization> found = Characterize(skeleton);
   if (!found.ok()) return model;
@@ -228,6 +225,68 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
   for (int j : c.neck) stiffen(j, roles.neck);
   stiffen(c.pelvis, roles.pelvis);
   for (const Arm& arm : c.arms) stiffen(arm.clavicle, roles.clavicle);
+
+  const absl::Span<const Transform> rest = skeleton.rest_globals();
+  const Vector3d rest_trunk =
+      rest[c.head].translation - rest[c.pelvis].translation;
+  constexpr double kCos45 = 0.7071067811865476;
+  model.rest_stands =
+      rest_trunk.norm() > 1e-9 && rest_trunk.normalized().dot(c.up) > kCos45;
+  model.hinge_axis.assign(n, Vector3d::Zero());
+  if (model.rest_stands) {
+    // The posture: each relaxed joint, the joint its bone ends at, and the
+    // direction a standing body points that bone.
+    auto relax = [&](int j, int end, const Vector3d& natural) {
+      if (j < 0 || end < 0) return;
+      const Joint& joint = skeleton.joint(j);
+      // A joint the rig limits keeps to its limits (on the limited
+      // humanoid, drawing its spine stalled a VR crouch stream's hands).
+      if (joint.type != JointType::kBall || joint.IsLimited()) return;
+      const Vector3d bone = rest[end].translation - rest[j].translation;
+      Quaterniond to = joint.rest.rotation;
+      if (bone.norm() > 1e-9 && bone.normalized().dot(natural) < kCos45) {
+        const Quaterniond p = joint.parent >= 0 ? rest[joint.parent].rotation
+                                                : Quaterniond::Identity();
+        const Quaterniond swing =
+            Quaterniond::FromTwoVectors(bone.normalized(), natural);
+        to = (p.conjugate() * swing * p * to).normalized();
+      }
+      model.relax.push_back(j);
+      model.relax_to.push_back(to);
+    };
+    std::vector<int> trunk = c.spine;
+    for (int j : c.neck) trunk.push_back(j);
+    trunk.push_back(c.head);
+    for (size_t k = 0; k + 1 < trunk.size(); ++k) {
+      relax(trunk[k], trunk[k + 1], c.up);
+    }
+    relax(c.arms[kLeft].clavicle, c.arms[kLeft].upper_arm, c.left);
+    relax(c.arms[kRight].clavicle, c.arms[kRight].upper_arm, -c.left);
+
+    // The anatomical hinges.
+    auto hinge = [&](int root, int mid, int end, const Vector3d& flex) {
+      if (root < 0 || mid < 0 || end < 0) return;
+      const Joint& joint = skeleton.joint(mid);
+      if (joint.type != JointType::kBall || joint.IsLimited()) return;
+      const Vector3d upper = rest[mid].translation - rest[root].translation;
+      const Vector3d lower = rest[end].translation - rest[mid].translation;
+      if (!(upper.norm() > 1e-9) || !(lower.norm() > 1e-9)) return;
+      // Bent at rest by more than about 6 degrees: that bend's axis.
+      Vector3d axis = upper.normalized().cross(lower.normalized());
+      if (!(axis.norm() > 0.1)) {
+        axis = lower.normalized().cross(flex);
+        if (!(axis.norm() > 0.1)) return;
+      }
+      model.hinge_axis[mid] =
+          (rest[mid].rotation.conjugate() * axis.normalized()).normalized();
+    };
+    for (int side = 0; side < 2; ++side) {
+      const Arm& arm = c.arms[side];
+      hinge(arm.upper_arm, arm.forearm, arm.hand, c.forward);
+      const Leg& leg = c.legs[side];
+      hinge(leg.thigh, leg.shin, leg.foot, -c.forward);
+    }
+  }
 
   // Pelvis helpers: joints strictly between the pelvis and one thigh
   // whose subtree holds that leg only. A joint above both legs (a
@@ -276,8 +335,8 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
   if (!(model.trunk_height > 0.5 * trunk_length)) {
     model.trunk_height = 0.95 * trunk_length;
   }
-  model.height = (at[c.head].translation - at[c.legs[0].foot].translation)
-                     .dot(c.up);
+  model.height =
+      (at[c.head].translation - at[c.legs[0].foot].translation).dot(c.up);
   model.pelvis_forward = at[c.pelvis].rotation.conjugate() * c.forward;
   model.head_forward = at[c.head].rotation.conjugate() * c.forward;
   return model;
@@ -319,12 +378,11 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
         !(model.arm_length[side] > 0.0)) {
       continue;
     }
-    const double beyond =
-        (goals[hand[side]].target -
-         globals[model.arms[side].upper_arm].translation)
-                .norm() /
-            model.arm_length[side] -
-        1.0;
+    const double beyond = (goals[hand[side]].target -
+                           globals[model.arms[side].upper_arm].translation)
+                                  .norm() /
+                              model.arm_length[side] -
+                          1.0;
     const double t = std::clamp(beyond / 0.1, 0.0, 1.0);
     stiffness[clavicle] =
         kStillClavicle + t * (model.stiffness[clavicle] - kStillClavicle);
@@ -355,9 +413,10 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
   Vector3d heading = facing.normalized();
   for (int side = 0; side < 2; ++side) {
     if (foot[side] >= 0 && goals[foot[side]].target_orientation) {
-      const Vector3d f = Flat(goals[foot[side]].target_orientation->normalized() *
-                                  model.foot_forward[side],
-                              up);
+      const Vector3d f =
+          Flat(goals[foot[side]].target_orientation->normalized() *
+                   model.foot_forward[side],
+               up);
       if (f.norm() > 1e-9) heading += f.normalized();
     }
   }
@@ -484,8 +543,8 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       const double rise =
           std::sqrt(std::max(0.0, reach * reach - across_foot * across_foot));
       height = std::min(height, feet[side].dot(up) + rise - socket.dot(up));
-      lowest = std::max(lowest, feet[side].dot(up) + 0.25 * reach -
-                                    socket.dot(up));
+      lowest =
+          std::max(lowest, feet[side].dot(up) + 0.25 * reach - socket.dot(up));
     }
     height = std::max(height, lowest);
     if (head >= 0 || lower) {

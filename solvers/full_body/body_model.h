@@ -18,10 +18,9 @@
 #ifndef REACH_SOLVERS_FULL_BODY_BODY_MODEL_H_
 #define REACH_SOLVERS_FULL_BODY_BODY_MODEL_H_
 
+#include <Eigen/Core>
 #include <array>
 #include <vector>
-
-#include <Eigen/Core>
 
 #include "solvers/characterize.h"
 #include "solvers/goal.h"
@@ -56,6 +55,33 @@ struct BodyModel {
   // solver never turns.
   std::vector<double> stiffness;
   std::vector<char> fixed;
+  // Whether the rest pose stands: its pelvis-to-head line within 45
+  // degrees of the characterisation's up. Where it does not (a Character
+  // Creator export whose zero pose holds every limb up, whose up comes out
+  // upside down), the rest pose says nothing about a natural posture or a
+  // flexion axis, and the model adds neither (below).
+  bool rest_stands = false;
+  // Per joint: an unlimited ball knee or elbow's flexion axis in its own
+  // frame (zero elsewhere). Knees and elbows are hinges: the CMU
+  // performers' turn about one axis of their own frame (spread 0 degrees
+  // on the jump, walk and hop), and a ball elbow that bends sideways bends
+  // where no arm can (the walk's right elbow bent about an axis 60 degrees
+  // off the performer's on 64 frames). The solver turns such a joint about
+  // this axis; its other two axes are kHingeSideStiffness stiff. The axis
+  // is the rest pose's bend where the limb is bent at rest, else the one
+  // that takes the lower bone forward (elbow) or back (knee).
+  std::vector<Eigen::Vector3d> hinge_axis;
+  // The posture: the unlimited spine, neck and clavicle joints, and each
+  // one's natural local rotation (relax_to): the rest rotation where the
+  // rest pose points the joint's bone within 45 degrees of where a
+  // standing body does (spine and neck up, clavicles out to their side),
+  // else the rest rotation swung that way. The solver draws them toward it
+  // in the goals' null space (kRelaxGain, kPostureRounds): left alone,
+  // what the goals do not fix drifts from frame to frame of a stream
+  // (the jump's chest 55 degrees off the performer's, clavicles 25-34
+  // degrees where the performers' never turn).
+  std::vector<int> relax;
+  std::vector<Eigen::Quaterniond> relax_to;
   // Path lengths of the rest pose: hip socket (thigh) to ankle (foot),
   // shoulder (upper arm) to wrist (hand), per side.
   std::array<double, 2> leg_length{};
@@ -96,8 +122,8 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 //   lower head lowers the pelvis and bends the knees) and low enough for
 //   the upright trunk's shoulders to reach the hands, but no higher than
 //   the legs reach the feet, and turns toward the heading of the feet,
-//   hands and head. The pose's root is moved there, and two goals of the body model
-//   (soft: solved after every goal of the request, in their null space,
+//   hands and head. The pose's root is moved there, and two goals of the body
+//   model (soft: solved after every goal of the request, in their null space,
 //   never keeping a solve going) hold the pelvis there and facing there.
 // - Preferred bends: a foot or hand goal without a pole gets one in front
 //   of the knee (the heading) or behind and below the elbow, with a cone of
@@ -113,6 +139,25 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                   std::vector<double>& stiffness, Pose* pose);
 
 inline constexpr double kPreferredBendCone = 1.0;  // Radians.
+
+// The stiffness of an anatomical hinge's (BodyModel::hinge_axis) two other
+// axes.
+inline constexpr double kHingeSideStiffness = 0.99;
+
+// The share of the way to the natural posture (BodyModel::relax) the first
+// accepted step of every solve takes, in the goals' null space: a stream
+// relaxes over its frames, and a frame's goals converge as without it.
+inline constexpr double kRelaxGain = 0.2;
+
+// A solve from the rest pose that converges with the posture folded (its
+// joints' angles from their natural rotations summing to more than
+// kFoldedPosture radians) takes up to kPostureRounds posture steps of
+// kPostureGain each, converging again after any that costs a goal, while
+// it has used less than half its iterations. (Rounds after every solve
+// from rest slowed solver_bench's 54-joint rig from rest 2.5 times.)
+inline constexpr int kPostureRounds = 4;
+inline constexpr double kPostureGain = 0.5;
+inline constexpr double kFoldedPosture = 2.0;
 
 }  // namespace reach
 

@@ -1,10 +1,10 @@
 // FullBodySolve (problem.h): forward kinematics over the active joints,
 // the goals' error rows and excess, and the Jacobian of those rows.
 
-#include "solvers/full_body/problem.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "solvers/full_body/problem.h"
 
 namespace reach {
 namespace full_body_internal {
@@ -38,9 +38,9 @@ struct LookAt {
 
 void FullBodySolve::ForwardKinematics() {
   for (int j : s_.active_joints) {
-    s_.globals[j] = (j == root_ ? root_parent_
-                                : s_.globals[skeleton_.joint(j).parent]) *
-                    pose_.local[j];
+    s_.globals[j] =
+        (j == root_ ? root_parent_ : s_.globals[skeleton_.joint(j).parent]) *
+        pose_.local[j];
   }
 }
 
@@ -56,6 +56,14 @@ void FullBodySolve::ComputeAxes() {
     const Quaterniond& rotation = s_.globals[j].rotation;
     if (joint.type == JointType::kHinge) {
       s_.axis[c0] = RotateVector(rotation, joint.axis);
+    } else if (Hinged(j)) {
+      // An anatomical hinge: its flexion axis, the lower bone's twist axis
+      // and the third (the last two stiff: Setup).
+      const Vector3d flex = RotateVector(rotation, model_->hinge_axis[j]);
+      Vector3d along = flex.unitOrthogonal();
+      s_.axis[c0] = flex;
+      s_.axis[c0 + 1] = along;
+      s_.axis[c0 + 2] = flex.cross(along);
     } else if (!joint.IsLimited()) {
       s_.axis[c0] = Vector3d::UnitX();
       s_.axis[c0 + 1] = Vector3d::UnitY();
@@ -67,8 +75,7 @@ void FullBodySolve::ComputeAxes() {
           joint.rest.rotation;
       const Vector3d twist = RotateVector(rotation, joint.axis);
       Vector3d swing = RotateVector(at_rest, joint.axis).cross(twist);
-      swing = swing.norm() > 1e-9 ? swing.normalized()
-                                  : twist.unitOrthogonal();
+      swing = swing.norm() > 1e-9 ? swing.normalized() : twist.unitOrthogonal();
       s_.axis[c0] = twist;
       s_.axis[c0 + 1] = swing;
       s_.axis[c0 + 2] = twist.cross(swing);
@@ -107,15 +114,17 @@ bool FullBodySolve::Evaluate() {
       const Vector3d miss = goal.target - ge.translation;
       const double miss_norm = miss.norm() / body_;
       s_.error.segment<3>(row) =
-          (sw / body_) *
-          (miss_norm > kMaxStepError ? (kMaxStepError / miss_norm) * miss : miss);
+          (sw / body_) * (miss_norm > kMaxStepError
+                              ? (kMaxStepError / miss_norm) * miss
+                              : miss);
       excess = std::max(0.0, miss.norm() - s_.tolerance[i]) / body_;
       if (goal.target_orientation) {
         const Vector3d turn = RotationVector(
             goal.target_orientation->normalized() * ge.rotation.conjugate());
         const double angle = turn.norm();
         s_.error.segment<3>(row + 3) =
-            sw * (angle > kMaxTurnError ? (kMaxTurnError / angle) * turn : turn);
+            sw *
+            (angle > kMaxTurnError ? (kMaxTurnError / angle) * turn : turn);
         excess += std::max(0.0, angle - s_.orientation_tolerance[i]);
       }
     }

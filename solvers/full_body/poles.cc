@@ -2,12 +2,11 @@
 // goals leave free: turned to face its pole, a straight knee or elbow
 // bent a little first, a rest pose's hinges bent for a second attempt.
 
-#include "solvers/full_body/problem.h"
-
 #include <algorithm>
 #include <cmath>
 
 #include "solvers/bend_plane.h"
+#include "solvers/full_body/problem.h"
 
 namespace reach {
 namespace full_body_internal {
@@ -85,19 +84,18 @@ bool FullBodySolve::ApplyPoles() {
       if (!(axis.norm() > 0.0) || !(lower.norm() > 0.0)) continue;
       const double turn = 2.0 * delta.norm() / lower.norm();
       pose_.local[mid].rotation =
-          ConstrainRotation(middle,
-                            TurnedLocal(s_.globals[middle.parent].rotation,
-                                        turn * axis.normalized(),
-                                        pose_.local[mid].rotation))
+          ConstrainRotation(
+              middle,
+              TurnedLocal(s_.globals[middle.parent].rotation,
+                          turn * axis.normalized(), pose_.local[mid].rotation))
               .normalized();
       ForwardKinematics();
       turned = true;
       continue;
     }
     const Joint& joint = skeleton_.joint(lr);
-    const Quaterniond parent = lr == root_
-                                   ? root_parent_.rotation
-                                   : s_.globals[joint.parent].rotation;
+    const Quaterniond parent =
+        lr == root_ ? root_parent_.rotation : s_.globals[joint.parent].rotation;
     const Quaterniond effector_rotation = s_.globals[e].rotation;
     // A ball middle joint takes the new bend itself: the limb's root (a
     // ball) swings the upper part to the swivelled middle by the least
@@ -156,8 +154,8 @@ bool FullBodySolve::ApplyPoles() {
       // the turn its limits allow.
       double turn = angle;
       if (joint.IsConstrained()) {
-        turn = NearestFeasibleTurn(joint, parent, s_.globals[lr].rotation,
-                                   line, angle, std::min(angle, 0.0),
+        turn = NearestFeasibleTurn(joint, parent, s_.globals[lr].rotation, line,
+                                   angle, std::min(angle, 0.0),
                                    std::max(angle, 0.0));
         if (!std::isfinite(turn)) continue;
       }
@@ -206,17 +204,20 @@ void FullBodySolve::Unstraighten() {
       if (joint.type != JointType::kHinge || s_.dof_start[j] < 0) continue;
       const Vector3d upper =
           s_.globals[j].translation - s_.globals[joint.parent].translation;
-      const Vector3d lower = s_.globals[c].translation - s_.globals[j].translation;
+      const Vector3d lower =
+          s_.globals[c].translation - s_.globals[j].translation;
       if (!(std::atan2(upper.cross(lower).norm(), upper.dot(lower)) <
             kStraight)) {
         continue;
       }
-      const double angle = HingeAngleWithinLimits(joint, pose_.local[j].rotation);
+      const double angle =
+          HingeAngleWithinLimits(joint, pose_.local[j].rotation);
       double sign = 1.0;
       if (std::isfinite(joint.min_angle_rad) &&
           std::isfinite(joint.max_angle_rad)) {
-        sign = 0.5 * (joint.min_angle_rad + joint.max_angle_rad) >= angle ? 1.0
-                                                                         : -1.0;
+        sign = 0.5 * (joint.min_angle_rad + joint.max_angle_rad) >= angle
+                   ? 1.0
+                   : -1.0;
       } else if (std::isfinite(joint.max_angle_rad)) {
         sign = -1.0;
       }
@@ -237,6 +238,16 @@ void FullBodySolve::Unstraighten() {
     const Vector3d off = s_.globals[mid].translation - origin;
     if (!(line.norm() > 0.0) ||
         !(off.cross(line).norm() < kStraight * off.norm() * line.norm())) {
+      continue;
+    }
+    if (Hinged(mid)) {
+      // An anatomical hinge bends about its own axis (the poles then turn
+      // the limb to face its pole).
+      pose_.local[mid].rotation =
+          (pose_.local[mid].rotation *
+           Quaterniond(Eigen::AngleAxisd(kBend, model_->hinge_axis[mid])))
+              .normalized();
+      ForwardKinematics();
       continue;
     }
     const Vector3d to_pole = *goal.pole - origin;

@@ -19,9 +19,9 @@
 namespace reach {
 namespace {
 
-using full_body_internal::IsFullBody;
 using Eigen::Quaterniond;
 using Eigen::Vector3d;
+using full_body_internal::IsFullBody;
 
 int TopRoot(const Skeleton& skeleton, int j) {
   while (skeleton.joint(j).parent >= 0) j = skeleton.joint(j).parent;
@@ -51,17 +51,15 @@ int ResolveRoot(const Skeleton& skeleton, absl::Span<const Goal> goals,
 // Orders goals by content, so the problem does not depend on the order
 // they came in: priority, effector, kind, then every number.
 auto SortKey(const Skeleton& skeleton, const Goal& g) {
-  const Quaterniond q =
-      g.target_orientation.value_or(Quaterniond(0, 0, 0, 0));
+  const Quaterniond q = g.target_orientation.value_or(Quaterniond(0, 0, 0, 0));
   const Vector3d aim = g.aim_axis.value_or(Vector3d::Zero());
   const Vector3d pole = g.pole.value_or(Vector3d::Zero());
   return std::make_tuple(
       g.priority, EffectorOf(skeleton, g), g.aim_axis.has_value(),
       g.target_orientation.has_value(), g.pole.has_value(), g.target.x(),
-      g.target.y(), g.target.z(), q.w(), q.x(), q.y(), q.z(), aim.x(),
-      aim.y(), aim.z(), pole.x(), pole.y(), pole.z(), g.weight,
-      g.options.tolerance, g.options.orientation_tolerance_rad,
-      LimbRootOf(skeleton, g));
+      g.target.y(), g.target.z(), q.w(), q.x(), q.y(), q.z(), aim.x(), aim.y(),
+      aim.z(), pole.x(), pole.y(), pole.z(), g.weight, g.options.tolerance,
+      g.options.orientation_tolerance_rad, LimbRootOf(skeleton, g));
 }
 
 }  // namespace
@@ -118,8 +116,7 @@ absl::Status ValidateFullBody(const Skeleton& skeleton,
         options.root_translation_stiffness <= 1.0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("full_body.root_translation_stiffness = ",
-                     options.root_translation_stiffness,
-                     " is outside [0, 1]"));
+                     options.root_translation_stiffness, " is outside [0, 1]"));
   }
   if (options.max_iterations < 0 || options.max_iterations > max_iterations) {
     return absl::InvalidArgumentError(
@@ -224,14 +221,16 @@ absl::Status ValidateFullBody(const Skeleton& skeleton,
       const int limb_root = LimbRootOf(skeleton, goal);
       if (limb_root < 0 || PathLength(skeleton, limb_root, effector) < 3) {
         return absl::InvalidArgumentError(absl::StrCat(
-            Field(i, "pole"), ": the limb whose bend faces the pole needs "
-                              "three joints or more, and effector \"",
+            Field(i, "pole"),
+            ": the limb whose bend faces the pole needs "
+            "three joints or more, and effector \"",
             skeleton.joint(effector).name, "\" has no grandparent"));
       }
       if (skeleton.joint(limb_root).type != JointType::kBall) {
         return absl::InvalidArgumentError(absl::StrCat(
-            Field(i, "pole"), ": the limb turns about its root to face the "
-                              "pole, and its root joint \"",
+            Field(i, "pole"),
+            ": the limb turns about its root to face the "
+            "pole, and its root joint \"",
             skeleton.joint(limb_root).name, "\" is not a ball joint"));
       }
     }
@@ -309,6 +308,19 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     }
     if (goal.pole) ++num_poles_;
   }
+  // The caller's poles (the body model's preferred bends leave a cone
+  // free; a caller's leaves none): the limb bends toward it as a ball.
+  s_.caller_pole.assign(n, 0);
+  for (int k = 0; k < m && places_body_; ++k) {
+    const int i = s_.goal_order[k];
+    const Goal& goal = goals_[i];
+    if (!goal.pole || s_.pole_cone[i] > 0.0) continue;
+    const int lr = LimbRootOf(skeleton_, goal);
+    for (int j = skeleton_.joint(s_.effector[k]).parent; j >= 0 && j != lr;
+         j = skeleton_.joint(j).parent) {
+      s_.caller_pole[j] = 1;
+    }
+  }
 
   // Columns: the root's translation first, then each driving joint's.
   const bool pinned = options_.root_mode == RootMode::kPinned;
@@ -331,16 +343,18 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
     const Joint& joint = skeleton_.joint(j);
     const double stiffness =
         model_ != nullptr ? s_.body_stiffness[j] : joint.stiffness;
-    if (!s_.drives[j] || stiffness >= 1.0 ||
-        joint.type == JointType::kFixed || (j == root_ && pinned) ||
-        (model_ != nullptr && model_->fixed[j])) {
+    if (!s_.drives[j] || stiffness >= 1.0 || joint.type == JointType::kFixed ||
+        (j == root_ && pinned) || (model_ != nullptr && model_->fixed[j])) {
       continue;
     }
     s_.dof_start[j] = static_cast<int>(s_.dof_joint.size());
     const int count = joint.type == JointType::kBall ? 3 : 1;
+    const bool hinge = Hinged(j);
     for (int a = 0; a < count; ++a) {
       s_.dof_joint.push_back(j);
-      s_.dof_weight.push_back(std::sqrt(1.0 - stiffness));
+      s_.dof_weight.push_back(std::sqrt(
+          1.0 - (hinge && a > 0 ? std::max(stiffness, kHingeSideStiffness)
+                                : stiffness)));
     }
   }
   cols_ = static_cast<int>(s_.dof_joint.size());
@@ -394,7 +408,7 @@ bool FullBodySolve::Setup(absl::Span<GoalResult> results) {
   Reserve(s_.small, rows_, rows_);
   Reserve(s_.error, rows_);
   Reserve(s_.coeffs, rows_);
-  Reserve(s_.rhs, rows_);
+  Reserve(s_.rhs, std::max(rows_, cols_));
   Reserve(s_.step, cols_);
   Reserve(s_.delta, cols_);
   Reserve(s_.delta_coeffs, rows_);
@@ -491,12 +505,11 @@ void FullBodySolve::PairColumns() {
   for (int a = 0; a < m; ++a) {
     for (int b = a; b < m; ++b) {
       s_.pair_col_start.push_back(static_cast<int>(s_.pair_cols.size()));
-      std::set_intersection(
-          s_.goal_cols.begin() + s_.goal_col_start[a],
-          s_.goal_cols.begin() + s_.goal_col_start[a + 1],
-          s_.goal_cols.begin() + s_.goal_col_start[b],
-          s_.goal_cols.begin() + s_.goal_col_start[b + 1],
-          std::back_inserter(s_.pair_cols));
+      std::set_intersection(s_.goal_cols.begin() + s_.goal_col_start[a],
+                            s_.goal_cols.begin() + s_.goal_col_start[a + 1],
+                            s_.goal_cols.begin() + s_.goal_col_start[b],
+                            s_.goal_cols.begin() + s_.goal_col_start[b + 1],
+                            std::back_inserter(s_.pair_cols));
     }
   }
   s_.pair_col_start.push_back(static_cast<int>(s_.pair_cols.size()));

@@ -16,12 +16,11 @@
 #ifndef REACH_SOLVERS_FULL_BODY_PROBLEM_H_
 #define REACH_SOLVERS_FULL_BODY_PROBLEM_H_
 
+#include <Eigen/Core>
+#include <Eigen/Geometry>
 #include <algorithm>
 #include <array>
 #include <vector>
-
-#include <Eigen/Core>
-#include <Eigen/Geometry>
 
 #include "absl/types/span.h"
 #include "solvers/deadline.h"
@@ -72,12 +71,20 @@ class FullBodySolve {
         s_(s),
         pose_(*pose),
         model_(model),
+        places_body_(model != nullptr && options.root_joint < 0 &&
+                     options.root_mode != RootMode::kPinned),
         body_(BodySize(skeleton)) {}
 
   // Sets up the problem; false when there is nothing to solve.
   bool Setup(absl::Span<GoalResult> results);
   // Runs the solve from the pose; returns the iterations.
   int Run(const Deadline& deadline, int max_iterations);
+  // Before Run: posture rounds after convergence (a solve from rest).
+  void SetPostureRounds(int rounds) { posture_rounds_ = rounds; }
+  // Before Run: no posture steps (BodyModel::relax) at all.
+  void DisablePosture() { posture_ = false; }
+  // After Run: whether a posture step was taken.
+  bool Postured() const { return postured_; }
   // After Run: whether every goal was reached.
   bool Reached() const { return reached_; }
   // After Run: each goal's excess of the pose as it is, by goal of the
@@ -123,6 +130,17 @@ class FullBodySolve {
   // step).
   void Factor(double damping);
   void SolveLevels();
+  // The first accepted step of every solve (relax_pending_) carries
+  // kRelaxGain of the posture's step.
+  void Relax();
+  // The posture's step (toward BodyModel::relax_to, `gain` of the way, in
+  // the goals' null space) in s_.delta, from the current factorisation;
+  // false when no joint relaxes.
+  bool PostureDelta(double gain);
+  // After convergence: factors at the pose and takes the posture's step.
+  bool ApplyPosture(double gain, double damping);
+  // The posture joints' summed angle from their natural rotations.
+  double PostureError() const;
   double MaxFraction() const;
   // Turns each pole limb's bend about its root-effector line to face its
   // pole; returns whether it turned any.
@@ -192,6 +210,17 @@ class FullBodySolve {
   FullBodyScratch& s_;
   Pose& pose_;
   const BodyModel* model_;
+  // Whether the body model places the body (its root free): then its
+  // anatomical hinges hold (BodyModel::hinge_axis) and its posture pulls
+  // (BodyModel::relax). With the root pinned the caller places the body,
+  // and a retarget's transferred knees and elbows carry the source's own
+  // turns, hinges or not.
+  const bool places_body_;
+  // Joint `j` is an anatomical hinge in this solve.
+  bool Hinged(int j) const {
+    return places_body_ && !model_->hinge_axis[j].isZero() &&
+           !s_.caller_pole[j];
+  }
   const double body_;
   int root_ = -1;
   Transform root_parent_;
@@ -218,6 +247,11 @@ class FullBodySolve {
   // then ask for no motion (zero error rows), so the steps go to the
   // goals outside alone.
   bool focus_ = false;
+  bool relax_pending_ = false;
+  // Posture rounds left after convergence (a solve from the rest pose).
+  int posture_rounds_ = 0;
+  bool posture_ = true;
+  bool postured_ = false;
   bool reached_ = false;  // Run's outcome.
   // Whether some goal is outside its tolerance, and every such goal within
   // twice its tolerances (position and orientation, each its own).

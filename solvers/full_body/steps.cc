@@ -2,12 +2,11 @@
 // (the Gram matrices J W^2 J^T, their factors, each level's solve in the
 // null space of the levels before it) and applying it within the limits.
 
-#include "solvers/full_body/problem.h"
-
 #include <algorithm>
 #include <cmath>
 
 #include "solvers/full_body/cholesky.h"
+#include "solvers/full_body/problem.h"
 
 namespace reach {
 namespace full_body_internal {
@@ -57,9 +56,12 @@ void GramBlockB(const Eigen::MatrixXd& J, const double* scale, int ra, int rb,
                 int nb, const int* cols, int count,
                 double block[kMaxGoalRows][kMaxGoalRows]) {
   switch (nb) {
-    case 2: return GramBlock<Na, 2>(J, scale, ra, rb, cols, count, block);
-    case 3: return GramBlock<Na, 3>(J, scale, ra, rb, cols, count, block);
-    default: return GramBlock<Na, 6>(J, scale, ra, rb, cols, count, block);
+    case 2:
+      return GramBlock<Na, 2>(J, scale, ra, rb, cols, count, block);
+    case 3:
+      return GramBlock<Na, 3>(J, scale, ra, rb, cols, count, block);
+    default:
+      return GramBlock<Na, 6>(J, scale, ra, rb, cols, count, block);
   }
 }
 
@@ -68,8 +70,7 @@ void GramBlockB(const Eigen::MatrixXd& J, const double* scale, int ra, int rb,
 // column-major, its columns `stride` apart.
 template <int N, typename Coeffs, typename Delta>
 void AddTransposed(const double* J, Eigen::Index stride, int row,
-                   const int* cols, int count, const Coeffs& dc,
-                   Delta& delta) {
+                   const int* cols, int count, const Coeffs& dc, Delta& delta) {
   double d[N];
   for (int r = 0; r < N; ++r) d[r] = dc(row + r);
   for (int p = 0; p < count; ++p) {
@@ -94,17 +95,15 @@ Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
   Quaterniond exp;
   if (t < 0.49) {
     const double w =
-        1.0 +
-        t * (-1.0 / 8 +
-             t * (1.0 / 384 +
-                  t * (-1.0 / 46080 +
-                       t * (1.0 / 10321920 + t * (-1.0 / 3715891200)))));
+        1.0 + t * (-1.0 / 8 +
+                   t * (1.0 / 384 +
+                        t * (-1.0 / 46080 +
+                             t * (1.0 / 10321920 + t * (-1.0 / 3715891200)))));
     const double s =
-        0.5 +
-        t * (-1.0 / 48 +
-             t * (1.0 / 3840 +
-                  t * (-1.0 / 645120 +
-                       t * (1.0 / 185794560 + t * (-1.0 / 81749606400)))));
+        0.5 + t * (-1.0 / 48 +
+                   t * (1.0 / 3840 +
+                        t * (-1.0 / 645120 + t * (1.0 / 185794560 +
+                                                  t * (-1.0 / 81749606400)))));
     exp = Quaterniond(w, s * v.x(), s * v.y(), s * v.z());
   } else {
     exp = FromRotationVector(v);
@@ -180,8 +179,12 @@ void FullBodySolve::Factor(double damping) {
       const int* cols = s_.pair_cols.data() + s_.pair_col_start[pair];
       const int count = s_.pair_col_start[pair + 1] - s_.pair_col_start[pair];
       switch (na) {
-        case 2: GramBlockB<2>(J, scale, ra, rb, nb, cols, count, block); break;
-        case 3: GramBlockB<3>(J, scale, ra, rb, nb, cols, count, block); break;
+        case 2:
+          GramBlockB<2>(J, scale, ra, rb, nb, cols, count, block);
+          break;
+        case 3:
+          GramBlockB<3>(J, scale, ra, rb, nb, cols, count, block);
+          break;
         default:
           GramBlockB<6>(J, scale, ra, rb, nb, cols, count, block);
           break;
@@ -273,8 +276,12 @@ void FullBodySolve::SolveLevels() {
       const int* cols = s_.goal_cols.data() + s_.goal_col_start[k];
       const int count = s_.goal_col_start[k + 1] - s_.goal_col_start[k];
       switch (s_.goal_row[k + 1] - row) {
-        case 2: AddTransposed<2>(J, stride, row, cols, count, dc, delta); break;
-        case 3: AddTransposed<3>(J, stride, row, cols, count, dc, delta); break;
+        case 2:
+          AddTransposed<2>(J, stride, row, cols, count, dc, delta);
+          break;
+        case 3:
+          AddTransposed<3>(J, stride, row, cols, count, dc, delta);
+          break;
         default:
           AddTransposed<6>(J, stride, row, cols, count, dc, delta);
           break;
@@ -285,6 +292,98 @@ void FullBodySolve::SolveLevels() {
     c += fraction * dc;
     step += fraction * delta;
   }
+  Relax();
+}
+
+void FullBodySolve::Relax() {
+  if (!relax_pending_ || !posture_ || !places_body_ || model_->relax.empty()) {
+    return;
+  }
+  if (!PostureDelta(kRelaxGain)) return;
+  s_.step.head(cols_) += MaxFraction() * s_.delta.head(cols_);
+  postured_ = true;
+}
+
+double FullBodySolve::PostureError() const {
+  if (!posture_ || !places_body_) return 0.0;
+  double sum = 0.0;
+  for (size_t k = 0; k < model_->relax.size(); ++k) {
+    sum += pose_.local[model_->relax[k]].rotation.angularDistance(
+        model_->relax_to[k]);
+  }
+  return sum;
+}
+
+bool FullBodySolve::ApplyPosture(double gain, double damping) {
+  if (!posture_ || !places_body_ || model_->relax.empty()) return false;
+  std::fill(s_.locked.begin(), s_.locked.end(), 0);
+  Factor(damping);
+  if (!PostureDelta(gain)) return false;
+  s_.step.head(cols_) = MaxFraction() * s_.delta.head(cols_);
+  ApplyStep();
+  ForwardKinematics();
+  postured_ = true;
+  return true;
+}
+
+bool FullBodySolve::PostureDelta(double gain) {
+  const double* J = factored_jacobian_;
+  const Eigen::Index stride = factored_stride_;
+  const Eigen::MatrixXd& L = s_.cross;
+  auto delta = s_.delta.head(cols_);
+  auto y = s_.delta_coeffs.head(rows_);
+  delta.setZero();
+  bool any = false;
+  for (size_t k = 0; k < model_->relax.size(); ++k) {
+    const int j = model_->relax[k];
+    const int c0 = s_.dof_start[j];
+    const Joint& joint = skeleton_.joint(j);
+    if (c0 < 0) continue;
+    // Its turn back to its natural rotation, as a model-space rotation
+    // vector (the parent's frame turned to the model's), on its columns.
+    Quaterniond back =
+        model_->relax_to[k] * pose_.local[j].rotation.conjugate();
+    if (back.w() < 0.0) back.coeffs() = -back.coeffs();  // The short way.
+    const Quaterniond& parent =
+        j == root_ ? root_parent_.rotation : s_.globals[joint.parent].rotation;
+    const Vector3d turn =
+        RotateVector(parent, RotationVector(back.normalized()));
+    for (int i = 0; i < 3; ++i) {
+      if (s_.locked[c0 + i]) continue;
+      delta(c0 + i) = gain * turn.dot(s_.axis[c0 + i]);
+      any = true;
+    }
+  }
+  if (!any) return false;
+  // y = J delta over each goal's own columns (the Jacobian holds only
+  // those); then (G + mu)^-1 y by the factor L; delta -= W^2 J^T y.
+  const int goals = static_cast<int>(s_.goal_order.size());
+  for (int k = 0; k < goals; ++k) {
+    const int* cols = s_.goal_cols.data() + s_.goal_col_start[k];
+    const int count = s_.goal_col_start[k + 1] - s_.goal_col_start[k];
+    for (int r = s_.goal_row[k]; r < s_.goal_row[k + 1]; ++r) {
+      double sum = 0.0;
+      for (int p = 0; p < count; ++p)
+        sum += J[r + cols[p] * stride] * delta(cols[p]);
+      y(r) = sum;
+    }
+  }
+  CholeskySolveInPlace(L.data(), L.rows(), rows_, y.data());
+  auto back = s_.rhs.head(cols_);
+  back.setZero();
+  for (int k = 0; k < goals; ++k) {
+    const int* cols = s_.goal_cols.data() + s_.goal_col_start[k];
+    const int count = s_.goal_col_start[k + 1] - s_.goal_col_start[k];
+    for (int p = 0; p < count; ++p) {
+      double sum = 0.0;
+      for (int r = s_.goal_row[k]; r < s_.goal_row[k + 1]; ++r) {
+        sum += J[r + cols[p] * stride] * y(r);
+      }
+      back(cols[p]) += sum;
+    }
+  }
+  for (int col = 0; col < cols_; ++col) delta(col) -= s_.scale[col] * back(col);
+  return true;
 }
 
 bool FullBodySolve::ApplyStep() {
@@ -304,9 +403,9 @@ bool FullBodySolve::ApplyStep() {
       const Vector3d turn = step(col) * s_.axis[col] +
                             step(col + 1) * s_.axis[col + 1] +
                             step(col + 2) * s_.axis[col + 2];
-      const Quaterniond& parent =
-          j == root_ ? root_parent_.rotation
-                     : s_.globals[joint.parent].rotation;
+      const Quaterniond& parent = j == root_
+                                      ? root_parent_.rotation
+                                      : s_.globals[joint.parent].rotation;
       local = TurnedLocal(parent, turn, local);
     } else {
       local = (local * AxisAngle(joint.axis, step(col))).normalized();
