@@ -107,6 +107,10 @@ class Transfer {
   const Pose& source_reference() const { return source_reference_; }
 
  private:
+  // Target joint `j`'s model-space rotation as its source's turns (before
+  // limits); the source's globals in `scratch`.
+  Eigen::Quaterniond Wanted(int j, const TransferScratch& scratch) const;
+
   const Skeleton* source_ = nullptr;
   const Skeleton* target_ = nullptr;
   const Characterization* source_roles_ = nullptr;
@@ -117,8 +121,12 @@ class Transfer {
   // turn (the first's is 1 - weight); -1 elsewhere.
   std::vector<int> source_next_;
   std::vector<double> weight_;
+  // Per target joint: a mapped hinge's child its bone is aimed at, and a
+  // ball joint's hinge child it twists for (-1: none).
+  std::vector<int> aim_child_;
+  std::vector<int> aim_hinge_;
   std::vector<Eigen::Quaterniond> source_ref_inverse_;  // Per source joint.
-  std::vector<Eigen::Quaterniond> target_ref_;           // Per target joint.
+  std::vector<Eigen::Quaterniond> target_ref_;          // Per target joint.
   Pose target_reference_;
   Eigen::Quaterniond align_ = Eigen::Quaterniond::Identity();
   double scale_ = 1.0;
