@@ -410,7 +410,8 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
   }
 
   // Fingers: thumb to thumb, the others by name (index to index), else by
-  // their place across the hand; along each finger by arc length.
+  // their place across the hand; along each finger by order.
+  t.finger_parent_.assign(ts.num_joints(), -1);
   for (int k = 0; k < 2; ++k) {
     const std::vector<Finger>& from = sc.fingers[k];
     const std::vector<Finger>& to = tc.fingers[k];
@@ -449,16 +450,22 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
         ++nth;
       }
       if (match == nullptr) continue;
-      // Each chain from the hand (whose own turn stays the source hand's):
-      // a source finger of one joint drives a longer target finger
-      // between the hand's turn and its own, so every joint bends.
-      std::vector<int> from_chain = {hand}, to_chain = {tc.arms[k].hand};
-      from_chain.insert(from_chain.end(), match->joints.begin(),
-                        match->joints.end());
-      to_chain.insert(to_chain.end(), f.joints.begin(), f.joints.end());
-      PairChains(from_chain, ChainParameters(from_chain, sg), to_chain,
-                 ChainParameters(to_chain, tg), &t.source_of_, &t.source_next_,
-                 &t.weight_);
+      // Joint by joint along the finger, each turning against its parent
+      // as its source counterpart turns against its own (Apply); the
+      // joints of a target finger longer than the source's have no
+      // counterpart and ride on the last, as in the retarget pose.
+      const size_t n = std::min(f.joints.size(), match->joints.size());
+      for (size_t i = 0; i < n; ++i) {
+        const int j = f.joints[i];
+        t.source_of_[j] = match->joints[i];
+        t.source_next_[j] = -1;
+        t.weight_[j] = 0.0;
+        t.finger_parent_[j] = i == 0 ? hand : match->joints[i - 1];
+      }
+      for (size_t i = n; i < f.joints.size(); ++i) {
+        t.source_of_[f.joints[i]] = -1;
+        t.source_next_[f.joints[i]] = -1;
+      }
     }
     if (tc.arms[k].hand >= 0) {
       t.source_of_[tc.arms[k].hand] = hand;
@@ -528,19 +535,23 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
   return t;
 }
 
-Quaterniond Transfer::Wanted(int j, const TransferScratch& scratch) const {
+Quaterniond Transfer::Turn(int j, const TransferScratch& scratch) const {
   const int k = source_of_[j];
   // The source joint's turn from its retarget pose, in the target's model
-  // frame, applied to the target joint's retarget pose.
+  // frame.
   Quaterniond turn =
       scratch.source_globals[k].rotation * source_ref_inverse_[k];
   const int k2 = source_next_[j];
   if (k2 >= 0) {
-    // Along a spine or neck: between two source joints' turns.
+    // Along a spine, neck or finger: between two source joints' turns.
     turn = turn.slerp(weight_[j], scratch.source_globals[k2].rotation *
                                       source_ref_inverse_[k2]);
   }
-  return (align_ * turn * align_.conjugate() * target_ref_[j]).normalized();
+  return align_ * turn * align_.conjugate();
+}
+
+Quaterniond Transfer::Wanted(int j, const TransferScratch& scratch) const {
+  return (Turn(j, scratch) * target_ref_[j]).normalized();
 }
 
 void Transfer::Apply(const Pose& source, TransferScratch& scratch,
@@ -558,6 +569,26 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
     Transform& local = target->local[j];
     local = target_reference_.local[j];
     if (source_of_[j] < 0) {
+      ProjectIntoLimits(joint, &local.rotation);
+      scratch.target_rotations[j] = (parent * local.rotation).normalized();
+      continue;
+    }
+    if (finger_parent_[j] >= 0) {
+      // A finger joint turns against its parent (the hand, the finger's
+      // previous joint) as its source turns against the source's own (the
+      // source's local turn, rest-aligned), whatever the hand did: a hand
+      // its wrist's limits or the hands' goals turned from the source's
+      // keeps its fingers' curl.
+      const int k = finger_parent_[j];
+      const Quaterniond from =
+          align_ *
+          (scratch.source_globals[k].rotation * source_ref_inverse_[k]) *
+          align_.conjugate();
+      const Quaterniond p_ref =
+          p >= 0 ? target_ref_[p] : Quaterniond::Identity();
+      local.rotation = (p_ref.conjugate() * from.conjugate() *
+                        Turn(j, scratch) * target_ref_[j])
+                           .normalized();
       ProjectIntoLimits(joint, &local.rotation);
       scratch.target_rotations[j] = (parent * local.rotation).normalized();
       continue;
