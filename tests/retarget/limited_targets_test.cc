@@ -245,12 +245,21 @@ Figures Measure(const Rig& source, const Rig& target) {
       }
     }
   }
-  // Jitter: mapped joints with a source joint of their own.
+  // Jitter: mapped joints with a source joint of their own, the fingers
+  // apart (a finger's tip turns with the hand, and a long finger onto a
+  // short one magnifies the hand's turns: FingersOnBcnTest checks them).
+  std::vector<bool> finger(n, false);
+  for (int k = 0; k < 2; ++k) {
+    for (const Finger& f : tc.fingers[k]) {
+      for (int j : f.joints) finger[j] = true;
+    }
+  }
   std::vector<std::pair<int, int>> tracked;
   for (const RoleAssignment& a : tc.roles) {
     const int s = tr.source_of()[a.joint];
-    if (s >= 0 && tr.source_next_of(a.joint) < 0)
+    if (s >= 0 && tr.source_next_of(a.joint) < 0 && !finger[a.joint]) {
       tracked.push_back({a.joint, s});
+    }
   }
   std::vector<std::vector<Vector3d>> s_track, t_track;
   const std::vector<int> s_neck = NeckChain(sc), t_neck = NeckChain(tc);
@@ -483,7 +492,7 @@ TEST_P(LimitedHumanoidTest, WithinLimitsGoalsReachedWhereTheyAllow) {
   // degree of it.
   EXPECT_LE(limited_mean, std::max(3.0, free_mean + 0.25));
   // The bar, 1.3x the source's, or the unlimited rig's own within
-  // 0.1. Not met yet on the hop (1.94x against 1.46x, the right arm's
+  // 0.1. Not met yet on the hop (1.77x against 1.21x, the right arm's
   // elbow 7.2x): the clip's right wrist presses its twist limit (the
   // source's forearm turns the elbow's plane, the shoulder twists to follow
   // and the wrist twists back), and the full-body solve, moving the hand
@@ -492,7 +501,7 @@ TEST_P(LimitedHumanoidTest, WithinLimitsGoalsReachedWhereTheyAllow) {
   // wrist presses its limit; a guard at today's figure until that is
   // solved.
   const bool hop = std::string(GetParam()).find("hop") != std::string::npos;
-  EXPECT_LE(fig.jitter, hop ? 2.0 : std::max(1.3, base.jitter + 0.1))
+  EXPECT_LE(fig.jitter, hop ? 1.85 : std::max(1.3, base.jitter + 0.1))
       << fig.jittery;
 }
 
