@@ -543,7 +543,7 @@ Quaterniond Transfer::Turn(int j, const TransferScratch& scratch) const {
       scratch.source_globals[k].rotation * source_ref_inverse_[k];
   const int k2 = source_next_[j];
   if (k2 >= 0) {
-    // Along a spine, neck or finger: between two source joints' turns.
+    // Along a spine or neck: between two source joints' turns.
     turn = turn.slerp(weight_[j], scratch.source_globals[k2].rotation *
                                       source_ref_inverse_[k2]);
   }

@@ -80,11 +80,12 @@ class Transfer {
   // source skeleton) into `target` (resized to the target skeleton).
   void Apply(const Pose& source, TransferScratch& scratch, Pose* target) const;
 
-  // Per target joint: the source joint it follows (along a spine, neck or
-  // finger, the first of the two it is placed between), or -1 (kept at
-  // the target's retarget pose).
+  // Per target joint: the source joint it follows (along a spine or neck,
+  // the first of the two it is placed between; a finger joint, the source
+  // finger's joint of its order), or -1 (kept at the target's retarget
+  // pose).
   const std::vector<int>& source_of() const { return source_of_; }
-  // Along a spine, neck or finger, the second source joint a target joint
+  // Along a spine or neck, the second source joint a target joint
   // is placed between (-1 elsewhere and where it meets one source joint).
   int source_next_of(int joint) const { return source_next_[joint]; }
   // Target leg length over source leg length (thigh to foot along the
