@@ -157,6 +157,94 @@ void PairChains(const std::vector<int>& from,
   }
 }
 
+// How a ball joint's twist and its hinge child's angle point the hinge's
+// bone (from the hinge to its child) along a wanted direction.
+struct HingeAim {
+  double twist = 0.0;  // About the ball's bone, radians.
+  double angle = 0.0;  // The hinge's angle, within its range.
+  double error = 0.0;  // The bone's direction left off the wanted, radians.
+};
+
+// A hinge's bone can point only within the plane (or cone) its axis sweeps:
+// a source elbow or knee (three degrees of freedom in mocap) that bends in
+// another plane, or twists the forearm as it bends, has no hinge angle
+// that points the bone as the source's. What does is the parent's twist
+// about its own bone (upper arm, thigh) turning the hinge's plane onto the
+// wanted direction, as a person's shoulder or hip does.
+//
+// In model space: `b` the parent's bone (unit, its joint to the hinge's),
+// `axis` the hinge's axis and `c0` its bone at angle 0 (unit), `want` the
+// wanted direction of the hinge's bone (unit). Finds the twist t about b,
+// within [twist_lo, twist_hi] (what the parent's twist range leaves; 0 and
+// 0: the angle alone), and the angle a with R_b(t) R_axis(a) c0 = want:
+// R_axis(a) c0 lies on the cone about `axis` through c0, R_b(-t) want on
+// the cone about b through `want`; the cones meet in up to two places, one
+// per twist. Each twist is brought into its range and its angle into the
+// hinge's; of those and no twist, the least direction error wins, a
+// radian of twist costing kTwistCost radians of error (a knee bent back a
+// little stays straight rather than twisting the thigh a half turn to bend
+// forward). Where the cones do not meet, the nearest.
+HingeAim AimHinge(const Joint& hinge, const Vector3d& b, const Vector3d& axis,
+                  const Vector3d& c0, const Vector3d& want, double twist_lo,
+                  double twist_hi) {
+  // The angle about `axis` that turns c0 nearest R_b(-t) want, in the
+  // hinge's range, and the error left.
+  const Vector3d c0p = c0 - c0.dot(axis) * axis;
+  auto aim_with = [&](double t) {
+    HingeAim aim;
+    aim.twist = t;
+    const Vector3d x = t == 0.0 ? want : Eigen::AngleAxisd(-t, b) * want;
+    const Vector3d xp = x - x.dot(axis) * axis;
+    aim.angle = ConstrainHingeAngle(
+        hinge, std::atan2(axis.dot(c0p.cross(xp)), c0p.dot(xp)));
+    const Vector3d got = Eigen::AngleAxisd(aim.angle, axis) * c0;
+    aim.error = std::atan2(got.cross(x).norm(), got.dot(x));
+    return aim;
+  };
+  HingeAim best = aim_with(0.0);
+  if (!(twist_hi > twist_lo)) return best;
+  // x(u) = R_b(u) want = (want.b) b + perp cos(u) + (b x want) sin(u), and
+  // x.axis = c0.axis: p cos(u) + q sin(u) = r; the twist is -u.
+  const Vector3d perp = want - want.dot(b) * b;
+  const double p = perp.dot(axis);
+  const double q = b.cross(want).dot(axis);
+  const double r = c0.dot(axis) - want.dot(b) * b.dot(axis);
+  const double radius = std::hypot(p, q);
+  if (!(radius > 1e-12)) return best;  // Every twist alike: none.
+  const double at = std::atan2(q, p);
+  const double spread = std::acos(std::clamp(r / radius, -1.0, 1.0));
+  constexpr double kTwistCost = 0.05;
+  double best_cost = best.error;
+  for (const double u : {at + spread, at - spread}) {
+    const HingeAim aim = aim_with(
+        std::clamp(-std::remainder(u, 2.0 * M_PI), twist_lo, twist_hi));
+    const double cost = aim.error + kTwistCost * std::abs(aim.twist);
+    if (cost < best_cost) {
+      best = aim;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+// How far a ball joint at `local` may still twist about its axis, each way
+// (its twist range less its twist now; a half turn each way unlimited).
+// The limbs' balls twist about their bone: their axis is the bone to their
+// single child.
+std::pair<double, double> TwistRoom(const Joint& ball,
+                                    const Quaterniond& local) {
+  if (!std::isfinite(ball.min_angle_rad) &&
+      !std::isfinite(ball.max_angle_rad)) {
+    return {-M_PI, M_PI};
+  }
+  Quaterniond swing;
+  const double now = std::remainder(
+      SwingTwist(ball.rest.rotation.conjugate() * local, ball.axis, &swing),
+      2.0 * M_PI);
+  return {std::max(-M_PI, ball.min_angle_rad - now),
+          std::min(M_PI, ball.max_angle_rad - now)};
+}
+
 absl::Status CheckSides(const RetargetSide& source,
                         const RetargetSide& target) {
   for (const auto& [side, name] :
@@ -322,7 +410,8 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
   }
 
   // Fingers: thumb to thumb, the others by name (index to index), else by
-  // their place across the hand; along each finger by arc length.
+  // their place across the hand; along each finger by order.
+  t.finger_parent_.assign(ts.num_joints(), -1);
   for (int k = 0; k < 2; ++k) {
     const std::vector<Finger>& from = sc.fingers[k];
     const std::vector<Finger>& to = tc.fingers[k];
@@ -361,21 +450,52 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
         ++nth;
       }
       if (match == nullptr) continue;
-      // Each chain from the hand (whose own turn stays the source hand's):
-      // a source finger of one joint drives a longer target finger
-      // between the hand's turn and its own, so every joint bends.
-      std::vector<int> from_chain = {hand}, to_chain = {tc.arms[k].hand};
-      from_chain.insert(from_chain.end(), match->joints.begin(),
-                        match->joints.end());
-      to_chain.insert(to_chain.end(), f.joints.begin(), f.joints.end());
-      PairChains(from_chain, ChainParameters(from_chain, sg), to_chain,
-                 ChainParameters(to_chain, tg), &t.source_of_, &t.source_next_,
-                 &t.weight_);
+      // Joint by joint along the finger, each turning against its parent
+      // as its source counterpart turns against its own (Apply); the
+      // joints of a target finger longer than the source's have no
+      // counterpart and ride on the last, as in the retarget pose.
+      const size_t n = std::min(f.joints.size(), match->joints.size());
+      for (size_t i = 0; i < n; ++i) {
+        const int j = f.joints[i];
+        t.source_of_[j] = match->joints[i];
+        t.source_next_[j] = -1;
+        t.weight_[j] = 0.0;
+        t.finger_parent_[j] = i == 0 ? hand : match->joints[i - 1];
+      }
+      for (size_t i = n; i < f.joints.size(); ++i) {
+        t.source_of_[f.joints[i]] = -1;
+        t.source_next_[f.joints[i]] = -1;
+      }
     }
     if (tc.arms[k].hand >= 0) {
       t.source_of_[tc.arms[k].hand] = hand;
       t.source_next_[tc.arms[k].hand] = -1;
       t.weight_[tc.arms[k].hand] = 0.0;
+    }
+  }
+
+  // Hinges (a mapped elbow or knee) aim their longest bone; the ball
+  // joint above each twists to help (Apply).
+  t.aim_child_.assign(ts.num_joints(), -1);
+  t.aim_hinge_.assign(ts.num_joints(), -1);
+  for (int c = 0; c < ts.num_joints(); ++c) {
+    const int j = ts.joint(c).parent;
+    if (j < 0 || ts.joint(j).type != JointType::kHinge || t.source_of_[j] < 0) {
+      continue;
+    }
+    const double length = target.reference.local[c].translation.norm();
+    if (length > 0.0 &&
+        (t.aim_child_[j] < 0 ||
+         length > target.reference.local[t.aim_child_[j]].translation.norm())) {
+      t.aim_child_[j] = c;
+    }
+  }
+  for (int j = 0; j < ts.num_joints(); ++j) {
+    const int p = ts.joint(j).parent;
+    if (t.aim_child_[j] >= 0 && p >= 0 && t.source_of_[p] >= 0 &&
+        ts.joint(p).type == JointType::kBall && t.aim_hinge_[p] < 0 &&
+        target.reference.local[j].translation.norm() > 0.0) {
+      t.aim_hinge_[p] = j;
     }
   }
 
@@ -415,6 +535,25 @@ absl::StatusOr<Transfer> Transfer::Create(const RetargetSide& source,
   return t;
 }
 
+Quaterniond Transfer::Turn(int j, const TransferScratch& scratch) const {
+  const int k = source_of_[j];
+  // The source joint's turn from its retarget pose, in the target's model
+  // frame.
+  Quaterniond turn =
+      scratch.source_globals[k].rotation * source_ref_inverse_[k];
+  const int k2 = source_next_[j];
+  if (k2 >= 0) {
+    // Along a spine or neck: between two source joints' turns.
+    turn = turn.slerp(weight_[j], scratch.source_globals[k2].rotation *
+                                      source_ref_inverse_[k2]);
+  }
+  return align_ * turn * align_.conjugate();
+}
+
+Quaterniond Transfer::Wanted(int j, const TransferScratch& scratch) const {
+  return (Turn(j, scratch) * target_ref_[j]).normalized();
+}
+
 void Transfer::Apply(const Pose& source, TransferScratch& scratch,
                      Pose* target) const {
   const int n = target_->num_joints();
@@ -422,39 +561,92 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
   ComputeGlobals(*source_, source, absl::MakeSpan(scratch.source_globals));
   scratch.target_rotations.resize(n);
   target->local.resize(n);
-  const Quaterniond align_inverse = align_.conjugate();
   for (int j = 0; j < n; ++j) {
-    const int p = target_->joint(j).parent;
+    const Joint& joint = target_->joint(j);
+    const int p = joint.parent;
     const Quaterniond parent =
         p >= 0 ? scratch.target_rotations[p] : Quaterniond::Identity();
     Transform& local = target->local[j];
     local = target_reference_.local[j];
-    const int k = source_of_[j];
-    if (k >= 0) {
-      // The source joint's turn from its retarget pose, in the target's
-      // model frame, applied to the target joint's retarget pose.
-      Quaterniond turn =
-          scratch.source_globals[k].rotation * source_ref_inverse_[k];
-      const int k2 = source_next_[j];
-      if (k2 >= 0) {
-        // Along a spine or neck: between two source joints' turns.
-        turn = turn.slerp(weight_[j], scratch.source_globals[k2].rotation *
-                                          source_ref_inverse_[k2]);
-      }
-      const Quaterniond model =
-          (align_ * turn * align_inverse * target_ref_[j]).normalized();
-      local.rotation = (parent.conjugate() * model).normalized();
-      // Within the target joint's limits (the nearest rotation they allow);
-      // its children then turn from where it is, so their own model-space
-      // rotations stay the source's where their limits allow.
-      scratch.target_rotations[j] =
-          ProjectIntoLimits(target_->joint(j), &local.rotation)
-              ? (parent * local.rotation).normalized()
-              : model;
-    } else {
-      ProjectIntoLimits(target_->joint(j), &local.rotation);
+    if (source_of_[j] < 0) {
+      ProjectIntoLimits(joint, &local.rotation);
       scratch.target_rotations[j] = (parent * local.rotation).normalized();
+      continue;
     }
+    if (finger_parent_[j] >= 0) {
+      // A finger joint turns against its parent (the hand, the finger's
+      // previous joint) as its source turns against the source's own (the
+      // source's local turn, rest-aligned), whatever the hand did: a hand
+      // its wrist's limits or the hands' goals turned from the source's
+      // keeps its fingers' curl.
+      const int k = finger_parent_[j];
+      const Quaterniond from =
+          align_ *
+          (scratch.source_globals[k].rotation * source_ref_inverse_[k]) *
+          align_.conjugate();
+      const Quaterniond p_ref =
+          p >= 0 ? target_ref_[p] : Quaterniond::Identity();
+      local.rotation = (p_ref.conjugate() * from.conjugate() *
+                        Turn(j, scratch) * target_ref_[j])
+                           .normalized();
+      ProjectIntoLimits(joint, &local.rotation);
+      scratch.target_rotations[j] = (parent * local.rotation).normalized();
+      continue;
+    }
+    const Quaterniond model = Wanted(j, scratch);
+    local.rotation = (parent.conjugate() * model).normalized();
+    const int child = aim_child_[j];
+    if (joint.type == JointType::kHinge && child >= 0) {
+      // A hinge turns its bone (to `child`) as near the source's direction
+      // as its plane and range allow (AimHinge), not by the part of the
+      // source's turn about its axis, which a forearm's twist as it bends
+      // would change.
+      const Quaterniond at = parent * joint.rest.rotation;
+      const Vector3d& bone = target_reference_.local[child].translation;
+      const HingeAim aim = AimHinge(joint, Vector3d::Zero(), at * joint.axis,
+                                    (at * bone).normalized(),
+                                    (model * bone).normalized(), 0.0, 0.0);
+      local.rotation = HingeRotation(joint, aim.angle);
+      scratch.target_rotations[j] = (parent * local.rotation).normalized();
+      continue;
+    }
+    // Within the target joint's limits (the nearest rotation they allow);
+    // its children then turn from where it is, so their own model-space
+    // rotations stay the source's where their limits allow.
+    Quaterniond placed = ProjectIntoLimits(joint, &local.rotation)
+                             ? (parent * local.rotation).normalized()
+                             : model;
+    const int hinge = aim_hinge_[j];
+    if (hinge >= 0) {
+      // The ball above a hinge (shoulder, hip) twists about its bone so
+      // that the hinge's plane holds the source's direction of the hinge's
+      // bone (AimHinge). The twist fades in over the first kAimBend of
+      // bend: a limb near straight points the same whatever its twist,
+      // and the plane of a small bend turns fast with noise.
+      constexpr double kAimBend = 10.0 * M_PI / 180.0;
+      const Joint& h = target_->joint(hinge);
+      const int c = aim_child_[hinge];
+      const Vector3d& bone = target_reference_.local[c].translation;
+      const Vector3d b =
+          (placed * target_reference_.local[hinge].translation).normalized();
+      const Vector3d want = (Wanted(hinge, scratch) * bone).normalized();
+      const Quaterniond at = placed * h.rest.rotation;
+      const auto [lo, hi] =
+          TwistRoom(joint, (parent.conjugate() * placed).normalized());
+      const HingeAim aim =
+          AimHinge(h, b, at * h.axis, (at * bone).normalized(), want, lo, hi);
+      const double bend = std::atan2(b.cross(want).norm(), b.dot(want));
+      const double x = std::min(bend / kAimBend, 1.0);
+      const double twist = aim.twist * x * x * (3.0 - 2.0 * x);
+      if (twist != 0.0) {
+        local.rotation =
+            (parent.conjugate() * Eigen::AngleAxisd(twist, b) * placed)
+                .normalized();
+        ProjectIntoLimits(joint, &local.rotation);
+        placed = (parent * local.rotation).normalized();
+      }
+    }
+    scratch.target_rotations[j] = placed;
   }
   // The hips (the thigh joints' midpoint) move as the source's, scaled and
   // turned into the target's frame: the pelvis is placed under them as its

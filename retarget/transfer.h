@@ -3,11 +3,17 @@
 // differently, by role (characterize.h). Every mapped joint turns in
 // model space as its source counterpart turns from the source's retarget
 // pose (target = align * (source_now * source_ref^-1) * align^-1 *
-// target_ref); spines, necks (up to the head) and fingers (from the hand)
-// of different joint counts are matched as UE's IK Retargeter matches
-// chains: each target joint takes the source's turn interpolated at its
-// normalised place along the chain (ends meet ends); unmapped joints keep
-// the target's retarget pose;
+// target_ref); spines and necks (up to the head) of different joint counts
+// are matched as UE's IK Retargeter matches chains: each target joint takes
+// the source's turn interpolated at its normalised place along the chain
+// (ends meet ends); fingers by role (thumb, index, middle, ring, pinky) and
+// joint by joint in order, each turning against its parent as its source
+// joint turns against its own (rest-aligned local turns: a hand turned
+// otherwise by limits or goals keeps its fingers' curl), a target finger
+// longer than the source's repeating the last joint's turn; hinges (elbows,
+// knees) turn their bone nearest the source's direction, the ball above
+// them twisting for it within its range; every joint is brought within its
+// limits, parent first; unmapped joints keep the target's retarget pose;
 // the hips move as the source's, scaled by the ratio of leg lengths
 // (units and up axes included; UE scales by pelvis heights, which differ
 // from the legs' ratio when the retarget poses stand differently, e.g.
@@ -74,11 +80,12 @@ class Transfer {
   // source skeleton) into `target` (resized to the target skeleton).
   void Apply(const Pose& source, TransferScratch& scratch, Pose* target) const;
 
-  // Per target joint: the source joint it follows (along a spine, neck or
-  // finger, the first of the two it is placed between), or -1 (kept at
-  // the target's retarget pose).
+  // Per target joint: the source joint it follows (along a spine or neck,
+  // the first of the two it is placed between; a finger joint, the source
+  // finger's joint of its order), or -1 (kept at the target's retarget
+  // pose).
   const std::vector<int>& source_of() const { return source_of_; }
-  // Along a spine, neck or finger, the second source joint a target joint
+  // Along a spine or neck, the second source joint a target joint
   // is placed between (-1 elsewhere and where it meets one source joint).
   int source_next_of(int joint) const { return source_next_[joint]; }
   // Target leg length over source leg length (thigh to foot along the
@@ -107,6 +114,14 @@ class Transfer {
   const Pose& source_reference() const { return source_reference_; }
 
  private:
+  // Target joint `j`'s source's turn from its retarget pose (between two
+  // along a chain), in the target's model frame; the source's globals in
+  // `scratch`.
+  Eigen::Quaterniond Turn(int j, const TransferScratch& scratch) const;
+  // Target joint `j`'s model-space rotation as its source's turns (before
+  // limits): Turn times its retarget rotation.
+  Eigen::Quaterniond Wanted(int j, const TransferScratch& scratch) const;
+
   const Skeleton* source_ = nullptr;
   const Skeleton* target_ = nullptr;
   const Characterization* source_roles_ = nullptr;
@@ -117,8 +132,16 @@ class Transfer {
   // turn (the first's is 1 - weight); -1 elsewhere.
   std::vector<int> source_next_;
   std::vector<double> weight_;
+  // Per target joint: a mapped hinge's child its bone is aimed at, and a
+  // ball joint's hinge child it twists for (-1: none).
+  std::vector<int> aim_child_;
+  std::vector<int> aim_hinge_;
+  // Per target finger joint: the source joint its source counterpart
+  // turns against (its finger's previous joint, or the hand); the joint
+  // turns against its own parent as much (-1: not a finger).
+  std::vector<int> finger_parent_;
   std::vector<Eigen::Quaterniond> source_ref_inverse_;  // Per source joint.
-  std::vector<Eigen::Quaterniond> target_ref_;           // Per target joint.
+  std::vector<Eigen::Quaterniond> target_ref_;          // Per target joint.
   Pose target_reference_;
   Eigen::Quaterniond align_ = Eigen::Quaterniond::Identity();
   double scale_ = 1.0;
