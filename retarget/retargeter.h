@@ -92,14 +92,23 @@ struct RetargetOptions {
   double pelvis_scale = 0.0;
 };
 
+// Whether a source foot is in stance this frame: `before` its state the
+// frame before, `height` its ankle's above the source's floor and `speed`
+// its move since the frame before over the frame's time, both in source
+// leg lengths. A foot enters stance below contact_height and
+// contact_speed, and stays in it until it rises above 1.5x the height or
+// moves faster than 2x the speed.
+bool Stance(bool before, double height, double speed,
+            const RetargetOptions& options);
+
 // Checks `options`; errors name the field ("options.contact_speed").
 absl::Status ValidateRetargetOptions(const RetargetOptions& options);
 
 // One limb goal's outcome in a frame.
 struct LimbResult {
-  bool active = false;   // The limb had a goal this frame.
-  bool reached = false;  // Within the full-body tolerances.
-  double position_error = 0.0;         // Target units.
+  bool active = false;          // The limb had a goal this frame.
+  bool reached = false;         // Within the full-body tolerances.
+  double position_error = 0.0;  // Target units.
   double orientation_error_rad = 0.0;
   bool planted = false;  // Feet: held at a planted place this frame.
   // Feet: the goal is not the live one (lifted to the floor, blending
@@ -118,21 +127,22 @@ struct RetargetFrameResult {
 // a new clip).
 struct RetargetState {
   struct Foot {
+    // The source foot is in stance (Stance): low and slow.
     bool contact = false;
-    // The planted place went out of the leg's reach: no new contact until
-    // the source foot leaves contact.
-    bool wait_lift = false;
-    Eigen::Vector3d planted = Eigen::Vector3d::Zero();  // Target space.
+    // Where a held foot stays, along the floor (target space).
+    Eigen::Vector3d planted = Eigen::Vector3d::Zero();
+    // The foot goal's offset from the live one, along the floor: held
+    // feet's, and after a release what is left to catch up.
+    Eigen::Vector3d offset = Eigen::Vector3d::Zero();
     Eigen::Vector3d last_source = Eigen::Vector3d::Zero();
-    double speed = 0.0;  // Smoothed, source leg lengths per second.
-    double landed_height = 0.0;  // Source leg lengths, at contact start.
-    double release_left = 0.0;  // Seconds of blend still to go.
-    Eigen::Vector3d release_from = Eigen::Vector3d::Zero();
+    double released_for = 0.0;  // Seconds since the stance ended.
   };
   std::array<Foot, 2> feet;
-  bool started = false;  // A frame was retargeted with this state.
+  bool started = false;       // A frame was retargeted with this state.
   double source_floor = 0.0;  // Fixed by the first frame.
   double target_floor = 0.0;  // Along Retargeter::floor_up().
+  // How far the body was lowered for a held foot's reach, target units.
+  double drop = 0.0;
 };
 
 // Reused per call (no allocation once sized).
@@ -178,9 +188,9 @@ class Retargeter {
       : transfer_(std::move(transfer)), solving_(std::move(solving)) {}
 
   struct Limb {
-    int start = -1;   // Upper arm, thigh.
-    int middle = -1;  // Forearm, shin (-1: none, no pole).
-    int end = -1;     // Hand, foot.
+    int start = -1;              // Upper arm, thigh.
+    int middle = -1;             // Forearm, shin (-1: none, no pole).
+    int end = -1;                // Hand, foot.
     double source_length = 0.0;  // Along the limb, retarget pose.
     double target_length = 0.0;
     int source_start = -1;
