@@ -65,6 +65,9 @@ absl::StatusOr<Skeleton> SolvingSkeleton(const Skeleton& target,
 // own creep over a stance, which a held foot does not follow, is up to
 // 0.2 leg lengths).
 constexpr double kCatchUpSpeed = 0.5;
+// Its last part eased out (an exponential of this many seconds), so the
+// foot comes to its live goal without a jolt.
+constexpr double kCatchUpTail = 0.1;
 // A held foot the transferred body leaves out of the leg's reach (the
 // source's ankle rolls forward over its toe at the end of a stance; the
 // held one does not) lowers the body, as a person bends the knees: by at
@@ -337,14 +340,16 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         // Catching up with the live goal after a release: the offset
         // shrinks by at most kCatchUpSpeed leg lengths per second (so the
         // foot moves no faster than the live goal plus that), the rate
-        // eased in over release_seconds.
+        // eased in over release_seconds and out over kCatchUpTail.
         foot.released_for += dt;
         const double ease =
             options_.release_seconds > 0.0
                 ? Smoothstep(foot.released_for / options_.release_seconds)
                 : 1.0;
-        const double allowed = ease * kCatchUpSpeed * dt * leg.target_length;
         const double left = foot.offset.norm();
+        const double allowed =
+            std::min(ease * kCatchUpSpeed * dt * leg.target_length,
+                     left * (1.0 - std::exp(-dt / kCatchUpTail)));
         foot.offset *= std::max(0.0, left - allowed) / left;
       }
       goal->target += foot.offset;
