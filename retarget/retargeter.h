@@ -13,14 +13,22 @@
 //    transferred one (the source's, turned as the rest of the pose). Each
 //    limb's pole is its transferred knee or elbow, so it bends as the
 //    source's does (a straight one: the way it bent in the retarget pose).
-// 3. Planting: a foot whose source is slow and near the source's floor
-//    (contact) keeps the place on the floor it had when the contact began
-//    (up and down it follows the live goal, so a heel that lifts lifts),
-//    until the source foot speeds up or rises, or the place leaves the
-//    reach the source's leg has, or falls 0.1 leg lengths behind (the body
-//    is where the transfer put it: it does not chase the foot); then the
-//    goal blends back to the live one over `release_seconds` (smoothstep).
-//    No foot goal is placed below the floor plus the ankle's height.
+// 3. Planting, decided by the source foot alone: it is in stance while its
+//    ankle is low and slow (Stance: below contact_height leg lengths over
+//    the source's floor and contact_speed leg lengths per second, its move
+//    since the previous frame; with hysteresis, out only above 1.5x the
+//    height or 2x the speed). For the whole stance, its first frame and its
+//    last included, the target foot keeps the place on the floor it had on
+//    the first (up and down it follows the live goal, so a heel that lifts
+//    lifts), even while the source's foot creeps (an ankle rolling over
+//    the toe, a pivot: 0.05-0.2 leg lengths over a stance in the test
+//    clips). Held out of the leg's reach from where the transfer put the
+//    thigh, the foot brings the whole body down (at most 0.045 leg
+//    lengths, eased in and out) rather than slide. When the source foot
+//    leaves, the goal catches up with the live one no faster than 0.5 leg
+//    lengths per second beyond it (eased in over `release_seconds`, out
+//    over 0.1 s); a new stance before it has caught up holds where it got
+//    to. No foot goal is placed below the floor plus the ankle's height.
 // 4. One full-body solve (full_body.h) from the transferred pose, its root
 //    pinned: only the limbs with goals turn (upper arm to hand, thigh to
 //    foot, and any joints between); pelvis, spine, neck and clavicles keep
@@ -31,9 +39,9 @@
 // frame of the previous answer (the source moved that little), and unlike
 // the previous answer it carries the source's twist of the limbs, which no
 // goal fixes and which a solve started from the previous frame would leave
-// wherever it drifted. State that must carry between frames (contacts,
-// planted places, the source feet's speed) lives in RetargetState, one per
-// stream.
+// wherever it drifted. State that must carry between frames (stances,
+// planted places, catch-up offsets, the body's lowering) lives in
+// RetargetState, one per stream.
 //
 // Depends on solvers/ only.
 #ifndef REACH_RETARGET_RETARGETER_H_
@@ -62,7 +70,8 @@ struct RetargetOptions {
   // transferred pose (no goal).
   std::array<bool, 2> arm_ik = {true, true};
   std::array<bool, 2> leg_ik = {true, true};
-  // Hold feet in contact where they landed (needs leg IK on that side).
+  // Hold feet where they landed while the source's is in stance (needs leg
+  // IK on that side).
   bool plant_feet = true;
   // The source's floor: its height along the source's vertical (the model
   // axis nearest the characterisation's up), in source units. Unset: the
@@ -72,18 +81,19 @@ struct RetargetOptions {
   // a metre below). The target's floor is where the pelvis' mapping (its
   // scale, its frame) takes it. Finite when set.
   std::optional<double> source_floor;
-  // A source foot is in contact while its ankle is within contact_height
-  // source leg lengths of the floor and moves slower than contact_speed
-  // leg lengths per second (its speed smoothed over a few frames); it
-  // leaves contact above 1.5x the height or 2x the speed. Both > 0, at
-  // most 10.
+  // A source foot is in stance (Stance) from when its ankle is within
+  // contact_height source leg lengths of the floor and moves slower than
+  // contact_speed leg lengths per second (its move since the previous
+  // frame, unsmoothed) until it rises above 1.5x the height or moves at
+  // more than 2x the speed. Both > 0, at most 10.
   double contact_height = 0.2;
   double contact_speed = 0.5;
   // The ankle's height above the floor when the sole is on it, in leg
   // lengths (of each rig): no foot goal goes lower. In [0, 1].
   double ankle_height = 0.05;
-  // How long a foot leaving contact takes to blend from its planted place
-  // to the live goal, seconds. In [0, 10]; 0: at once.
+  // Over how long a released foot's catch-up with its live goal eases in
+  // to its full rate (0.5 leg lengths per second beyond the live goal's
+  // own speed), seconds. In [0, 10]; 0: at once.
   double release_seconds = 0.1;
   // Full-body iteration cap per frame, in [1, 1000].
   int max_iterations = 32;
