@@ -8,7 +8,7 @@
 //   one stance of the source foot (its ankle within contact_height leg
 //   lengths of the source's floor and its own frame-to-frame speed under
 //   contact_speed legs/s, and then until it rises above 1.5x that height
-//   or moves faster than 2x that speed; landing and release frames are
+//   or moves faster than 1.5x that speed; landing and release frames are
 //   stance frames), measured here from the poses, not the retargeter's
 //   plant flags; target leg lengths. Bar 0.01. The source ankle's own and the
 //   source toe's over the same frames, for scale (an ankle rolls forward about
@@ -168,10 +168,10 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
       const double height =
           (r.source_vertical().dot(sa) - state.source_floor) / s_leg[k];
       // Hysteresis: in stance below the height and speed, out of it above
-      // 1.5x the height or 2x the speed.
+      // 1.5x the height or the speed.
       const bool standing =
           standing_before[k]
-              ? height < 1.5 * up_height && s_speed < 2.0 * up_speed
+              ? height < 1.5 * up_height && s_speed < 1.5 * up_speed
               : height < up_height && s_speed < up_speed;
       if (standing) {
         const int toe = sc.legs[k].toe;

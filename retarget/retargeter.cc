@@ -68,15 +68,14 @@ constexpr double kCatchUpSpeed = 0.5;
 // Its last part eased out (an exponential of this many seconds), so the
 // foot comes to its live goal without a jolt.
 constexpr double kCatchUpTail = 0.1;
-// A held foot the transferred body leaves out of the leg's reach (the
-// source's ankle rolls forward over its toe at the end of a stance; the
-// held one does not) lowers the body, as a person bends the knees: by at
-// most kMaxDrop leg lengths, eased in over kDropEase leg lengths of need
-// (a softplus) and back up over kDropFall seconds (an exponential), so the
-// body's path keeps the source's smoothness (jitter).
-constexpr double kMaxDrop = 0.045;
-constexpr double kDropEase = 0.005;
-constexpr double kDropFall = 0.05;
+// A held foot the leg cannot reach on the floor from where the transfer
+// put the thigh (at the end of a stance the source's ankle rolls forward
+// over the toe and its leg straightens; the held ankle stays behind) lifts
+// as far as the leg's reach needs, eased in over kLiftEase leg lengths of
+// that need (quadratic, so the foot leaves the floor without a jolt):
+// the body keeps the source's motion (the same rig on both sides gives
+// back the source's pelvis exactly).
+constexpr double kLiftEase = 0.005;
 
 double Smoothstep(double x) {
   x = std::clamp(x, 0.0, 1.0);
@@ -89,7 +88,7 @@ bool Stance(bool before, double height, double speed,
             const RetargetOptions& options) {
   return before
              ? height < 1.5 * options.contact_height &&
-                   speed < 2.0 * options.contact_speed
+                   speed < 1.5 * options.contact_speed
              : height < options.contact_height && speed < options.contact_speed;
 }
 
@@ -210,8 +209,7 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
   }
   transfer_.Apply(source, scratch.transfer, target);
   const std::vector<Transform>& sg = scratch.transfer.source_globals;
-  // Written: the body lowered for a planted foot's reach.
-  std::vector<Transform>& tg = scratch.transfer.target_globals;
+  const std::vector<Transform>& tg = scratch.transfer.target_globals;
   const Quaterniond& align = transfer_.align();
 
   scratch.goals.clear();
@@ -290,12 +288,11 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         floor_up_.dot(transfer_.target_hips_reference() +
                       transfer_.pelvis_scale() * (align * (below - p)));
   }
-  // Feet: goals (live, lifted to the floor, held or catching up), then the
-  // body lowered where a held foot is out of the leg's reach, then poles.
+  // Feet: goals (live, lifted to the floor, held or catching up, lifted
+  // where the leg cannot reach them on the floor), then poles.
   std::array<Goal*, 2> feet = {nullptr, nullptr};
   std::array<Vector3d, 2> live;
   std::array<double, 2> reach = {0.0, 0.0};
-  double drop = 0.0;  // Along floor_up_, target units.
   for (int k = 0; k < 2; ++k) {
     const Limb& leg = legs_[k];
     RetargetState::Foot& foot = state.feet[k];
@@ -354,49 +351,30 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
       }
       goal->target += foot.offset;
       frame.feet[k].planted = stance;
-      // How far the body must come down for this foot to be within reach:
-      // the thigh lowered by `need` along the floor's normal puts the goal
-      // `reach` away.
+      // Held or catching up, and out of the leg's reach on the floor:
+      // lifted until it is within it (its place along the floor kept).
       const Vector3d v = goal->target - thigh;
       const double vu = floor_up_.dot(v);
       const double across2 = (v - vu * floor_up_).squaredNorm();
-      if (across2 < reach[k] * reach[k] && vu < 0.0) {
-        // Negative while within reach; eased in (a softplus over
-        // kDropEase leg lengths) so the body starts to come down smoothly.
+      if (foot.offset.squaredNorm() > 0.0 && vu < 0.0 &&
+          across2 < reach[k] * reach[k]) {
         const double need = -vu - std::sqrt(reach[k] * reach[k] - across2);
-        const double ease = kDropEase * leg.target_length;
-        const double soft =
-            ease > 0.0 ? (need > 30.0 * ease
-                              ? need
-                              : ease * std::log1p(std::exp(need / ease)))
-                       : std::max(0.0, need);
-        drop = std::max(drop, std::min(soft, kMaxDrop * leg.target_length));
+        const double ease = kLiftEase * leg.target_length;
+        if (need > 0.0) {
+          goal->target +=
+              (need < ease ? need * need / (2.0 * ease) : need - 0.5 * ease) *
+              floor_up_;
+        }
       }
     }
     foot.contact = stance;
-  }
-  if (state.started) {
-    // Coming back up eased (an exponential over kDropFall seconds).
-    const double keep = std::exp(-dt / kDropFall);
-    drop = std::max(drop, keep * state.drop + (1.0 - keep) * drop);
-  }
-  state.drop = drop;
-  if (drop > 0.0) {
-    // The whole body lowered (its roots, and the transferred globals the
-    // goals and poles are taken from), as a person bends the knees to keep
-    // a planted foot where it is.
-    const Vector3d by = -drop * floor_up_;
-    for (int j = 0; j < solving_.num_joints(); ++j) {
-      if (solving_.joint(j).parent < 0) target->local[j].translation += by;
-      tg[j].translation += by;
-    }
   }
   for (int k = 0; k < 2; ++k) {
     Goal* goal = feet[k];
     if (goal == nullptr) continue;
     const Limb& leg = legs_[k];
     // A held or catching-up foot no farther from the thigh than its reach
-    // (what lowering the body, bounded, could not bring within it).
+    // (what lifting could not bring within it, and the ease's remainder).
     const Vector3d from_thigh = goal->target - tg[leg.start].translation;
     if (from_thigh.norm() > reach[k]) {
       goal->target = tg[leg.start].translation +
@@ -405,9 +383,7 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
     set_pole(leg, goal);
     frame.feet[k].active = true;
     frame.feet[k].goal = goal->target;
-    // Lowered, the body leaves every foot goal where it was: none is the
-    // live one (relative to the thigh) then.
-    frame.feet[k].adjusted = goal->target != live[k] || drop > 0.0;
+    frame.feet[k].adjusted = goal->target != live[k];
   }
   for (int k = 0; k < 2; ++k) {
     Goal* goal = add_goal(arms_[k], kHandsPriority);

@@ -17,14 +17,16 @@
 //    ankle is low and slow (Stance: below contact_height leg lengths over
 //    the source's floor and contact_speed leg lengths per second, its move
 //    since the previous frame; with hysteresis, out only above 1.5x the
-//    height or 2x the speed). For the whole stance, its first frame and its
+//    height or the speed). For the whole stance, its first frame and its
 //    last included, the target foot keeps the place on the floor it had on
 //    the first (up and down it follows the live goal, so a heel that lifts
 //    lifts), even while the source's foot creeps (an ankle rolling over
 //    the toe, a pivot: 0.05-0.2 leg lengths over a stance in the test
-//    clips). Held out of the leg's reach from where the transfer put the
-//    thigh, the foot brings the whole body down (at most 0.045 leg
-//    lengths, eased in and out) rather than slide. When the source foot
+//    clips). Where the leg cannot reach it on the floor from where the
+//    transfer put the thigh (the end of a walk's stance: the source's
+//    ankle has rolled forward over the toe), the held foot lifts, its
+//    place along the floor kept, rather than slide; the body keeps the
+//    source's motion. When the source foot
 //    leaves, the goal catches up with the live one no faster than 0.5 leg
 //    lengths per second beyond it (eased in over `release_seconds`, out
 //    over 0.1 s); a new stance before it has caught up holds where it got
@@ -85,7 +87,7 @@ struct RetargetOptions {
   // contact_height source leg lengths of the floor and moves slower than
   // contact_speed leg lengths per second (its move since the previous
   // frame, unsmoothed) until it rises above 1.5x the height or moves at
-  // more than 2x the speed. Both > 0, at most 10.
+  // more than 1.5x the speed. Both > 0, at most 10.
   double contact_height = 0.2;
   double contact_speed = 0.5;
   // The ankle's height above the floor when the sole is on it, in leg
@@ -107,7 +109,7 @@ struct RetargetOptions {
 // its move since the frame before over the frame's time, both in source
 // leg lengths. A foot enters stance below contact_height and
 // contact_speed, and stays in it until it rises above 1.5x the height or
-// moves faster than 2x the speed.
+// moves faster than 1.5x the speed.
 bool Stance(bool before, double height, double speed,
             const RetargetOptions& options);
 
@@ -151,8 +153,6 @@ struct RetargetState {
   bool started = false;       // A frame was retargeted with this state.
   double source_floor = 0.0;  // Fixed by the first frame.
   double target_floor = 0.0;  // Along Retargeter::floor_up().
-  // How far the body was lowered for a held foot's reach, target units.
-  double drop = 0.0;
 };
 
 // Reused per call (no allocation once sized).

@@ -49,9 +49,9 @@ constexpr double kDegree = M_PI / 180.0;
 // with hysteresis): a source ankle enters stance below 0.2 source leg
 // lengths over the floor and 0.5 leg lengths per second (its move since
 // the previous frame), and stays in it until it rises to 0.3 or moves at
-// 1.0.
+// 0.75.
 constexpr double kEnterHeight = 0.2, kEnterSpeed = 0.5;
-constexpr double kLeaveHeight = 0.3, kLeaveSpeed = 1.0;
+constexpr double kLeaveHeight = 0.3, kLeaveSpeed = 0.75;
 // The bars.
 constexpr double kSlideBar = 0.01;        // Target leg lengths.
 constexpr double kExcessBar = 0.75;       // Legs/s: the catch-up's 0.5 and the
@@ -371,19 +371,20 @@ INSTANTIATE_TEST_SUITE_P(Clips, PlantingTest, ::testing::ValuesIn(Scenarios()),
                          });
 
 // The stance's hysteresis as documented: in below contact_height and
-// contact_speed, out above 1.5x the height or 2x the speed.
+// contact_speed, out above 1.5x the height or the speed.
 TEST(StanceTest, EntersLowAndSlowAndLeavesOnlyWellAbove) {
   RetargetOptions o;  // 0.2 leg lengths, 0.5 per second.
   EXPECT_TRUE(Stance(false, 0.19, 0.49, o));
   EXPECT_FALSE(Stance(false, 0.21, 0.1, o));
   EXPECT_FALSE(Stance(false, 0.1, 0.51, o));
-  EXPECT_TRUE(Stance(true, 0.29, 0.99, o));
+  EXPECT_TRUE(Stance(true, 0.29, 0.74, o));
   EXPECT_FALSE(Stance(true, 0.31, 0.1, o));
-  EXPECT_FALSE(Stance(true, 0.1, 1.01, o));
+  EXPECT_FALSE(Stance(true, 0.1, 0.76, o));
   o.contact_height = 0.1;
   o.contact_speed = 1.0;
   EXPECT_FALSE(Stance(false, 0.11, 0.1, o));
-  EXPECT_TRUE(Stance(true, 0.14, 1.9, o));
+  EXPECT_TRUE(Stance(true, 0.14, 1.4, o));
+  EXPECT_FALSE(Stance(true, 0.14, 1.6, o));
 }
 
 }  // namespace
