@@ -10,9 +10,9 @@
 //   contact_speed legs/s, and then until it rises above 1.5x that height
 //   or moves faster than 1.5x that speed; landing and release frames are
 //   stance frames), measured here from the poses, not the retargeter's
-//   plant flags; target leg lengths. Bar 0.01. The source ankle's own and the
-//   source toe's over the same frames, for scale (an ankle rolls forward about
-//   the toe as the heel lifts).
+//   plant flags; target leg lengths. Bar 0.01. The source ankle's own and
+//   the source toe's over the same frames, for scale (an ankle rolls
+//   forward about the toe as the heel lifts).
 // - excess: the target foot's largest speed beyond its source foot's, leg
 //   lengths per second (a catch-up after a release).
 // - limb bones: direction error of upper arm, forearm, thigh and shin

@@ -27,8 +27,7 @@ double HipHeight(const Characterization& c, const std::vector<Transform>& g,
 
 double LegLength(const Characterization& c, const std::vector<Transform>& g) {
   const Leg& l = c.legs[kLeft];
-  if (l.shin < 0)
-    return (g[l.foot].translation - g[l.thigh].translation).norm();
+  if (l.shin < 0) return (g[l.foot].translation - g[l.thigh].translation).norm();
   return (g[l.shin].translation - g[l.thigh].translation).norm() +
          (g[l.foot].translation - g[l.shin].translation).norm();
 }
@@ -105,9 +104,9 @@ void QualityMeter::Add(const Pose& source, const Pose& target,
   const Quaterniond& align = transfer.align();
   const auto bone_error = [&](const std::array<int, 2>& bone) {
     const int sa = transfer.source_of()[bone[0]];
-    const Vector3d t_ref =
-        (target_ref_[bone[1]].translation - target_ref_[bone[0]].translation)
-            .normalized();
+    const Vector3d t_ref = (target_ref_[bone[1]].translation -
+                            target_ref_[bone[0]].translation)
+                               .normalized();
     const Vector3d t_now =
         (t_[bone[1]].translation - t_[bone[0]].translation).normalized();
     const Quaterniond turn =
@@ -140,13 +139,12 @@ void QualityMeter::Add(const Pose& source, const Pose& target,
   }
   for (int k = 0; k < 2; ++k) {
     const std::pair<const LimbResult*, int> limbs[] = {
-        {&result.hands[k], tc.arms[k].hand},
-        {&result.feet[k], tc.legs[k].foot}};
+        {&result.hands[k], tc.arms[k].hand}, {&result.feet[k], tc.legs[k].foot}};
     for (const auto& [limb, end] : limbs) {
       if (!limb->active) continue;
-      q_.goal_worst =
-          std::max(q_.goal_worst,
-                   (t_[end].translation - limb->goal).norm() / q_.body_height);
+      q_.goal_worst = std::max(
+          q_.goal_worst,
+          (t_[end].translation - limb->goal).norm() / q_.body_height);
     }
     const int foot = tc.legs[k].foot;
     if (foot < 0) continue;
@@ -161,30 +159,29 @@ void QualityMeter::Add(const Pose& source, const Pose& target,
       }
       Vector3d moved_by = at - contact_start_[k];
       moved_by -= up.dot(moved_by) * up;
-      q_.slide_worst =
-          std::max(q_.slide_worst, moved_by.norm() / q_.leg_length);
+      q_.slide_worst = std::max(q_.slide_worst, moved_by.norm() / q_.leg_length);
     }
     in_stance_[k] = stance;
     const double lowest =
         state.target_floor + r_.options().ankle_height * q_.leg_length;
-    q_.below_floor_worst =
-        std::max(q_.below_floor_worst, (lowest - up.dot(at)) / q_.leg_length);
+    q_.below_floor_worst = std::max(q_.below_floor_worst,
+                                    (lowest - up.dot(at)) / q_.leg_length);
   }
   for (size_t j = 0; j < t_.size(); ++j) {
     if (t_[j].rotation.angularDistance(target_ref_[j].rotation) > 1e-6) {
       moved_[j] = 1;
     }
     if (q_.frames > 0) {
-      target_step_[j] =
-          std::max(target_step_[j],
-                   t_[j].rotation.angularDistance(previous_t_[j].rotation));
+      target_step_[j] = std::max(
+          target_step_[j],
+          t_[j].rotation.angularDistance(previous_t_[j].rotation));
     }
   }
   if (q_.frames > 0) {
     for (size_t j = 0; j < s_.size(); ++j) {
-      source_step_[j] =
-          std::max(source_step_[j],
-                   s_[j].rotation.angularDistance(previous_s_[j].rotation));
+      source_step_[j] = std::max(
+          source_step_[j],
+          s_[j].rotation.angularDistance(previous_s_[j].rotation));
     }
   }
   previous_s_.swap(s_);
@@ -195,7 +192,8 @@ void QualityMeter::Add(const Pose& source, const Pose& target,
 RetargetQuality QualityMeter::Result() const {
   RetargetQuality q = q_;
   q.bones_mean_deg = bones_count_ ? bones_sum_ / bones_count_ / kDegree : 0.0;
-  q.limb_bones_mean_deg = limb_count_ ? limb_sum_ / limb_count_ / kDegree : 0.0;
+  q.limb_bones_mean_deg =
+      limb_count_ ? limb_sum_ / limb_count_ / kDegree : 0.0;
   const Transfer& transfer = r_.transfer();
   for (const RoleAssignment& role : transfer.target_roles().roles) {
     const int source = transfer.source_of()[role.joint];

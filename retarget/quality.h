@@ -1,10 +1,10 @@
 // How well a retarget went, measured over a clip: the figures of the
 // retargeting acceptance (every mapped joint moves; hips over legs as the
 // source's; bone directions as the source's; goals reached; planted feet
-// held over the source's stances and above the floor; no step larger than the
-// source's), for users to check a profile on their own clips (`reach retarget
-// --report`, RetargetBatchRequest.report). Measured with the library's forward
-// kinematics; the acceptance tests measure the same with their own.
+// held over the source's stances and above the floor; no step larger
+// than the source's), for users to check a profile on their own clips
+// (`reach retarget --report`, RetargetBatchRequest.report). Measured with
+// the library's forward kinematics; the acceptance tests measure the same with their own.
 #ifndef REACH_RETARGET_QUALITY_H_
 #define REACH_RETARGET_QUALITY_H_
 

@@ -29,9 +29,10 @@ absl::Status CheckRange(double value, const char* field, double lo, double hi,
   if ((lo_open ? value > lo : value >= lo) && value <= hi) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("options.", field, " = ", value, ": must be in ",
-                   lo_open ? "(" : "[", lo, ", ", hi, "]"));
+  return absl::InvalidArgumentError(absl::StrCat("options.", field, " = ",
+                                                 value, ": must be in ",
+                                                 lo_open ? "(" : "[", lo, ", ",
+                                                 hi, "]"));
 }
 
 // The target skeleton with every joint stiff (stiffness 1) except those on
@@ -221,12 +222,13 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
     if (limb.end < 0) return nullptr;
     const Vector3d reach =
         sg[limb.source_end].translation - sg[limb.source_start].translation;
-    const double extension = std::min(reach.norm() / limb.source_length, 1.0);
+    const double extension =
+        std::min(reach.norm() / limb.source_length, 1.0);
     const Vector3d direction =
-        reach.norm() > 0.0
-            ? Vector3d(align * reach.normalized())
-            : Vector3d(tg[limb.end].translation - tg[limb.start].translation)
-                  .normalized();
+        reach.norm() > 0.0 ? Vector3d(align * reach.normalized())
+                           : Vector3d(tg[limb.end].translation -
+                                      tg[limb.start].translation)
+                                 .normalized();
     Goal& goal = scratch.goals.emplace_back();
     goal.solver = SolverKind::kFullBody;
     goal.tip_joint = limb.end;
@@ -260,8 +262,8 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
                       (limb.start_ref_inverse * limb.bend_ref));
     }
     if (away.norm() > 1e-9 * limb.target_length) {
-      goal->pole =
-          tg[limb.middle].translation + away.normalized() * limb.target_length;
+      goal->pole = tg[limb.middle].translation +
+                   away.normalized() * limb.target_length;
     }
   };
 
@@ -284,9 +286,9 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
     const Vector3d& p = transfer_.source_hips_reference();
     const Vector3d below =
         p - (source_up_.dot(p) - state.source_floor) * source_up_;
-    state.target_floor =
-        floor_up_.dot(transfer_.target_hips_reference() +
-                      transfer_.pelvis_scale() * (align * (below - p)));
+    state.target_floor = floor_up_.dot(
+        transfer_.target_hips_reference() +
+        transfer_.pelvis_scale() * (align * (below - p)));
   }
   // Feet: goals (live, lifted to the floor, held or catching up, lifted
   // where the leg cannot reach them on the floor), then poles.
@@ -308,7 +310,7 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
     // (nor than 0.98 of its length if the source's is more bent): the last
     // degrees to straight turn the knee fast for a small move of the foot,
     // and cost the solve an iteration (retarget_bench: 0.995 is 18 % slower
-    // per frame); lowering the body keeps the held foot within this.
+    // per frame); a held foot beyond this lifts (below).
     constexpr double kHeldReach = 0.98;
     const Vector3d thigh = tg[leg.start].translation;
     reach[k] =
@@ -411,9 +413,10 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
                       out.orientation_error_rad <= kOrientationTolerance;
       }
     } else {
-      const absl::Status solved = Solve(
-          solving_, scratch.goals, scratch.workspace, target,
-          absl::MakeSpan(scratch.results), SolveLimits(), deadline, full_body_);
+      const absl::Status solved =
+          Solve(solving_, scratch.goals, scratch.workspace, target,
+                absl::MakeSpan(scratch.results), SolveLimits(), deadline,
+                full_body_);
       if (!solved.ok()) return solved;
     }
     int g = 0;

@@ -26,11 +26,11 @@
 //    transfer put the thigh (the end of a walk's stance: the source's
 //    ankle has rolled forward over the toe), the held foot lifts, its
 //    place along the floor kept, rather than slide; the body keeps the
-//    source's motion. When the source foot
-//    leaves, the goal catches up with the live one no faster than 0.5 leg
-//    lengths per second beyond it (eased in over `release_seconds`, out
-//    over 0.1 s); a new stance before it has caught up holds where it got
-//    to. No foot goal is placed below the floor plus the ankle's height.
+//    source's motion. When the source foot leaves, the goal catches up
+//    with the live one no faster than 0.5 leg lengths per second beyond it
+//    (eased in over `release_seconds`, out over 0.1 s); a new stance
+//    before it has caught up holds where it got to. No foot goal is placed
+//    below the floor plus the ankle's height.
 // 4. One full-body solve (full_body.h) from the transferred pose, its root
 //    pinned: only the limbs with goals turn (upper arm to hand, thigh to
 //    foot, and any joints between); pelvis, spine, neck and clavicles keep
@@ -42,8 +42,8 @@
 // the previous answer it carries the source's twist of the limbs, which no
 // goal fixes and which a solve started from the previous frame would leave
 // wherever it drifted. State that must carry between frames (stances,
-// planted places, catch-up offsets, the body's lowering) lives in
-// RetargetState, one per stream.
+// planted places, catch-up offsets) lives in RetargetState, one per
+// stream.
 //
 // Depends on solvers/ only.
 #ifndef REACH_RETARGET_RETARGETER_H_
@@ -118,9 +118,9 @@ absl::Status ValidateRetargetOptions(const RetargetOptions& options);
 
 // One limb goal's outcome in a frame.
 struct LimbResult {
-  bool active = false;          // The limb had a goal this frame.
-  bool reached = false;         // Within the full-body tolerances.
-  double position_error = 0.0;  // Target units.
+  bool active = false;   // The limb had a goal this frame.
+  bool reached = false;  // Within the full-body tolerances.
+  double position_error = 0.0;         // Target units.
   double orientation_error_rad = 0.0;
   bool planted = false;  // Feet: held at a planted place this frame.
   // Feet: the goal is not the live one (lifted to the floor, blending
@@ -150,7 +150,7 @@ struct RetargetState {
     double released_for = 0.0;  // Seconds since the stance ended.
   };
   std::array<Foot, 2> feet;
-  bool started = false;       // A frame was retargeted with this state.
+  bool started = false;  // A frame was retargeted with this state.
   double source_floor = 0.0;  // Fixed by the first frame.
   double target_floor = 0.0;  // Along Retargeter::floor_up().
 };
@@ -198,9 +198,9 @@ class Retargeter {
       : transfer_(std::move(transfer)), solving_(std::move(solving)) {}
 
   struct Limb {
-    int start = -1;              // Upper arm, thigh.
-    int middle = -1;             // Forearm, shin (-1: none, no pole).
-    int end = -1;                // Hand, foot.
+    int start = -1;   // Upper arm, thigh.
+    int middle = -1;  // Forearm, shin (-1: none, no pole).
+    int end = -1;     // Hand, foot.
     double source_length = 0.0;  // Along the limb, retarget pose.
     double target_length = 0.0;
     int source_start = -1;
