@@ -4,7 +4,8 @@
 // held over the source's stances and above the floor; no step larger
 // than the source's), for users to check a profile on their own clips
 // (`reach retarget --report`, RetargetBatchRequest.report). Measured with
-// the library's forward kinematics; the acceptance tests measure the same with their own.
+// the library's forward kinematics; the acceptance tests measure the same
+// with their own.
 #ifndef REACH_RETARGET_QUALITY_H_
 #define REACH_RETARGET_QUALITY_H_
 
