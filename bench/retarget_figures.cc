@@ -7,10 +7,12 @@
 // - stance slide: the target foot's largest move along the floor within
 //   one stance of the source foot (its ankle within contact_height leg
 //   lengths of the source's floor and its own frame-to-frame speed under
-//   contact_speed legs/s; landing and release frames are stance frames),
-//   target leg lengths. Bar 0.01. The source ankle's own and the source
-//   toe's over the same frames, for scale (an ankle rolls forward about
-//   the toe as the heel lifts).
+//   contact_speed legs/s, and then until it rises above 1.5x that height
+//   or moves faster than 1.5x that speed; landing and release frames are
+//   stance frames), measured here from the poses, not the retargeter's
+//   plant flags; target leg lengths. Bar 0.01. The source ankle's own and
+//   the source toe's over the same frames, for scale (an ankle rolls
+//   forward about the toe as the heel lifts).
 // - excess: the target foot's largest speed beyond its source foot's, leg
 //   lengths per second (a catch-up after a release).
 // - limb bones: direction error of upper arm, forearm, thigh and shin
@@ -165,7 +167,12 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
       fig->excess = std::max(fig->excess, t_speed - s_speed);
       const double height =
           (r.source_vertical().dot(sa) - state.source_floor) / s_leg[k];
-      const bool standing = height < up_height && s_speed < up_speed;
+      // Hysteresis: in stance below the height and speed, out of it above
+      // 1.5x the height or the speed.
+      const bool standing =
+          standing_before[k]
+              ? height < 1.5 * up_height && s_speed < 1.5 * up_speed
+              : height < up_height && s_speed < up_speed;
       if (standing) {
         const int toe = sc.legs[k].toe;
         if (!standing_before[k]) {

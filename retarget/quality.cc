@@ -149,8 +149,11 @@ void QualityMeter::Add(const Pose& source, const Pose& target,
     const int foot = tc.legs[k].foot;
     if (foot < 0) continue;
     const Vector3d at = t_[foot].translation;
-    if (result.feet[k].planted) {
-      if (!was_planted_[k]) {
+    // Over the source foot's whole stance (low and slow, Stance), whether
+    // or not a plant held the target's: from its first frame to its last.
+    const bool stance = state.feet[k].contact;
+    if (stance) {
+      if (!in_stance_[k]) {
         contact_start_[k] = at;
         ++q_.contacts;
       }
@@ -158,7 +161,7 @@ void QualityMeter::Add(const Pose& source, const Pose& target,
       moved_by -= up.dot(moved_by) * up;
       q_.slide_worst = std::max(q_.slide_worst, moved_by.norm() / q_.leg_length);
     }
-    was_planted_[k] = result.feet[k].planted;
+    in_stance_[k] = stance;
     const double lowest =
         state.target_floor + r_.options().ankle_height * q_.leg_length;
     q_.below_floor_worst = std::max(q_.below_floor_worst,

@@ -1,10 +1,11 @@
 // How well a retarget went, measured over a clip: the figures of the
 // retargeting acceptance (every mapped joint moves; hips over legs as the
 // source's; bone directions as the source's; goals reached; planted feet
-// held and above the floor; no step larger than the source's), for users
-// to check a profile on their own clips (`reach retarget --report`,
-// RetargetBatchRequest.report). Measured with the library's forward
-// kinematics; the acceptance tests measure the same with their own.
+// held over the source's stances and above the floor; no step larger
+// than the source's), for users to check a profile on their own clips
+// (`reach retarget --report`, RetargetBatchRequest.report). Measured with
+// the library's forward kinematics; the acceptance tests measure the same
+// with their own.
 #ifndef REACH_RETARGET_QUALITY_H_
 #define REACH_RETARGET_QUALITY_H_
 
@@ -37,9 +38,11 @@ struct RetargetQuality {
   // The worst distance of a hand or foot from its goal, over the target's
   // body height.
   double goal_worst = 0.0;
-  // Feet: contacts, the worst slide of a planted foot along the floor
-  // within one contact, and the deepest a foot went below the floor plus
-  // the ankle's height; in target leg lengths.
+  // Feet: the source feet's stances (RetargetState::Foot::contact: low and
+  // slow, Stance in retargeter.h), the worst slide of the target's foot
+  // along the floor within one stance (its first frame to its last,
+  // whether or not a plant held it), and the deepest a foot went below the
+  // floor plus the ankle's height; in target leg lengths.
   int contacts = 0;
   double slide_worst = 0.0;
   double below_floor_worst = 0.0;
@@ -73,7 +76,7 @@ class QualityMeter {
   int bones_count_ = 0, limb_count_ = 0;
   std::vector<char> moved_;
   std::vector<double> target_step_, source_step_;
-  std::array<bool, 2> was_planted_ = {false, false};
+  std::array<bool, 2> in_stance_ = {false, false};
   std::array<Eigen::Vector3d, 2> contact_start_;
   RetargetQuality q_;
 };

