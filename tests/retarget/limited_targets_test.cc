@@ -18,6 +18,7 @@
 #include "retarget/characterize.h"
 #include "retarget/retargeter.h"
 #include "tests/testing/full_body.h"
+#include "tests/testing/retarget_rigs.h"
 #include "tests/testing/sweep.h"
 
 namespace reach::retarget {
@@ -38,48 +39,8 @@ const char* const kClips[] = {
     "mocap/cmu_06_15_shoot_ccrig.bvh", "mocap/cmu_131_03_hop.bvh",
     "mocap/cmu_141_16_wave.bvh"};
 
-std::string Data(const std::string& path) {
-  return absl::StrCat(REACH_TEST_DATA, "/", path);
-}
-
-// A rig from a file, as the retargeter test reads them (the Character
-// Creator clip's first frame is its retarget pose).
-struct Rig {
-  Skeleton skeleton;
-  Characterization roles;
-  Pose reference;
-  import::BvhClip clip;
-};
-
-Rig LoadRig(const std::string& file) {
-  SkeletonDef def;
-  import::BvhClip clip;
-  if (file.find(".bvh") != std::string::npos) {
-    absl::StatusOr<import::BvhClip> read = import::ImportBvh(Data(file));
-    EXPECT_TRUE(read.ok()) << read.status();
-    clip = *std::move(read);
-    def = clip.skeleton.def;
-  } else if (file.find(".json") != std::string::npos) {
-    absl::StatusOr<SkeletonDef> read =
-        testing::LoadSkeletonJson(testing::ExamplePath(file));
-    EXPECT_TRUE(read.ok()) << read.status();
-    def = *std::move(read);
-  } else {
-    absl::StatusOr<import::ImportedSkeleton> read =
-        import::ImportGltf(Data(file));
-    EXPECT_TRUE(read.ok()) << read.status();
-    def = read->def;
-  }
-  absl::StatusOr<Skeleton> skeleton = Skeleton::Create(def);
-  EXPECT_TRUE(skeleton.ok()) << skeleton.status();
-  Pose reference = RestPose(*skeleton);
-  if (file.find("ccrig") != std::string::npos) clip.FramePose(0, &reference);
-  absl::StatusOr<Characterization> roles =
-      Characterize(*skeleton, {}, &reference);
-  EXPECT_TRUE(roles.ok()) << roles.status();
-  return Rig{*std::move(skeleton), *std::move(roles), std::move(reference),
-             std::move(clip)};
-}
+using Rig = testing::RetargetRig;
+Rig LoadRig(const std::string& file) { return testing::LoadRetargetRig(file); }
 
 absl::StatusOr<Retargeter> Make(const Rig& source, const Rig& target) {
   const RetargetSide from{&source.skeleton, &source.roles, source.reference};

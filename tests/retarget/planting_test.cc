@@ -34,6 +34,7 @@
 #include "retarget/quality.h"
 #include "retarget/retargeter.h"
 #include "tests/testing/full_body.h"
+#include "tests/testing/retarget_rigs.h"
 #include "tests/testing/sweep.h"
 
 namespace reach::retarget {
@@ -60,49 +61,8 @@ constexpr double kJitterBar = 1.3;        // Legs and pelvis, over the source's.
 constexpr double kPlantingJitter = 1.15;  // Whole body, over no planting.
 constexpr double kStepBar = 2.0;          // Degrees.
 
-std::string Data(const std::string& path) {
-  return absl::StrCat(REACH_TEST_DATA, "/", path);
-}
-
-struct Rig {
-  Skeleton skeleton;
-  Characterization roles;
-  Pose reference;
-  import::BvhClip clip;  // BVH files only.
-};
-
-// A BVH (with its clip), a glTF or an examples/ skeleton JSON; the
-// Character Creator clip's first frame is its retarget pose (its rest lays
-// the legs up).
-Rig LoadRig(const std::string& file) {
-  SkeletonDef def;
-  import::BvhClip clip;
-  if (file.find(".bvh") != std::string::npos) {
-    absl::StatusOr<import::BvhClip> read = import::ImportBvh(Data(file));
-    EXPECT_TRUE(read.ok()) << read.status();
-    clip = *std::move(read);
-    def = clip.skeleton.def;
-  } else if (file.find(".json") != std::string::npos) {
-    absl::StatusOr<SkeletonDef> read =
-        testing::LoadSkeletonJson(testing::ExamplePath(file));
-    EXPECT_TRUE(read.ok()) << read.status();
-    def = *std::move(read);
-  } else {
-    absl::StatusOr<import::ImportedSkeleton> read =
-        import::ImportGltf(Data(file));
-    EXPECT_TRUE(read.ok()) << read.status();
-    def = read->def;
-  }
-  absl::StatusOr<Skeleton> skeleton = Skeleton::Create(def);
-  EXPECT_TRUE(skeleton.ok()) << skeleton.status();
-  Pose reference = RestPose(*skeleton);
-  if (file.find("ccrig") != std::string::npos) clip.FramePose(0, &reference);
-  absl::StatusOr<Characterization> roles =
-      Characterize(*skeleton, {}, &reference);
-  EXPECT_TRUE(roles.ok()) << roles.status();
-  return Rig{*std::move(skeleton), *std::move(roles), std::move(reference),
-             std::move(clip)};
-}
+using Rig = testing::RetargetRig;
+Rig LoadRig(const std::string& file) { return testing::LoadRetargetRig(file); }
 
 double LegLength(const Leg& l, const IndependentGlobals& g) {
   return (g.position[l.shin] - g.position[l.thigh]).norm() +

@@ -17,6 +17,7 @@
 #include "importers/gltf.h"
 #include "retarget/characterize.h"
 #include "tests/testing/full_body.h"
+#include "tests/testing/retarget_rigs.h"
 #include "tests/testing/models.h"
 #include "tests/testing/sweep.h"
 
@@ -30,48 +31,9 @@ using testing::IndependentGlobals;
 
 constexpr double kDegree = M_PI / 180.0;
 
-std::string Data(const std::string& path) {
-  return absl::StrCat(REACH_TEST_DATA, "/", path);
-}
-
-// A rig read from a file: a BVH (with its clip), a glTF or a skeleton JSON
-// (examples/). The Character Creator BVH's rest is no stance (its zero
-// rotations lay the legs up): its first frame is its retarget pose.
-struct Rig {
-  Skeleton skeleton;
-  Characterization roles;
-  Pose reference;
-  import::BvhClip clip;  // BVH files only.
-};
-
+using Rig = testing::RetargetRig;
 Rig LoadRig(const std::string& file) {
-  SkeletonDef def;
-  import::BvhClip clip;
-  if (file.find(".bvh") != std::string::npos) {
-    absl::StatusOr<import::BvhClip> read = import::ImportBvh(Data(file));
-    EXPECT_TRUE(read.ok()) << read.status();
-    clip = *std::move(read);
-    def = clip.skeleton.def;
-  } else if (file.find(".json") != std::string::npos) {
-    absl::StatusOr<SkeletonDef> read =
-        testing::LoadSkeletonJson(testing::ExamplePath(file));
-    EXPECT_TRUE(read.ok()) << read.status();
-    def = *std::move(read);
-  } else {
-    absl::StatusOr<import::ImportedSkeleton> read =
-        import::ImportGltf(Data(file));
-    EXPECT_TRUE(read.ok()) << read.status();
-    def = read->def;
-  }
-  absl::StatusOr<Skeleton> skeleton = Skeleton::Create(def);
-  EXPECT_TRUE(skeleton.ok()) << skeleton.status();
-  Pose reference = RestPose(*skeleton);
-  if (file.find("ccrig") != std::string::npos) clip.FramePose(0, &reference);
-  absl::StatusOr<Characterization> roles =
-      Characterize(*skeleton, {}, &reference);
-  EXPECT_TRUE(roles.ok()) << roles.status();
-  return Rig{*std::move(skeleton), *std::move(roles), std::move(reference),
-             std::move(clip)};
+  return testing::LoadRetargetRig(file);
 }
 
 double Angle(const Vector3d& a, const Vector3d& b) {

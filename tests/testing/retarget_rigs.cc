@@ -1,0 +1,46 @@
+#include "tests/testing/retarget_rigs.h"
+
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "importers/gltf.h"
+#include "tests/testing/full_body.h"
+
+namespace reach::testing {
+
+std::string TestData(const std::string& path) {
+  return absl::StrCat(REACH_TEST_DATA, "/", path);
+}
+
+RetargetRig LoadRetargetRig(const std::string& file) {
+  SkeletonDef def;
+  import::BvhClip clip;
+  if (file.find(".bvh") != std::string::npos) {
+    absl::StatusOr<import::BvhClip> read = import::ImportBvh(TestData(file));
+    EXPECT_TRUE(read.ok()) << read.status();
+    clip = *std::move(read);
+    def = clip.skeleton.def;
+  } else if (file.find(".json") != std::string::npos) {
+    absl::StatusOr<SkeletonDef> read = LoadSkeletonJson(ExamplePath(file));
+    EXPECT_TRUE(read.ok()) << read.status();
+    def = *std::move(read);
+  } else {
+    absl::StatusOr<import::ImportedSkeleton> read =
+        import::ImportGltf(TestData(file));
+    EXPECT_TRUE(read.ok()) << read.status();
+    def = read->def;
+  }
+  absl::StatusOr<Skeleton> skeleton = Skeleton::Create(def);
+  EXPECT_TRUE(skeleton.ok()) << skeleton.status();
+  Pose reference = RestPose(*skeleton);
+  if (file.find("ccrig") != std::string::npos) clip.FramePose(0, &reference);
+  absl::StatusOr<retarget::Characterization> roles =
+      retarget::Characterize(*skeleton, {}, &reference);
+  EXPECT_TRUE(roles.ok()) << roles.status();
+  return RetargetRig{*std::move(skeleton), *std::move(roles),
+                     std::move(reference), std::move(clip)};
+}
+
+}  // namespace reach::testing

@@ -1,0 +1,33 @@
+// Rigs the retargeting tests read from tests/data and examples/: a BVH
+// (with its clip), a glTF or a skeleton JSON, characterised from its
+// retarget pose (the rest pose; the Character Creator clip's first frame,
+// since its zero rotations lay the legs up).
+#ifndef REACH_TESTS_TESTING_RETARGET_RIGS_H_
+#define REACH_TESTS_TESTING_RETARGET_RIGS_H_
+
+#include <string>
+
+#include "importers/bvh.h"
+#include "retarget/characterize.h"
+#include "solvers/pose.h"
+#include "solvers/skeleton.h"
+
+namespace reach::testing {
+
+struct RetargetRig {
+  Skeleton skeleton;
+  retarget::Characterization roles;
+  Pose reference;
+  import::BvhClip clip;  // BVH files only.
+};
+
+// tests/data/`path`.
+std::string TestData(const std::string& path);
+
+// `file`: a path under tests/data (.bvh, .glb/.gltf) or an examples/
+// skeleton JSON's name (.json). Failures are test failures.
+RetargetRig LoadRetargetRig(const std::string& file);
+
+}  // namespace reach::testing
+
+#endif  // REACH_TESTS_TESTING_RETARGET_RIGS_H_
