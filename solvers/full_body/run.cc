@@ -356,58 +356,62 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
     // A new character (every joint below a root at rest; a stream's frame
     // almost never is, and the check stops at its first joint off rest).
     const bool from_rest = AtRest(skeleton, pose->local);
-    scratch.start_locals = pose->local;
+    // The start, for another attempt from it (a posture fallback needs
+    // one only where the body model has a posture).
+    if (from_rest || (model != nullptr && !model->relax.empty())) {
+      scratch.start_locals = pose->local;
+    }
     FullBodySolve solve(skeleton, goals, options, scratch, pose, model);
     if (from_rest) solve.SetPostureRounds(kPostureRounds);
     if (solve.Setup(results)) {
       iterations = solve.Run(budget, max_iterations);
       bool reached = solve.Reached();
+      // Another attempt at the same goals from the pose as it is when
+      // called (`configure` sets it up), after keeping the answer so far
+      // (keep): the better answer stays, priorities compared in order.
+      auto keep = [&] {
+        solve.ExcessByGoal(scratch.first_excess);
+        scratch.first_locals = pose->local;
+      };
+      auto attempt = [&](auto&& configure) {
+        FullBodySolve again(skeleton, goals, options, scratch, pose, model);
+        configure(again);
+        bool better = false;
+        if (again.Setup(results)) {
+          iterations += again.Run(budget, max_iterations);
+          again.ExcessByGoal(scratch.second_excess);
+          better = BetterByPriority(goals, scratch.first_excess,
+                                    scratch.second_excess);
+          if (better) reached = again.Reached();
+        }
+        if (!better) pose->local = scratch.first_locals;
+      };
       // The posture (BodyModel::relax) turns joints in the goals' null
       // space, which holds to first order only: rarely, what is left lets
       // a goal stall (a pelvis point of BCN's gameplay stream at 2.2 times
       // its tolerance). A solve it leaves unreached is made again from the
-      // same start without it, and the better answer stays.
+      // same start without it.
       if (!reached && solve.Postured() && !budget.Expired()) {
-        solve.ExcessByGoal(scratch.first_excess);
-        scratch.first_locals = pose->local;
+        keep();
         pose->local = scratch.start_locals;
-        FullBodySolve plain(skeleton, goals, options, scratch, pose, model);
-        plain.DisablePosture();
-        bool better = false;
-        if (plain.Setup(results)) {
-          iterations += plain.Run(budget, max_iterations);
-          plain.ExcessByGoal(scratch.second_excess);
-          better = BetterByPriority(goals, scratch.first_excess,
-                                    scratch.second_excess);
-          if (better) reached = plain.Reached();
-        }
-        if (!better) pose->local = scratch.first_locals;
+        attempt([](FullBodySolve& plain) { plain.DisablePosture(); });
       }
       // A new character's straight limbs can settle into bends no step
       // leaves (a knee at its range's end with the foot far off): when a
       // solve from the rest pose leaves a goal within reach unreached, a
       // second attempt starts from it with every resting hinge (knees,
-      // elbows) bent to the middle of its range, and the better answer
-      // stays (priorities compared in order). On the DART peer benchmark's
-      // full-range poses of the limited humanoid this took the solves from
-      // rest that reach every goal from 86.5% to 98.0%. Any other start
-      // (a stream's frames) never makes one.
+      // elbows) bent to the middle of its range. On the DART peer
+      // benchmark's full-range poses of the limited humanoid this took the
+      // solves from rest that reach every goal from 86.5% to 98.0%. Any
+      // other start (a stream's frames) never makes one.
       if (from_rest && !reached && !budget.Expired()) {
-        solve.ExcessByGoal(scratch.first_excess);
-        scratch.first_locals = pose->local;
+        keep();
         if (!solve.BendRestingHinges(scratch.start_locals)) {
           pose->local = scratch.first_locals;
         } else {
-          FullBodySolve again(skeleton, goals, options, scratch, pose, model);
-          again.SetPostureRounds(kPostureRounds);
-          bool better = false;
-          if (again.Setup(results)) {
-            iterations += again.Run(budget, max_iterations);
-            again.ExcessByGoal(scratch.second_excess);
-            better = BetterByPriority(goals, scratch.first_excess,
-                                      scratch.second_excess);
-          }
-          if (!better) pose->local = scratch.first_locals;
+          attempt([](FullBodySolve& again) {
+            again.SetPostureRounds(kPostureRounds);
+          });
         }
       }
     }

@@ -28,6 +28,7 @@ using Eigen::Quaterniond;
 using Eigen::Vector3d;
 using testing::IndependentFk;
 using testing::IndependentGlobals;
+using testing::TurnAt;
 
 constexpr double kDegree = M_PI / 180.0;
 // A joint within a degree of a bound of its limits presses them: the
@@ -116,22 +117,6 @@ std::vector<double> Places(const std::vector<int>& chain,
   }
   for (double& a : at) a /= total;
   return at;
-}
-
-// The source's model-space turn from its retarget pose at `place` along
-// `chain`, between the two joints that bracket it.
-Quaterniond TurnAt(const std::vector<int>& chain, const std::vector<double>& at,
-                   double place, const IndependentGlobals& now,
-                   const IndependentGlobals& ref) {
-  auto turn = [&](size_t i) {
-    return Quaterniond(now.rotation[chain[i]] *
-                       ref.rotation[chain[i]].conjugate());
-  };
-  size_t k = 0;
-  while (k + 1 < chain.size() && at[k + 1] < place) ++k;
-  if (k + 1 == chain.size() || at[k + 1] <= at[k]) return turn(k);
-  const double w = std::clamp((place - at[k]) / (at[k + 1] - at[k]), 0.0, 1.0);
-  return turn(k).slerp(w, turn(k + 1));
 }
 
 // What one clip onto one target measured.

@@ -1,5 +1,6 @@
 #include "tests/testing/retarget_rigs.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,21 @@ RetargetRig LoadRetargetRig(const std::string& file) {
   EXPECT_TRUE(roles.ok()) << roles.status();
   return RetargetRig{*std::move(skeleton), *std::move(roles),
                      std::move(reference), std::move(clip)};
+}
+
+Eigen::Quaterniond TurnAt(const std::vector<int>& chain,
+                          const std::vector<double>& at, double place,
+                          const IndependentGlobals& now,
+                          const IndependentGlobals& ref) {
+  auto turn = [&](size_t i) {
+    return Eigen::Quaterniond(now.rotation[chain[i]] *
+                              ref.rotation[chain[i]].conjugate());
+  };
+  size_t k = 0;
+  while (k + 1 < chain.size() && at[k + 1] < place) ++k;
+  if (k + 1 == chain.size() || at[k + 1] <= at[k]) return turn(k);
+  const double w = std::clamp((place - at[k]) / (at[k + 1] - at[k]), 0.0, 1.0);
+  return turn(k).slerp(w, turn(k + 1));
 }
 
 }  // namespace reach::testing

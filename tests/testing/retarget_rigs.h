@@ -6,11 +6,14 @@
 #define REACH_TESTS_TESTING_RETARGET_RIGS_H_
 
 #include <string>
+#include <vector>
 
+#include "Eigen/Geometry"
 #include "importers/bvh.h"
 #include "retarget/characterize.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
+#include "tests/testing/sweep.h"
 
 namespace reach::testing {
 
@@ -27,6 +30,14 @@ std::string TestData(const std::string& path);
 // `file`: a path under tests/data (.bvh, .glb/.gltf) or an examples/
 // skeleton JSON's name (.json). Failures are test failures.
 RetargetRig LoadRetargetRig(const std::string& file);
+
+// A chain's model-space turn from its retarget pose (`ref`) to `now` at
+// `place` along it (`at`: each joint's share of the chain's length, in
+// [0, 1]): between the two joints that bracket it.
+Eigen::Quaterniond TurnAt(const std::vector<int>& chain,
+                          const std::vector<double>& at, double place,
+                          const IndependentGlobals& now,
+                          const IndependentGlobals& ref);
 
 }  // namespace reach::testing
 
