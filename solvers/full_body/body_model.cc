@@ -233,6 +233,7 @@ BodyModel BuildBodyModel(const Skeleton& skeleton, const RoleStiffness& roles) {
   model.rest_stands =
       rest_trunk.norm() > 1e-9 && rest_trunk.normalized().dot(c.up) > kCos45;
   model.hinge_axis.assign(n, Vector3d::Zero());
+  model.hinge_straight.assign(n, 0.0);
   if (model.rest_stands) {
     // The posture: each relaxed joint, the joint its bone ends at, and the
     // direction a standing body points that bone.
@@ -271,9 +272,13 @@ BodyModel BuildBodyModel(const Skeleton& skeleton, const RoleStiffness& roles) {
       const Vector3d upper = rest[mid].translation - rest[root].translation;
       const Vector3d lower = rest[end].translation - rest[mid].translation;
       if (!(upper.norm() > 1e-9) || !(lower.norm() > 1e-9)) return;
-      // Bent at rest by more than about 6 degrees: that bend's axis.
+      // Bent at rest by more than about 6 degrees: that bend's axis, and
+      // straight is that bend undone.
       Vector3d axis = upper.normalized().cross(lower.normalized());
-      if (!(axis.norm() > 0.1)) {
+      if (axis.norm() > 0.1) {
+        model.hinge_straight[mid] = -std::atan2(
+            axis.norm(), upper.normalized().dot(lower.normalized()));
+      } else {
         axis = lower.normalized().cross(flex);
         if (!(axis.norm() > 0.1)) return;
       }

@@ -71,6 +71,12 @@ struct BodyModel {
   // is the rest pose's bend where the limb is bent at rest, else the one
   // that takes the lower bone forward (elbow) or back (knee).
   std::vector<Eigen::Vector3d> hinge_axis;
+  // Per anatomical hinge: its least flexion about hinge_axis from the rest
+  // rotation, radians (<= 0): the limb straight. No knee or elbow bends
+  // backwards: free of it, a limb whose goal moves past straight (an arm
+  // swinging down beside the body) folds through to the other side of
+  // its plane, the performer's bend flipped.
+  std::vector<double> hinge_straight;
   // The posture: the unlimited spine, neck and clavicle joints, and each
   // one's natural local rotation (relax_to): the rest rotation where the
   // rest pose points the joint's bone within 45 degrees of where a

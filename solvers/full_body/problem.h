@@ -159,6 +159,10 @@ class FullBodySolve {
   // Applies s_.step to the pose, projecting onto limits; returns whether a
   // joint that has columns was clamped (and flags it in s_.locked).
   bool ApplyStep();
+  // An anatomical hinge `j` bent backwards past straight
+  // (BodyModel::hinge_straight) is set straight, its swing kept; returns
+  // by how much it was past, radians (0: it was not).
+  double StraightenHinge(int j, Quaterniond& local) const;
   // Whether limited ball joint j's `local` is strictly inside its limits
   // (false for other joints).
   bool InsideBallLimits(int j, const Quaterniond& local) const {

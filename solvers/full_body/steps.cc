@@ -356,16 +356,20 @@ bool FullBodySolve::PostureDelta(double gain) {
   }
   if (!any) return false;
   // y = J delta over each goal's own columns (the Jacobian holds only
-  // those); then (G + mu)^-1 y by the factor L; delta -= W^2 J^T y.
+  // those; delta is zero but on the posture's few), then (G + mu)^-1 y by
+  // the factor L; delta -= W^2 J^T y.
   const int goals = static_cast<int>(s_.goal_order.size());
+  y.setZero();
   for (int k = 0; k < goals; ++k) {
     const int* cols = s_.goal_cols.data() + s_.goal_col_start[k];
     const int count = s_.goal_col_start[k + 1] - s_.goal_col_start[k];
-    for (int r = s_.goal_row[k]; r < s_.goal_row[k + 1]; ++r) {
-      double sum = 0.0;
-      for (int p = 0; p < count; ++p)
-        sum += J[r + cols[p] * stride] * delta(cols[p]);
-      y(r) = sum;
+    const int r0 = s_.goal_row[k];
+    const int r1 = s_.goal_row[k + 1];
+    for (int p = 0; p < count; ++p) {
+      const double d = delta(cols[p]);
+      if (d == 0.0) continue;
+      const double* column = J + cols[p] * stride;
+      for (int r = r0; r < r1; ++r) y(r) += column[r] * d;
     }
   }
   CholeskySolveInPlace(L.data(), L.rows(), rows_, y.data());
@@ -384,6 +388,23 @@ bool FullBodySolve::PostureDelta(double gain) {
   }
   for (int col = 0; col < cols_; ++col) delta(col) -= s_.scale[col] * back(col);
   return true;
+}
+
+double FullBodySolve::StraightenHinge(int j, Quaterniond& local) const {
+  // Swing and twist about the flexion axis (twist first) of the turn from
+  // the rest rotation.
+  const Vector3d& axis = model_->hinge_axis[j];
+  const Quaterniond& rest = skeleton_.joint(j).rest.rotation;
+  Quaterniond turn = rest.conjugate() * local;
+  if (turn.w() < 0.0) turn.coeffs() = -turn.coeffs();
+  const double flexion = 2.0 * std::atan2(turn.vec().dot(axis), turn.w());
+  const double straight = model_->hinge_straight[j];
+  if (!(flexion < straight)) return 0.0;
+  const Quaterniond twist(Eigen::AngleAxisd(flexion, axis));
+  const Quaterniond swing = turn * twist.conjugate();
+  local = (rest * swing * Quaterniond(Eigen::AngleAxisd(straight, axis)))
+              .normalized();
+  return straight - flexion;
 }
 
 bool FullBodySolve::ApplyStep() {
@@ -407,6 +428,11 @@ bool FullBodySolve::ApplyStep() {
                                       ? root_parent_.rotation
                                       : s_.globals[joint.parent].rotation;
       local = TurnedLocal(parent, turn, local);
+      if (Hinged(j) && StraightenHinge(j, local) > kClampedBy) {
+        // Its flexion column held at straight, as a limit would be.
+        if (!s_.locked[col]) clamped = true;
+        s_.locked[col] = 1;
+      }
     } else {
       local = (local * AxisAngle(joint.axis, step(col))).normalized();
     }

@@ -4,6 +4,7 @@
 // kinematics; distances in the rig's units, scaled from a 1.7 m person by
 // its standing height (head above the lower foot at rest).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -36,10 +37,12 @@ Skeleton Load(const std::string& name) {
     def = *testing::LoadSkeletonJson(
         testing::ExamplePath("humanoid_limited.skeleton.json"));
   } else if (name == "Boxing_Toes") {
-    def = import::ImportBvh(absl::StrCat(REACH_TEST_DATA, "/rigs/Boxing_Toes.bvh"))
+    def = import::ImportBvh(
+              absl::StrCat(REACH_TEST_DATA, "/rigs/Boxing_Toes.bvh"))
               ->skeleton.def;
   } else {
-    def = import::ImportGltf(absl::StrCat(REACH_TEST_DATA, "/rigs/BCN_Epileptic.glb"))
+    def = import::ImportGltf(
+              absl::StrCat(REACH_TEST_DATA, "/rigs/BCN_Epileptic.glb"))
               ->def;
   }
   return *Skeleton::Create(def);
@@ -65,9 +68,8 @@ Rig MakeRig(const std::string& name) {
   r.rest = RestPose(r.skeleton);
   r.at = IndependentFk(r.skeleton, r.rest);
   r.up = r.roles.up;
-  const double foot =
-      std::min(r.at.position[r.roles.legs[0].foot].dot(r.up),
-               r.at.position[r.roles.legs[1].foot].dot(r.up));
+  const double foot = std::min(r.at.position[r.roles.legs[0].foot].dot(r.up),
+                               r.at.position[r.roles.legs[1].foot].dot(r.up));
   r.height = r.at.position[r.roles.head].dot(r.up) - foot;
   r.metre = r.height / 1.7;
   return r;
@@ -109,7 +111,8 @@ double SpineDegrees(const Rig& r, const IndependentGlobals& g) {
 }
 
 Goal Hold(const Rig& r, int joint, const Vector3d& offset, int priority) {
-  Goal g = testing::FullBodyGoal(joint, r.at.position[joint] + offset, priority);
+  Goal g =
+      testing::FullBodyGoal(joint, r.at.position[joint] + offset, priority);
   g.target_orientation = r.at.rotation[joint];
   g.options.tolerance = 1e-4 * r.height;
   return g;
@@ -144,9 +147,9 @@ Pose Lower(const Rig& r, const std::vector<Goal>& goals, double metres,
     for (size_t k = 2; k < frame.size(); ++k) {
       frame[k].target -= down * (1.0 - static_cast<double>(f) / frames);
     }
-    EXPECT_TRUE(Solve(r.skeleton, frame, ws, &pose, absl::MakeSpan(results),
-                      {}, {}, {})
-                    .ok());
+    EXPECT_TRUE(
+        Solve(r.skeleton, frame, ws, &pose, absl::MakeSpan(results), {}, {}, {})
+            .ok());
   }
   return pose;
 }
@@ -170,9 +173,10 @@ TEST_P(FullBodyCrouchTest, VrCrouchBendsTheKneesNotTheSpine) {
     const double spine = SpineDegrees(r, g);
     int reached = 0;
     for (const GoalResult& res : results) reached += res.reached;
-    std::printf("%s VR crouch (%d frames): pelvis drop %.3f m, knees %.1f deg, "
-                "spine %.1f deg, %d of %zu goals reached\n",
-                GetParam(), frames, drop, knees, spine, reached, goals.size());
+    std::printf(
+        "%s VR crouch (%d frames): pelvis drop %.3f m, knees %.1f deg, "
+        "spine %.1f deg, %d of %zu goals reached\n",
+        GetParam(), frames, drop, knees, spine, reached, goals.size());
     EXPECT_EQ(reached, static_cast<int>(goals.size())) << frames;
     // The bars: pelvis drop >= 0.3 m, knees >= 60 deg, spine
     // <= 30 deg. The limited humanoid's spine bends 38 deg in one solve
@@ -180,8 +184,8 @@ TEST_P(FullBodyCrouchTest, VrCrouchBendsTheKneesNotTheSpine) {
     // following the pelvis down): held to what it does, not the bar.
     EXPECT_GE(drop, 0.3) << frames;
     EXPECT_GE(knees, 60.0) << frames;
-    EXPECT_LE(spine, std::string(GetParam()) == "humanoid_limited" ? 70.0
-                                                                   : 30.0)
+    EXPECT_LE(spine,
+              std::string(GetParam()) == "humanoid_limited" ? 70.0 : 30.0)
         << frames;
   }
 }
@@ -208,20 +212,20 @@ TEST_P(FullBodyCrouchTest, HandsToTheFloor) {
   Pose pose = r.rest;
   Workspace ws;
   std::vector<GoalResult> results(goals.size());
-  ASSERT_TRUE(Solve(r.skeleton, goals, ws, &pose, absl::MakeSpan(results), {},
-                    {}, {})
-                  .ok());
+  ASSERT_TRUE(
+      Solve(r.skeleton, goals, ws, &pose, absl::MakeSpan(results), {}, {}, {})
+          .ok());
   const IndependentGlobals g = IndependentFk(r.skeleton, pose);
   int reached = 0;
   for (const GoalResult& res : results) reached += res.reached;
-  std::printf("%s hands to the floor: knees %.1f / %.1f deg, spine %.1f deg, "
-              "pelvis drop %.3f m, %d of %zu reached\n",
-              GetParam(), KneeDegrees(r, g, 0), KneeDegrees(r, g, 1),
-              SpineDegrees(r, g),
-              (r.at.position[r.roles.pelvis] - g.position[r.roles.pelvis])
-                      .dot(r.up) /
-                  r.metre,
-              reached, goals.size());
+  std::printf(
+      "%s hands to the floor: knees %.1f / %.1f deg, spine %.1f deg, "
+      "pelvis drop %.3f m, %d of %zu reached\n",
+      GetParam(), KneeDegrees(r, g, 0), KneeDegrees(r, g, 1),
+      SpineDegrees(r, g),
+      (r.at.position[r.roles.pelvis] - g.position[r.roles.pelvis]).dot(r.up) /
+          r.metre,
+      reached, goals.size());
   // The limited humanoid's right hand stalls 3.7 mm from the floor (its
   // limits; 256 iterations leave the same): held to 5 mm there.
   const bool limited = std::string(GetParam()) == "humanoid_limited";
@@ -250,7 +254,8 @@ TEST_P(FullBodyCrouchTest, FarHandAndWarmAgainstCold) {
       goals.push_back(Hold(r, r.roles.legs[side].foot, Vector3d::Zero(), 0));
     }
     Goal far = Hold(r, r.roles.arms[0].hand, 3.0 * r.metre * r.roles.left, 1);
-    Goal near = Hold(r, r.roles.arms[1].hand, 0.1 * r.metre * r.roles.forward, 1);
+    Goal near =
+        Hold(r, r.roles.arms[1].hand, 0.1 * r.metre * r.roles.forward, 1);
     far.target_orientation.reset();
     near.target_orientation.reset();
     goals.push_back(far);
@@ -258,9 +263,9 @@ TEST_P(FullBodyCrouchTest, FarHandAndWarmAgainstCold) {
     Pose pose = r.rest;
     Workspace ws;
     std::vector<GoalResult> results(goals.size());
-    ASSERT_TRUE(Solve(r.skeleton, goals, ws, &pose, absl::MakeSpan(results),
-                      {}, {}, {})
-                    .ok());
+    ASSERT_TRUE(
+        Solve(r.skeleton, goals, ws, &pose, absl::MakeSpan(results), {}, {}, {})
+            .ok());
     std::printf("%s far hand: reachable hand off by %.4f m\n", GetParam(),
                 results[3].position_error / r.metre);
     EXPECT_TRUE(results[3].reached);
@@ -283,6 +288,81 @@ TEST_P(FullBodyCrouchTest, FarHandAndWarmAgainstCold) {
   // four joints settles differently from rest and from a stream).
   EXPECT_LE(worst / r.metre,
             std::string(GetParam()) == "BCN_Epileptic" ? 0.025 : 0.01);
+}
+
+// No elbow bends backwards: a stream's start (the last answer, or a
+// caller's pose) with both elbows bent 30 degrees back past straight, and
+// the hands a tenth of an arm closer to the shoulders than at rest, comes
+// back with the elbows straight or bent forward, every goal reached
+// (before the anatomical hinges had a straight end, Boxing's stayed 2.6
+// degrees bent back). The limited humanoid's elbows are the rig's own
+// hinges, with ranges: the two imported rigs only.
+void ElbowsNeverBendBackwards(const Rig& r, const char* name) {
+  // Each elbow's flexion axis in the forearm's own frame, from the rest
+  // pose: the one that takes the hand forward.
+  std::array<Vector3d, 2> axis;
+  Pose start = r.rest;
+  for (int side = 0; side < 2; ++side) {
+    const Arm& arm = r.roles.arms[side];
+    const Vector3d lower =
+        (r.at.position[arm.hand] - r.at.position[arm.forearm]).normalized();
+    const Vector3d flex = lower.cross(r.roles.forward).normalized();
+    axis[side] = r.at.rotation[arm.forearm].conjugate() * flex;
+    // Bent back: the forearm's model rotation turned -30 degrees about it.
+    const Quaterniond back(Eigen::AngleAxisd(-30.0 * kPi / 180.0, flex));
+    const int parent = r.skeleton.joint(arm.forearm).parent;
+    start.local[arm.forearm].rotation =
+        (r.at.rotation[parent].conjugate() * back * r.at.rotation[arm.forearm])
+            .normalized();
+  }
+  // Signed flexion, degrees: the turn from the upper arm to the forearm
+  // about the forearm's flexion axis.
+  auto flexion = [&](const IndependentGlobals& g, int side) {
+    const Arm& arm = r.roles.arms[side];
+    const Vector3d upper = g.position[arm.forearm] - g.position[arm.upper_arm];
+    const Vector3d lower = g.position[arm.hand] - g.position[arm.forearm];
+    const Vector3d a = g.rotation[arm.forearm] * axis[side];
+    return Degrees(std::atan2(upper.cross(lower).dot(a), upper.dot(lower)));
+  };
+  const IndependentGlobals bent = IndependentFk(r.skeleton, start);
+  std::vector<Goal> goals;
+  for (int side = 0; side < 2; ++side) {
+    // The start is bent back (BCN's elbows are bent 8-9 degrees at rest).
+    EXPECT_LT(flexion(bent, side), -20.0);
+    goals.push_back(Hold(r, r.roles.legs[side].foot, Vector3d::Zero(), 0));
+  }
+  for (int side = 0; side < 2; ++side) {
+    const Arm& arm = r.roles.arms[side];
+    const Vector3d shoulder = r.at.position[arm.upper_arm];
+    const Vector3d hand = r.at.position[arm.hand];
+    Goal g = testing::FullBodyGoal(arm.hand, hand + 0.1 * (shoulder - hand), 1);
+    g.options.tolerance = 1e-4 * r.height;
+    goals.push_back(g);
+  }
+  Pose pose = start;
+  Workspace ws;
+  std::vector<GoalResult> results(goals.size());
+  ASSERT_TRUE(
+      Solve(r.skeleton, goals, ws, &pose, absl::MakeSpan(results), {}, {}, {})
+          .ok());
+  const IndependentGlobals g = IndependentFk(r.skeleton, pose);
+  for (size_t k = 0; k < goals.size(); ++k) {
+    EXPECT_TRUE(results[k].reached) << k;
+  }
+  for (int side = 0; side < 2; ++side) {
+    std::printf("%s elbow %d: flexion %.1f deg from %.1f\n", name, side,
+                flexion(g, side), flexion(bent, side));
+    // Straight at most (Boxing's end straight: its trunk and clavicles
+    // take the hands in), never bent back.
+    EXPECT_GT(flexion(g, side), -1.0) << side;
+  }
+}
+
+TEST(FullBodyHingeTest, ElbowsNeverBendBackwards) {
+  for (const char* name : {"Boxing_Toes", "BCN_Epileptic"}) {
+    SCOPED_TRACE(name);
+    ElbowsNeverBendBackwards(MakeRig(name), name);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Rigs, FullBodyCrouchTest,
