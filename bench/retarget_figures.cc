@@ -24,7 +24,10 @@
 //   clock figure for orientation only: retarget_bench is the speed bar).
 //
 // --detail adds, per pair, each limb bone's mean error and each mapped
-// joint's jitter over its source joint's.
+// joint's jitter over its source joint's: its position's and, in
+// parentheses, its model-space turn's (the third difference of the turned
+// axes; a joint far out on a bone the source's is near, a finger the
+// source has at its wrist, jitters more in position for the same turn).
 //
 // Not run by CI: a measuring tool (the tests assert the bars).
 #include <algorithm>
@@ -108,8 +111,10 @@ struct Figures {
   double excess = 0.0;
   double limb_mean = 0.0, limb_max = 0.0, jitter = 0.0, p50_us = 0.0;
   // --detail: per limb bone, its mean direction error (degrees); per
-  // mapped joint, its jitter over its source's.
+  // mapped joint, its position's jitter over its source's and its model
+  // turn's over its source's.
   std::vector<std::pair<std::string, double>> bones, joints;
+  std::vector<double> turns;  // Per joint: its turn's jitter over its source's.
 };
 
 double Angle(const Vector3d& a, const Vector3d& b) {
@@ -169,7 +174,7 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
       }
     }
   }
-  std::vector<std::vector<Vector3d>> s_track, t_track;
+  std::vector<std::vector<Vector3d>> s_track, t_track, s_turns, t_turns;
   RetargetState state;
   RetargetScratch scratch;
   RetargetFrameResult result;
@@ -242,9 +247,24 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
     pt = t;
     std::vector<Vector3d>& a = s_track.emplace_back();
     std::vector<Vector3d>& b = t_track.emplace_back();
+    std::vector<Vector3d>& ar = s_turns.emplace_back();
+    std::vector<Vector3d>& br = t_turns.emplace_back();
+    const Eigen::Quaterniond& align = r.transfer().align();
     for (const auto& [tj, sj] : joints) {
       a.push_back(s[sj].translation / s_legs);
       b.push_back(t[tj].translation / t_legs);
+      // Each joint's model-space turn from its retarget pose (the source's
+      // in the target's frame), as the images of the three axes: its
+      // rotation's jitter, whatever the bone's length.
+      const Eigen::Quaterniond st = align * s[sj].rotation *
+                                    sref[sj].rotation.conjugate() *
+                                    align.conjugate();
+      const Eigen::Quaterniond tt =
+          t[tj].rotation * tref[tj].rotation.conjugate();
+      for (int axis = 0; axis < 3; ++axis) {
+        ar.push_back(st * Vector3d::Unit(axis));
+        br.push_back(tt * Vector3d::Unit(axis));
+      }
     }
   }
   const double frames = static_cast<double>(s_track.size());
@@ -266,9 +286,17 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
       t_sum += third(t_track, i, j);
     }
   }
+  std::vector<double> s_turn(joints.size(), 0.0), t_turn(joints.size(), 0.0);
+  for (size_t i = 3; i < s_turns.size(); ++i) {
+    for (size_t j = 0; j < 3 * joints.size(); ++j) {
+      s_turn[j / 3] += third(s_turns, i, j);
+      t_turn[j / 3] += third(t_turns, i, j);
+    }
+  }
   for (size_t j = 0; j < joints.size(); ++j) {
     fig->joints.push_back({target.skeleton.joint(joints[j].first).name,
                            s_joint[j] > 0.0 ? t_joint[j] / s_joint[j] : 0.0});
+    fig->turns.push_back(s_turn[j] > 0.0 ? t_turn[j] / s_turn[j] : 0.0);
   }
   fig->jitter = s_sum > 0.0 ? t_sum / s_sum : 0.0;
   const RetargetQuality q = meter.Result();
@@ -340,8 +368,9 @@ int main(int argc, char** argv) {
           std::printf(" %s %.2f,", name.c_str(), e);
         }
         std::printf(" |\n|   | joints' jitter over the source's:");
-        for (const auto& [name, e] : fig.joints) {
-          std::printf(" %s %.2f,", name.c_str(), e);
+        for (size_t j = 0; j < fig.joints.size(); ++j) {
+          std::printf(" %s %.2f (turn %.2f),", fig.joints[j].first.c_str(),
+                      fig.joints[j].second, fig.turns[j]);
         }
         std::printf(" |\n");
       }
