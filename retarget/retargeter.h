@@ -5,12 +5,16 @@
 // Per frame:
 // 1. The transfer poses every mapped joint as its source counterpart turns
 //    and moves the hips by the source's motion, scaled.
-// 2. Goals, in the target's model space. A foot's (priority 0) and a
-//    hand's (priority 1) position: the target limb's start (thigh, upper
-//    arm) plus the source limb's direction times the source's extension
-//    ratio (its start-to-end distance over its length) times the target
-//    limb's length (UE's IK Retargeter rule); its orientation: the
-//    transferred one (the source's, turned as the rest of the pose). Each
+// 2. Goals, in the target's model space. A hand's (priority 1) position:
+//    where the arm's bones, with the target's lengths, put it when each
+//    turns as its source joint turns (the transfer's pose of the arm before
+//    limits), so the elbow bends as the performer's whatever the arms'
+//    proportions. A foot's (priority 0): the thigh plus the source leg's
+//    direction times the source's extension ratio (its start-to-end
+//    distance over its length) times the target leg's length (UE's IK
+//    Retargeter rule), so its height over the floor scales as the hips'.
+//    Orientation: the transferred one (the source's, turned as the rest
+//    of the pose). Each
 //    limb's pole is its transferred knee or elbow, so it bends as the
 //    source's does (a straight one: the way it bent in the retarget pose).
 // 3. Planting, decided by the source foot alone: it is in stance while its
