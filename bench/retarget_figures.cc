@@ -2,7 +2,7 @@
 // and the Boxing clip onto Boxing, BCN, RiggedFigure, the humanoid and the
 // limited humanoid), with default options, a Markdown table:
 //
-//   build/bench/retarget_figures [--pairs SUBSTRING]
+//   build/bench/retarget_figures [--pairs SUBSTRING] [--detail]
 //
 // - stance slide: the target foot's largest move along the floor within
 //   one stance of the source foot (its ankle within contact_height leg
@@ -23,6 +23,12 @@
 // - us/frame: p50 of Retargeter::Apply over the clip (one pass; a wall-
 //   clock figure for orientation only: retarget_bench is the speed bar).
 //
+// --detail adds, per pair, each limb bone's mean error and each mapped
+// joint's jitter over its source joint's: its position's and, in
+// parentheses, its model-space turn's (the third difference of the turned
+// axes; a joint far out on a bone the source's is near, a finger the
+// source has at its wrist, jitters more in position for the same turn).
+//
 // Not run by CI: a measuring tool (the tests assert the bars).
 #include <algorithm>
 #include <array>
@@ -31,6 +37,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -102,7 +110,16 @@ struct Figures {
   double slide = 0.0, source_slide = 0.0, source_toe_slide = 0.0;
   double excess = 0.0;
   double limb_mean = 0.0, limb_max = 0.0, jitter = 0.0, p50_us = 0.0;
+  // --detail: per limb bone, its mean direction error (degrees); per
+  // mapped joint, its position's jitter over its source's and its model
+  // turn's over its source's.
+  std::vector<std::pair<std::string, double>> bones, joints;
+  std::vector<double> turns;  // Per joint: its turn's jitter over its source's.
 };
+
+double Angle(const Vector3d& a, const Vector3d& b) {
+  return std::atan2(a.cross(b).norm(), a.dot(b));
+}
 
 bool Measure(const Rig& source, const Rig& target, Figures* fig) {
   const RetargetSide from{&source.skeleton, &source.roles, source.reference};
@@ -134,7 +151,30 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
       joints.push_back({a.joint, s});
     }
   }
-  std::vector<std::vector<Vector3d>> s_track, t_track;
+  // Limb bones (upper arm, forearm, thigh, shin), as the quality meter
+  // measures them: the target bone against its retarget-pose direction
+  // turned as its source joint turned.
+  struct Bone {
+    int a, b;
+    std::string name;
+    double sum = 0.0;
+  };
+  std::vector<Bone> bones;
+  for (int k = 0; k < 2; ++k) {
+    const Arm& a = tc.arms[k];
+    const Leg& l = tc.legs[k];
+    const char* side = k == kLeft ? "L " : "R ";
+    for (const auto& [x, y, n] :
+         {std::tuple{a.upper_arm, a.forearm, "upper arm"},
+          std::tuple{a.forearm, a.hand, "forearm"},
+          std::tuple{l.thigh, l.shin, "thigh"},
+          std::tuple{l.shin, l.foot, "shin"}}) {
+      if (x >= 0 && y >= 0 && r.transfer().source_of()[x] >= 0) {
+        bones.push_back({x, y, absl::StrCat(side, n)});
+      }
+    }
+  }
+  std::vector<std::vector<Vector3d>> s_track, t_track, s_turns, t_turns;
   RetargetState state;
   RetargetScratch scratch;
   RetargetFrameResult result;
@@ -157,6 +197,14 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
     meter.Add(sp, tp, result, state);
     ComputeGlobals(source.skeleton, sp, absl::MakeSpan(s));
     ComputeGlobals(target.skeleton, tp, absl::MakeSpan(t));
+    for (Bone& b : bones) {
+      const int sa = r.transfer().source_of()[b.a];
+      const Eigen::Quaterniond turn = r.transfer().align() * s[sa].rotation *
+                                      sref[sa].rotation.conjugate() *
+                                      r.transfer().align().conjugate();
+      b.sum += Angle(turn * (tref[b.b].translation - tref[b.a].translation),
+                     t[b.b].translation - t[b.a].translation);
+    }
     for (int k = 0; k < 2 && f > 1; ++k) {
       const Vector3d sa = s[sc.legs[k].foot].translation;
       const Vector3d ta = t[tc.legs[k].foot].translation;
@@ -199,12 +247,32 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
     pt = t;
     std::vector<Vector3d>& a = s_track.emplace_back();
     std::vector<Vector3d>& b = t_track.emplace_back();
+    std::vector<Vector3d>& ar = s_turns.emplace_back();
+    std::vector<Vector3d>& br = t_turns.emplace_back();
+    const Eigen::Quaterniond& align = r.transfer().align();
     for (const auto& [tj, sj] : joints) {
       a.push_back(s[sj].translation / s_legs);
       b.push_back(t[tj].translation / t_legs);
+      // Each joint's model-space turn from its retarget pose (the source's
+      // in the target's frame), as the images of the three axes: its
+      // rotation's jitter, whatever the bone's length.
+      const Eigen::Quaterniond st = align * s[sj].rotation *
+                                    sref[sj].rotation.conjugate() *
+                                    align.conjugate();
+      const Eigen::Quaterniond tt =
+          t[tj].rotation * tref[tj].rotation.conjugate();
+      for (int axis = 0; axis < 3; ++axis) {
+        ar.push_back(st * Vector3d::Unit(axis));
+        br.push_back(tt * Vector3d::Unit(axis));
+      }
     }
   }
+  const double frames = static_cast<double>(s_track.size());
+  for (const Bone& b : bones) {
+    fig->bones.push_back({b.name, b.sum / frames * 180.0 / M_PI});
+  }
   double s_sum = 0.0, t_sum = 0.0;
+  std::vector<double> s_joint(joints.size(), 0.0), t_joint(joints.size(), 0.0);
   auto third = [](const std::vector<std::vector<Vector3d>>& p, size_t i,
                   size_t j) {
     return (p[i][j] - 3.0 * p[i - 1][j] + 3.0 * p[i - 2][j] - p[i - 3][j])
@@ -212,9 +280,23 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
   };
   for (size_t i = 3; i < s_track.size(); ++i) {
     for (size_t j = 0; j < joints.size(); ++j) {
+      s_joint[j] += third(s_track, i, j);
+      t_joint[j] += third(t_track, i, j);
       s_sum += third(s_track, i, j);
       t_sum += third(t_track, i, j);
     }
+  }
+  std::vector<double> s_turn(joints.size(), 0.0), t_turn(joints.size(), 0.0);
+  for (size_t i = 3; i < s_turns.size(); ++i) {
+    for (size_t j = 0; j < 3 * joints.size(); ++j) {
+      s_turn[j / 3] += third(s_turns, i, j);
+      t_turn[j / 3] += third(t_turns, i, j);
+    }
+  }
+  for (size_t j = 0; j < joints.size(); ++j) {
+    fig->joints.push_back({target.skeleton.joint(joints[j].first).name,
+                           s_joint[j] > 0.0 ? t_joint[j] / s_joint[j] : 0.0});
+    fig->turns.push_back(s_turn[j] > 0.0 ? t_turn[j] / s_turn[j] : 0.0);
   }
   fig->jitter = s_sum > 0.0 ? t_sum / s_sum : 0.0;
   const RetargetQuality q = meter.Result();
@@ -231,8 +313,17 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
 int main(int argc, char** argv) {
   using namespace reach::retarget;
   std::string only;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--pairs") == 0) only = argv[++i];
+  bool detail = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--pairs") == 0 && i + 1 < argc) {
+      only = argv[++i];
+    } else if (std::strcmp(argv[i], "--detail") == 0) {
+      detail = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: retarget_figures [--pairs SUBSTRING] [--detail]\n");
+      return 2;
+    }
   }
   const char* sources[] = {
       "mocap/cmu_01_01_jump.bvh",        "mocap/cmu_02_01_walk.bvh",
@@ -271,6 +362,18 @@ int main(int argc, char** argv) {
           "|\n",
           sname, tname, fig.slide, fig.source_slide, fig.source_toe_slide,
           fig.excess, fig.limb_mean, fig.limb_max, fig.jitter, fig.p50_us);
+      if (detail) {
+        std::printf("|   | limb bones' mean error (deg):");
+        for (const auto& [name, e] : fig.bones) {
+          std::printf(" %s %.2f,", name.c_str(), e);
+        }
+        std::printf(" |\n|   | joints' jitter over the source's:");
+        for (size_t j = 0; j < fig.joints.size(); ++j) {
+          std::printf(" %s %.2f (turn %.2f),", fig.joints[j].first.c_str(),
+                      fig.joints[j].second, fig.turns[j]);
+        }
+        std::printf(" |\n");
+      }
       worst.slide = std::max(worst.slide, fig.slide);
       worst.excess = std::max(worst.excess, fig.excess);
       worst.limb_mean = std::max(worst.limb_mean, fig.limb_mean);

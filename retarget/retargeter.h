@@ -5,12 +5,16 @@
 // Per frame:
 // 1. The transfer poses every mapped joint as its source counterpart turns
 //    and moves the hips by the source's motion, scaled.
-// 2. Goals, in the target's model space. A foot's (priority 0) and a
-//    hand's (priority 1) position: the target limb's start (thigh, upper
-//    arm) plus the source limb's direction times the source's extension
-//    ratio (its start-to-end distance over its length) times the target
-//    limb's length (UE's IK Retargeter rule); its orientation: the
-//    transferred one (the source's, turned as the rest of the pose). Each
+// 2. Goals, in the target's model space. A hand's (priority 1) position:
+//    where the arm's bones, with the target's lengths, put it when each
+//    turns as its source joint turns (the transfer's pose of the arm before
+//    limits), so the elbow bends as the performer's whatever the arms'
+//    proportions. A foot's (priority 0): the thigh plus the source leg's
+//    direction times the source's extension ratio (its start-to-end
+//    distance over its length) times the target leg's length (UE's IK
+//    Retargeter rule), so its height over the floor scales as the hips'.
+//    Orientation: the transferred one (the source's, turned as the rest
+//    of the pose). Each
 //    limb's pole is its transferred knee or elbow, so it bends as the
 //    source's does (a straight one: the way it bent in the retarget pose).
 // 3. Planting, decided by the source foot alone: it is in stance while its
@@ -118,9 +122,9 @@ absl::Status ValidateRetargetOptions(const RetargetOptions& options);
 
 // One limb goal's outcome in a frame.
 struct LimbResult {
-  bool active = false;   // The limb had a goal this frame.
-  bool reached = false;  // Within the full-body tolerances.
-  double position_error = 0.0;         // Target units.
+  bool active = false;          // The limb had a goal this frame.
+  bool reached = false;         // Within the full-body tolerances.
+  double position_error = 0.0;  // Target units.
   double orientation_error_rad = 0.0;
   bool planted = false;  // Feet: held at a planted place this frame.
   // Feet: the goal is not the live one (lifted to the floor, blending
@@ -150,7 +154,7 @@ struct RetargetState {
     double released_for = 0.0;  // Seconds since the stance ended.
   };
   std::array<Foot, 2> feet;
-  bool started = false;  // A frame was retargeted with this state.
+  bool started = false;       // A frame was retargeted with this state.
   double source_floor = 0.0;  // Fixed by the first frame.
   double target_floor = 0.0;  // Along Retargeter::floor_up().
 };
@@ -198,9 +202,9 @@ class Retargeter {
       : transfer_(std::move(transfer)), solving_(std::move(solving)) {}
 
   struct Limb {
-    int start = -1;   // Upper arm, thigh.
-    int middle = -1;  // Forearm, shin (-1: none, no pole).
-    int end = -1;     // Hand, foot.
+    int start = -1;              // Upper arm, thigh.
+    int middle = -1;             // Forearm, shin (-1: none, no pole).
+    int end = -1;                // Hand, foot.
     double source_length = 0.0;  // Along the limb, retarget pose.
     double target_length = 0.0;
     int source_start = -1;
@@ -209,6 +213,16 @@ class Retargeter {
     // retarget pose, and its start joint's rotation there, inverted.
     Eigen::Vector3d bend_ref = Eigen::Vector3d::Zero();
     Eigen::Quaterniond start_ref_inverse = Eigen::Quaterniond::Identity();
+    // The path from start to end, a bone at a time: the joint whose
+    // source's turn the bone follows (the bone's own, or for an unmapped
+    // joint such as a twist bone the nearest mapped one above it; -1:
+    // none, it keeps its retarget direction) and the bone (to the next
+    // joint on the path) in the target's retarget pose, model space.
+    struct Bone {
+      int turned_by = -1;
+      Eigen::Vector3d offset = Eigen::Vector3d::Zero();
+    };
+    std::vector<Bone> bones;
   };
 
   Transfer transfer_;

@@ -113,11 +113,14 @@ class Transfer {
   const Characterization& target_roles() const { return *target_roles_; }
   const Pose& source_reference() const { return source_reference_; }
 
- private:
-  // Target joint `j`'s source's turn from its retarget pose (between two
-  // along a chain), in the target's model frame; the source's globals in
-  // `scratch`.
+  // Mapped target joint `j`'s source's turn from its retarget pose (between
+  // two along a chain), in the target's model frame, for the source pose
+  // of the last Apply with `scratch` (its source globals): the turn the
+  // transfer gives the joint before limits (the retargeter's hand and foot
+  // goals follow it).
   Eigen::Quaterniond Turn(int j, const TransferScratch& scratch) const;
+
+ private:
   // Target joint `j`'s model-space rotation as its source's turns (before
   // limits): Turn times its retarget rotation.
   Eigen::Quaterniond Wanted(int j, const TransferScratch& scratch) const;
