@@ -253,6 +253,17 @@ Run Perform(client::ReachClient& client, const std::vector<Bone>& bones,
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
+// The machine's 1-minute load average (/proc/loadavg): the tail here is
+// other processes' load.
+std::string LoadAverage() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f == nullptr) return "?";
+  char text[32] = {0};
+  const int read = std::fscanf(f, "%31s", text);
+  std::fclose(f);
+  return read == 1 ? text : "?";
+}
+
 int CountMessage(const char*, const char*, lo_arg**, int, lo_message,
                  void* count) {
   ++*static_cast<int*>(count);
@@ -350,6 +361,7 @@ int Main() {
         std::fprintf(stderr, "bad --performers or --rates\n");
         return 2;
       }
+      const std::string load_before = LoadAverage();
       std::vector<Run> runs(static_cast<size_t>(performers));
       std::vector<std::thread> threads;
       for (int k = 0; k < performers; ++k) {
@@ -377,18 +389,29 @@ int Main() {
           Ms(client::Percentile(all.latencies, 0.99)),
           all.latencies.empty() ? 0.0 : Ms(all.latencies.back()));
       // Where the tail is: each bridge's p99 of its stages (the worst
-      // bridge's).
-      absl::Duration queued, round_trip, out;
+      // bridge's; each stage's own p99, so they do not add up).
+      client::VmcBridgeCounts worst;
       for (const Run& r : runs) {
-        queued = std::max(queued, r.counts.p99_queued);
-        round_trip = std::max(round_trip, r.counts.p99_round_trip);
-        out = std::max(out, r.counts.p99_out);
+        for (const auto stage : {&client::VmcBridgeCounts::p99_decode,
+                                 &client::VmcBridgeCounts::p99_queued,
+                                 &client::VmcBridgeCounts::p99_write,
+                                 &client::VmcBridgeCounts::p99_server,
+                                 &client::VmcBridgeCounts::p99_handover,
+                                 &client::VmcBridgeCounts::p99_out,
+                                 &client::VmcBridgeCounts::p99_round_trip}) {
+          worst.*stage = std::max(worst.*stage, r.counts.*stage);
+        }
       }
       std::printf(
-          "  inside the bridge, p99 by stage: queued %.3f ms (datagram -> "
-          "Send), round trip %.3f ms (Send -> answer read), out %.3f ms "
-          "(answer -> sendto)\n",
-          Ms(queued), Ms(round_trip), Ms(out));
+          "  inside the bridge, p99 by stage: decode %.3f, queued %.3f "
+          "(-> Send), write %.3f (Send), server %.3f (-> answer read: gRPC "
+          "both ways and the server), hand-over %.3f (-> answer thread), "
+          "out %.3f (bundle, sendto); round trip %.3f ms\n",
+          Ms(worst.p99_decode), Ms(worst.p99_queued), Ms(worst.p99_write),
+          Ms(worst.p99_server), Ms(worst.p99_handover), Ms(worst.p99_out),
+          Ms(worst.p99_round_trip));
+      std::printf("  load average %s -> %s\n", load_before.c_str(),
+                  LoadAverage().c_str());
       std::fflush(stdout);
     }
   }
