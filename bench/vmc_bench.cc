@@ -63,6 +63,9 @@ ABSL_FLAG(int, parse_iterations, 200000,
 ABSL_FLAG(bool, send_from_receive_thread, true,
           "VmcBridgeOptions::send_from_receive_thread (false: every frame "
           "handed to the bridge's send thread, as before)");
+ABSL_FLAG(bool, channel_per_performer, true,
+          "Each performer's bridge on its own gRPC channel and connection, "
+          "as separate `reach vmc` processes are (false: all on one)");
 ABSL_FLAG(int, solver_threads, 0,
           "In-process server's solver threads; 0: hardware");
 
@@ -309,17 +312,23 @@ void CompareDecoders(const std::vector<Bone>& bones, int iterations) {
 
 int Main() {
   std::unique_ptr<testing::TestServer> server;
-  std::shared_ptr<grpc::Channel> channel;
-  if (absl::GetFlag(FLAGS_addr).empty()) {
+  std::string address = absl::GetFlag(FLAGS_addr);
+  if (address.empty()) {
     ServerOptions options = testing::TestServerOptions();
     options.solver_threads = absl::GetFlag(FLAGS_solver_threads);
     server = std::make_unique<testing::TestServer>(options);
-    channel = server->channel;
-  } else {
-    channel = grpc::CreateChannel(absl::GetFlag(FLAGS_addr),
-                                  grpc::InsecureChannelCredentials());
+    address = server->address();
   }
-  client::ReachClient client(channel);
+  // A channel with its own connection (gRPC shares one between channels of
+  // equal arguments otherwise).
+  const auto new_channel = [&address] {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel(address,
+                                     grpc::InsecureChannelCredentials(), args);
+  };
+  client::ReachClient client(new_channel());
+  std::vector<std::unique_ptr<client::ReachClient>> clients;
   v1::Skeleton humanoid;
   if (!google::protobuf::util::JsonStringToMessage(client::kVmcHumanoidJson,
                                                    &humanoid)
@@ -364,10 +373,16 @@ int Main() {
       const std::string load_before = LoadAverage();
       std::vector<Run> runs(static_cast<size_t>(performers));
       std::vector<std::thread> threads;
+      while (static_cast<int>(clients.size()) < performers) {
+        clients.push_back(std::make_unique<client::ReachClient>(new_channel()));
+      }
       for (int k = 0; k < performers; ++k) {
-        threads.emplace_back([&, k] {
+        client::ReachClient* c = absl::GetFlag(FLAGS_channel_per_performer)
+                                     ? clients[static_cast<size_t>(k)].get()
+                                     : &client;
+        threads.emplace_back([&runs, &bones, c, k, rate] {
           runs[static_cast<size_t>(k)] =
-              Perform(client, bones, rate, absl::GetFlag(FLAGS_seconds));
+              Perform(*c, bones, rate, absl::GetFlag(FLAGS_seconds));
         });
       }
       for (std::thread& t : threads) t.join();
