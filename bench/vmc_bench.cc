@@ -63,6 +63,9 @@ ABSL_FLAG(int, parse_iterations, 200000,
 ABSL_FLAG(bool, send_from_receive_thread, true,
           "VmcBridgeOptions::send_from_receive_thread (false: every frame "
           "handed to the bridge's send thread, as before)");
+ABSL_FLAG(bool, channel_per_performer, true,
+          "Each performer's bridge on its own gRPC channel and connection, "
+          "as separate `reach vmc` processes are (false: all on one)");
 ABSL_FLAG(int, solver_threads, 0,
           "In-process server's solver threads; 0: hardware");
 
@@ -253,6 +256,17 @@ Run Perform(client::ReachClient& client, const std::vector<Bone>& bones,
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
+// The machine's 1-minute load average (/proc/loadavg): the tail here is
+// other processes' load.
+std::string LoadAverage() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f == nullptr) return "?";
+  char text[32] = {0};
+  const int read = std::fscanf(f, "%31s", text);
+  std::fclose(f);
+  return read == 1 ? text : "?";
+}
+
 int CountMessage(const char*, const char*, lo_arg**, int, lo_message,
                  void* count) {
   ++*static_cast<int*>(count);
@@ -298,17 +312,23 @@ void CompareDecoders(const std::vector<Bone>& bones, int iterations) {
 
 int Main() {
   std::unique_ptr<testing::TestServer> server;
-  std::shared_ptr<grpc::Channel> channel;
-  if (absl::GetFlag(FLAGS_addr).empty()) {
+  std::string address = absl::GetFlag(FLAGS_addr);
+  if (address.empty()) {
     ServerOptions options = testing::TestServerOptions();
     options.solver_threads = absl::GetFlag(FLAGS_solver_threads);
     server = std::make_unique<testing::TestServer>(options);
-    channel = server->channel;
-  } else {
-    channel = grpc::CreateChannel(absl::GetFlag(FLAGS_addr),
-                                  grpc::InsecureChannelCredentials());
+    address = server->address();
   }
-  client::ReachClient client(channel);
+  // A channel with its own connection (gRPC shares one between channels of
+  // equal arguments otherwise).
+  const auto new_channel = [&address] {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel(address,
+                                     grpc::InsecureChannelCredentials(), args);
+  };
+  client::ReachClient client(new_channel());
+  std::vector<std::unique_ptr<client::ReachClient>> clients;
   v1::Skeleton humanoid;
   if (!google::protobuf::util::JsonStringToMessage(client::kVmcHumanoidJson,
                                                    &humanoid)
@@ -350,12 +370,19 @@ int Main() {
         std::fprintf(stderr, "bad --performers or --rates\n");
         return 2;
       }
+      const std::string load_before = LoadAverage();
       std::vector<Run> runs(static_cast<size_t>(performers));
       std::vector<std::thread> threads;
+      while (static_cast<int>(clients.size()) < performers) {
+        clients.push_back(std::make_unique<client::ReachClient>(new_channel()));
+      }
       for (int k = 0; k < performers; ++k) {
-        threads.emplace_back([&, k] {
+        client::ReachClient* c = absl::GetFlag(FLAGS_channel_per_performer)
+                                     ? clients[static_cast<size_t>(k)].get()
+                                     : &client;
+        threads.emplace_back([&runs, &bones, c, k, rate] {
           runs[static_cast<size_t>(k)] =
-              Perform(client, bones, rate, absl::GetFlag(FLAGS_seconds));
+              Perform(*c, bones, rate, absl::GetFlag(FLAGS_seconds));
         });
       }
       for (std::thread& t : threads) t.join();
@@ -377,18 +404,29 @@ int Main() {
           Ms(client::Percentile(all.latencies, 0.99)),
           all.latencies.empty() ? 0.0 : Ms(all.latencies.back()));
       // Where the tail is: each bridge's p99 of its stages (the worst
-      // bridge's).
-      absl::Duration queued, round_trip, out;
+      // bridge's; each stage's own p99, so they do not add up).
+      client::VmcBridgeCounts worst;
       for (const Run& r : runs) {
-        queued = std::max(queued, r.counts.p99_queued);
-        round_trip = std::max(round_trip, r.counts.p99_round_trip);
-        out = std::max(out, r.counts.p99_out);
+        for (const auto stage : {&client::VmcBridgeCounts::p99_decode,
+                                 &client::VmcBridgeCounts::p99_queued,
+                                 &client::VmcBridgeCounts::p99_write,
+                                 &client::VmcBridgeCounts::p99_server,
+                                 &client::VmcBridgeCounts::p99_handover,
+                                 &client::VmcBridgeCounts::p99_out,
+                                 &client::VmcBridgeCounts::p99_round_trip}) {
+          worst.*stage = std::max(worst.*stage, r.counts.*stage);
+        }
       }
       std::printf(
-          "  inside the bridge, p99 by stage: queued %.3f ms (datagram -> "
-          "Send), round trip %.3f ms (Send -> answer read), out %.3f ms "
-          "(answer -> sendto)\n",
-          Ms(queued), Ms(round_trip), Ms(out));
+          "  inside the bridge, p99 by stage: decode %.3f, queued %.3f "
+          "(-> Send), write %.3f (Send), server %.3f (-> answer read: gRPC "
+          "both ways and the server), hand-over %.3f (-> answer thread), "
+          "out %.3f (bundle, sendto); round trip %.3f ms\n",
+          Ms(worst.p99_decode), Ms(worst.p99_queued), Ms(worst.p99_write),
+          Ms(worst.p99_server), Ms(worst.p99_handover), Ms(worst.p99_out),
+          Ms(worst.p99_round_trip));
+      std::printf("  load average %s -> %s\n", load_before.c_str(),
+                  LoadAverage().c_str());
       std::fflush(stdout);
     }
   }

@@ -394,6 +394,7 @@ void FrameStreamClient<Request, Response>::ReadLoop() {
         break;
       }
       result.latency = now - sent_at_.front();
+      result.read_at = now;
       sent_at_.pop_front();
       if (resume_.enabled) {
         if (resume_.answered) {

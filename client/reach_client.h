@@ -180,11 +180,13 @@ class ReachClient {
 };
 
 // One answered frame and its round trip (from Send to the arrival of its
-// response).
+// response), and when the reader thread read it (before Receive handed it
+// out: the hand-over's wait is the time since).
 template <typename Response>
 struct StreamAnswer {
   Response response;
   absl::Duration latency;
+  absl::Time read_at;
 };
 
 // A bidirectional stream of frames (SolveStream, RetargetStream) with

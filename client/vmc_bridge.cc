@@ -299,6 +299,7 @@ void VmcBridge::ReceiveLoop() {
     }
     const vmc::VmcReceiver::Outcome outcome =
         receiver_->Apply(buffer.data(), static_cast<size_t>(n));
+    const absl::Time decoded = absl::Now();
     const bool placed = outcome == vmc::VmcReceiver::Outcome::kFrame &&
                         tracker_map_ != nullptr &&
                         tracker_map_->Apply(receiver_->trackers()) > 0;
@@ -339,6 +340,7 @@ void VmcBridge::ReceiveLoop() {
       tracker_slot_.has_time = frame.has_time;
       tracker_slot_.time = frame.time;
       slot_arrived_ = arrived;
+      slot_decoded_ = decoded;
       slot_full_ = true;
       continue;
     }
@@ -348,6 +350,7 @@ void VmcBridge::ReceiveLoop() {
     slot_.has_time = frame.has_time;
     slot_.time = frame.time;
     slot_arrived_ = arrived;
+    slot_decoded_ = decoded;
     slot_full_ = true;
   }
 }
@@ -376,7 +379,7 @@ void VmcBridge::SendLoop() {
 bool VmcBridge::SendSlot() {
   vmc::SourceFrame& frame = send_frame_;
   TrackerFrame& tracked = send_tracked_;
-  absl::Time arrived;
+  absl::Time arrived, decoded;
   {
     absl::MutexLock lock(&mu_);
     if (!slot_full_ || sending_done_) return !sending_done_;
@@ -388,6 +391,7 @@ bool VmcBridge::SendSlot() {
       std::swap(frame, slot_);
     }
     arrived = slot_arrived_;
+    decoded = slot_decoded_;
     slot_full_ = false;
   }
   // The sender's clock when it sends one, else arrival's.
@@ -415,11 +419,20 @@ bool VmcBridge::SendSlot() {
   }
   {
     absl::MutexLock lock(&mu_);
-    pending_.push_back({sequence, time, arrived, absl::Now()});
+    pending_.push_back({sequence, time, arrived, decoded, absl::Now()});
   }
   const bool sent = solve_stream_ != nullptr ? solve_stream_->Send(solve_)
                                              : stream_->Send(request_);
+  const absl::Time written = absl::Now();
   absl::MutexLock lock(&mu_);
+  // The answer may have been read already (then its write took the whole
+  // round trip).
+  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+    if (it->sequence == sequence) {
+      it->written = written;
+      break;
+    }
+  }
   if (!sent) {
     // The answer thread sees the stream end and says why.
     pending_.pop_back();
@@ -518,6 +531,7 @@ void VmcBridge::AnswerLoop() {
     const bool received = solve_stream_ != nullptr
                               ? solve_stream_->Receive(&solved)
                               : stream_->Receive(&answer);
+    const absl::Time got = absl::Now();
     if (!received) {
       // The stream ended with frames unanswered: it broke (Stop() finishes
       // it and says why).
@@ -581,14 +595,24 @@ void VmcBridge::AnswerLoop() {
     const ssize_t sent =
         sendto(fd_, writer.data(), writer.size(), 0, to, sizeof(sockaddr_in));
     const absl::Time now = absl::Now();
-    const absl::Duration round_trip = solve_stream_ != nullptr
-                                          ? solved.latency
-                                          : answer.latency;
+    const absl::Duration round_trip =
+        solve_stream_ != nullptr ? solved.latency : answer.latency;
+    const absl::Time read_at =
+        solve_stream_ != nullptr ? solved.read_at : answer.read_at;
+    // Sent -> written -> read_at -> got -> now; an answer read before its
+    // Send returned: the write took it all.
+    const absl::Time written = std::min(
+        read_at,
+        pending.written == absl::InfinitePast() ? read_at : pending.written);
     Stages stages;
     stages.total = now - pending.arrived;
-    stages.queued = pending.sent - pending.arrived;
+    stages.decode = pending.decoded - pending.arrived;
+    stages.queued = pending.sent - pending.decoded;
+    stages.write = written - pending.sent;
+    stages.server = read_at - written;
+    stages.handover = got - read_at;
+    stages.out = now - got;
     stages.round_trip = round_trip;
-    stages.out = stages.total - stages.queued - round_trip;
     absl::MutexLock lock(&mu_);
     if (sent == static_cast<ssize_t>(writer.size())) ++counts_.frames_out;
     if (latencies_.size() < kLatencyRing) {
@@ -684,10 +708,14 @@ VmcBridgeCounts VmcBridge::counts() const {
   c.p99 = Percentile(sorted, 0.99);
   c.max = sorted.empty() ? absl::ZeroDuration() : sorted.back();
   for (const auto& [stage, p99] :
-       {std::pair<absl::Duration Stages::*, absl::Duration*>{&Stages::queued,
-                                                             &c.p99_queued},
-        {&Stages::round_trip, &c.p99_round_trip},
-        {&Stages::out, &c.p99_out}}) {
+       {std::pair<absl::Duration Stages::*, absl::Duration*>{&Stages::decode,
+                                                             &c.p99_decode},
+        {&Stages::queued, &c.p99_queued},
+        {&Stages::write, &c.p99_write},
+        {&Stages::server, &c.p99_server},
+        {&Stages::handover, &c.p99_handover},
+        {&Stages::out, &c.p99_out},
+        {&Stages::round_trip, &c.p99_round_trip}}) {
     sorted.clear();
     for (const Stages& s : latencies_) sorted.push_back(s.*stage);
     std::sort(sorted.begin(), sorted.end());

@@ -129,13 +129,17 @@ struct VmcBridgeCounts {
   uint64_t stream_resumes = 0;
   // UDP in -> UDP out inside the bridge, over the last 4096 frames out.
   absl::Duration p50, p99, max;
-  // Where that time goes, p99 of each stage over the same frames: queued
-  // (datagram read -> Send on the stream: the slot and the send thread's
-  // wake-up), round trip (the frame written on the stream -> its answer
-  // read by the stream's reader: gRPC both ways and the server), out (the
-  // rest: a full window's wait in Send, the answer thread's wake-up,
-  // writing the bundle, sendto).
-  absl::Duration p99_queued, p99_round_trip, p99_out;
+  // Where that time goes, p99 of each stage over the same frames (each
+  // stage's own p99: they do not add up to the total's): decode (datagram
+  // read -> frame applied), queued (-> Send on the stream: the slot and,
+  // when the receive thread does not send it itself, the send thread's
+  // wake-up), write (Send: a full window's wait and gRPC's write), server
+  // (Send returned -> the answer read by the stream's reader thread: gRPC
+  // both ways and the server), hand-over (-> the answer thread has it: its
+  // wake-up), out (writing the bundle and sendto). round trip: write and
+  // server together, as the stream measures it.
+  absl::Duration p99_decode, p99_queued, p99_write, p99_server, p99_handover,
+      p99_out, p99_round_trip;
 };
 
 class VmcBridge {
@@ -199,11 +203,14 @@ class VmcBridge {
     uint64_t sequence = 0;
     double time = 0;  // The sender's (or arrival's) time, seconds.
     absl::Time arrived;
-    absl::Time sent;  // Just before Send.
+    absl::Time decoded;
+    absl::Time sent;                            // Just before Send.
+    absl::Time written = absl::InfinitePast();  // Send returned.
   };
   // One frame out's stages (VmcBridgeCounts::p99_queued, ...).
   struct Stages {
-    absl::Duration total, queued, round_trip, out;
+    absl::Duration total, decode, queued, write, server, handover, out,
+        round_trip;
   };
 
   ReachClient* client_ = nullptr;
@@ -247,6 +254,7 @@ class VmcBridge {
   vmc::SourceFrame slot_ ABSL_GUARDED_BY(mu_);
   TrackerFrame tracker_slot_ ABSL_GUARDED_BY(mu_);
   absl::Time slot_arrived_ ABSL_GUARDED_BY(mu_);
+  absl::Time slot_decoded_ ABSL_GUARDED_BY(mu_);
   bool slot_full_ ABSL_GUARDED_BY(mu_) = false;
   bool sending_done_ ABSL_GUARDED_BY(mu_) = false;
   // The receive thread is sending the slot's frame itself.
