@@ -152,8 +152,9 @@ inline constexpr double kHingeSideStiffness = 0.99;
 
 // The share of the way to the natural posture (BodyModel::relax) the first
 // accepted step of every solve takes, in the goals' null space: a stream
-// relaxes over its frames, and a frame's goals converge as without it.
-inline constexpr double kRelaxGain = 0.2;
+// relaxes over its frames, and a frame's goals converge as without it
+// (0.2 left more flips and cost more iterations: docs/full-body.md).
+inline constexpr double kRelaxGain = 0.1;
 
 // A solve from the rest pose that converges with the posture folded (its
 // joints' angles from their natural rotations summing to more than
