@@ -99,8 +99,16 @@ double PathLength(const Skeleton& skeleton, int ancestor, int j) {
   return length;
 }
 
-// A clavicle's stiffness while its hand's target is within the arm's reach.
-constexpr double kStillClavicle = 0.9;
+// A clavicle's stiffness while its hand's target is within the arm's
+// reach, and how far beyond reach (arm lengths) it is back to its role's.
+// The performers' clavicles turn 0-7 degrees a second; at 0.9 the solved
+// ones turned 13-40, and 0.97 over a ramp of a tenth of an arm stalled a
+// BCN gameplay stream whose hands were just beyond reach (the shoulder
+// girdle they needed nearly still): 0.97 over 0.02 moves them 6-20
+// degrees a second (full_body_motion_bench: rows over the spine bar 24 ->
+// 20).
+constexpr double kStillClavicle = 0.97;
+constexpr double kClavicleFreeBeyond = 0.02;
 
 // The share of the body's mass that moves along with the pelvis (most
 // of the trunk and the thighs, a little of the arms).
@@ -372,7 +380,7 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
   // The shoulder girdle joins in when a hand's target is beyond the arm's
   // reach from where the shoulder is: a clavicle whose stiffness is its
   // role's is kStillClavicle while the target is within reach, its role's
-  // from a tenth of an arm beyond. (A clavicle as free as its role for
+  // from kClavicleFreeBeyond of an arm beyond. (A clavicle as free as its role for
   // every hand motion moved where the performers' never do, 21-54 degrees
   // a second more than 1.5 times theirs; stiff for every reach, hands to
   // the floor folded the spine instead.)
@@ -388,7 +396,7 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                                   .norm() /
                               model.arm_length[side] -
                           1.0;
-    const double t = std::clamp(beyond / 0.1, 0.0, 1.0);
+    const double t = std::clamp(beyond / kClavicleFreeBeyond, 0.0, 1.0);
     stiffness[clavicle] =
         kStillClavicle + t * (model.stiffness[clavicle] - kStillClavicle);
   }
