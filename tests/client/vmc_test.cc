@@ -6,6 +6,8 @@
 // and reads what comes out with liblo's parser. The retargeted bones must
 // be what the test computes itself (forward kinematics written here) from
 // RetargetStream's answers for the same frames.
+#include "client/vmc.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -42,7 +44,6 @@
 #include "absl/strings/str_split.h"
 #include "client/osc.h"
 #include "client/reach_client.h"
-#include "client/vmc.h"
 #include "client/vmc_bridge.h"
 #include "google/protobuf/util/json_util.h"
 #include "importers/bvh.h"
@@ -65,6 +66,7 @@ using vmc_testing::DefaultHumanoid;
 using vmc_testing::Fk;
 using vmc_testing::Floats7;
 using vmc_testing::HumanBoneParents;
+using vmc_testing::LoBundleAt;
 using vmc_testing::LoFrame;
 using vmc_testing::LoParsed;
 using vmc_testing::LoParser;
@@ -439,15 +441,16 @@ TEST_P(VmcClipTest, RetargetedBonesEqualTheStreamsAnswers) {
   EXPECT_EQ(counts.receive.frames_lost, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Clips, VmcClipTest,
-    ::testing::Values("cmu_01_01_jump.bvh", "cmu_02_01_walk.bvh",
-                      "cmu_06_15_shoot_ccrig.bvh", "cmu_131_03_hop.bvh",
-                      "cmu_141_16_wave.bvh"),
-    [](const ::testing::TestParamInfo<const char*>& info) {
-      std::string name = info.param;
-      return name.substr(0, name.find('.'));
-    });
+INSTANTIATE_TEST_SUITE_P(Clips, VmcClipTest,
+                         ::testing::Values("cmu_01_01_jump.bvh",
+                                           "cmu_02_01_walk.bvh",
+                                           "cmu_06_15_shoot_ccrig.bvh",
+                                           "cmu_131_03_hop.bvh",
+                                           "cmu_141_16_wave.bvh"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           return name.substr(0, name.find('.'));
+                         });
 
 TEST_F(VmcTest, PacedFramesArriveInOrder) {
   // 120 frames at 120 Hz without waiting: every frame is sent on or
@@ -701,9 +704,8 @@ struct TrackerPerformance {
 
 // `step`: every step-th clip frame from `first` (a clip's own times kept).
 TrackerPerformance MakeTrackerPerformance(const std::string& clip_file,
-                                          int frames, double fps,
-                                          double height, int first = 0,
-                                          int step = 1) {
+                                          int frames, double fps, double height,
+                                          int first = 0, int step = 1) {
   TrackerPerformance out;
   absl::StatusOr<import::BvhClip> clip = import::ImportBvh(clip_file);
   EXPECT_TRUE(clip.ok()) << clip.status();
@@ -763,16 +765,10 @@ TrackerPerformance MakeTrackerPerformance(const std::string& clip_file,
 // tracker no flag names, a bone and the root (ignored in tracker mode).
 std::string LoTrackerFrame(float time, const Floats7& hmd, const Floats7& left,
                            const Floats7& right, bool extras) {
-  lo_bundle bundle = lo_bundle_new(LO_TT_IMMEDIATE);
+  lo_bundle bundle = LoBundleAt(time);
   const auto add = [&](const char* path, lo_message m) {
     lo_bundle_add_message(bundle, path, m);
   };
-  lo_message ok = lo_message_new();
-  lo_message_add_int32(ok, 1);
-  add("/VMC/Ext/OK", ok);
-  lo_message t = lo_message_new();
-  lo_message_add_float(t, time);
-  add("/VMC/Ext/T", t);
   const auto pose = [&](const char* path, const char* serial,
                         const Floats7& v) {
     lo_message m = lo_message_new();
@@ -1260,7 +1256,6 @@ TEST_F(VmcTest, TrackerModeNeedsAHumanoid) {
   ASSERT_FALSE(bridge.ok());
   EXPECT_THAT(bridge.status().message(), HasSubstr("no_such_rig.json"));
 }
-
 
 // ---------------------------------------------------------------------
 // VMC v2.1's Root/Pos scale and offset, the trackers' offsets on the body,

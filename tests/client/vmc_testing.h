@@ -285,21 +285,28 @@ inline Performance MakePerformance(const Rig& vmc, const std::string& clip_file,
   return out;
 }
 
+// A VMC bundle that starts as a sender's frame does: /VMC/Ext/OK and the
+// sender's time /VMC/Ext/T.
+inline lo_bundle LoBundleAt(float time) {
+  lo_bundle bundle = lo_bundle_new(LO_TT_IMMEDIATE);
+  lo_message ok = lo_message_new();
+  lo_message_add_int32(ok, 1);
+  lo_bundle_add_message(bundle, "/VMC/Ext/OK", ok);
+  lo_message t = lo_message_new();
+  lo_message_add_float(t, time);
+  lo_bundle_add_message(bundle, "/VMC/Ext/T", t);
+  return bundle;
+}
+
 // A frame as a VMC bundle, serialised by liblo. `extras`: also a tracker,
 // blend shapes, an unknown address and an unknown bone, which the bridge
 // must ignore.
 inline std::string LoFrame(const Rig& vmc, float time,
                            const std::vector<Floats7>& bones, bool extras) {
-  lo_bundle bundle = lo_bundle_new(LO_TT_IMMEDIATE);
+  lo_bundle bundle = LoBundleAt(time);
   const auto add = [&](const char* path, lo_message m) {
     lo_bundle_add_message(bundle, path, m);
   };
-  lo_message ok = lo_message_new();
-  lo_message_add_int32(ok, 1);
-  add("/VMC/Ext/OK", ok);
-  lo_message t = lo_message_new();
-  lo_message_add_float(t, time);
-  add("/VMC/Ext/T", t);
   lo_message root = lo_message_new();
   lo_message_add_string(root, "root");
   for (const float v : {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 1.f}) {

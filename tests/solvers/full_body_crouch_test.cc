@@ -154,6 +154,17 @@ Pose Lower(const Rig& r, const std::vector<Goal>& goals, double metres,
   return pose;
 }
 
+// One solve from `start`; its pose and results.
+Pose SolveOnce(const Rig& r, const std::vector<Goal>& goals, Pose start,
+               std::vector<GoalResult>& results) {
+  Workspace ws;
+  results.assign(goals.size(), GoalResult());
+  EXPECT_TRUE(
+      Solve(r.skeleton, goals, ws, &start, absl::MakeSpan(results), {}, {}, {})
+          .ok());
+  return start;
+}
+
 class FullBodyCrouchTest : public ::testing::TestWithParam<const char*> {};
 
 // VR crouch: feet where they stand, head and hands 0.4 m lower. The
@@ -209,12 +220,8 @@ TEST_P(FullBodyCrouchTest, HandsToTheFloor) {
     g.options.tolerance = 1e-4 * r.height;
     goals.push_back(g);
   }
-  Pose pose = r.rest;
-  Workspace ws;
-  std::vector<GoalResult> results(goals.size());
-  ASSERT_TRUE(
-      Solve(r.skeleton, goals, ws, &pose, absl::MakeSpan(results), {}, {}, {})
-          .ok());
+  std::vector<GoalResult> results;
+  const Pose pose = SolveOnce(r, goals, r.rest, results);
   const IndependentGlobals g = IndependentFk(r.skeleton, pose);
   int reached = 0;
   for (const GoalResult& res : results) reached += res.reached;
@@ -339,12 +346,8 @@ void ElbowsNeverBendBackwards(const Rig& r, const char* name) {
     g.options.tolerance = 1e-4 * r.height;
     goals.push_back(g);
   }
-  Pose pose = start;
-  Workspace ws;
-  std::vector<GoalResult> results(goals.size());
-  ASSERT_TRUE(
-      Solve(r.skeleton, goals, ws, &pose, absl::MakeSpan(results), {}, {}, {})
-          .ok());
+  std::vector<GoalResult> results;
+  const Pose pose = SolveOnce(r, goals, start, results);
   const IndependentGlobals g = IndependentFk(r.skeleton, pose);
   for (size_t k = 0; k < goals.size(); ++k) {
     EXPECT_TRUE(results[k].reached) << k;
