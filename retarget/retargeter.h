@@ -137,6 +137,10 @@ struct RetargetFrameResult {
   std::array<LimbResult, 2> hands;  // [kLeft], [kRight].
   std::array<LimbResult, 2> feet;
   int iterations = 0;  // Of the full-body solve.
+  // How far the pelvis was raised above where the transfer put it, so that
+  // legs whose knees cannot fold as far as the source's reach their held
+  // feet (target units, along Retargeter::floor_up(); 0 on most frames).
+  double pelvis_rise = 0.0;
 };
 
 // What carries from one frame to the next (one per stream; a fresh one for
@@ -152,6 +156,14 @@ struct RetargetState {
     Eigen::Vector3d offset = Eigen::Vector3d::Zero();
     Eigen::Vector3d last_source = Eigen::Vector3d::Zero();
     double released_for = 0.0;  // Seconds since the stance ended.
+    // How much this foot's stance holds the pelvis up where the leg's
+    // limits cannot fold it to the held foot (0 to 1, eased in and out
+    // over release_seconds).
+    double rise_weight = 0.0;
+    // The solve left the foot short of its goal (its leg's limits held it
+    // off), and where it left it (model space).
+    bool held_off = false;
+    Eigen::Vector3d solved = Eigen::Vector3d::Zero();
   };
   std::array<Foot, 2> feet;
   bool started = false;       // A frame was retargeted with this state.
@@ -165,6 +177,7 @@ struct RetargetScratch {
   std::vector<Goal> goals;
   std::vector<GoalResult> results;
   Workspace workspace;
+  std::vector<Transform> solved_globals;  // Of the solved pose, when needed.
 };
 
 class Retargeter {
@@ -223,6 +236,12 @@ class Retargeter {
       Eigen::Vector3d offset = Eigen::Vector3d::Zero();
     };
     std::vector<Bone> bones;
+    // The nearest the end can come to the start within the middle joint's
+    // limits (a knee's range of bend), the other joints as in the rest
+    // pose; 0 when the middle joint has no limits.
+    double min_reach = 0.0;
+    // A joint from start to end has limits.
+    bool limited = false;
   };
 
   Transfer transfer_;
@@ -231,6 +250,7 @@ class Retargeter {
   RetargetOptions options_;
   std::array<Limb, 2> arms_;  // end < 0: no IK on that arm.
   std::array<Limb, 2> legs_;
+  int pelvis_ = -1;  // The target's pelvis joint (the transfer places it).
   Eigen::Vector3d source_up_ = Eigen::Vector3d::UnitY();
   Eigen::Vector3d floor_up_ = Eigen::Vector3d::UnitY();
   FullBodyOptions full_body_;
