@@ -485,45 +485,50 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
     foot.contact = stance;
   }
   // Where a leg's limits cannot fold it as far as the source's (a knee
-  // stopping at its range's end in a deep crouch), a held foot within its
-  // nearest reach of the thigh is out of reach: the pelvis rises until it
-  // is not (straight up, the least move that brings it in: the body keeps
-  // the source's motion along the floor), rather than the foot slide.
-  // Each foot asks for the rise its held goal needs (its weight eased in
-  // over a stance's first release_seconds and out after, so a stance
-  // beginning or ending in a crouch does not jolt the pelvis); the rise is
-  // the most asked, its start eased (quadratic over kRiseEase leg lengths
-  // of need) so the pelvis does not jerk into it.
-  if (options_.plant_feet && pelvis_ >= 0 && !getenv("RISE_OFF")) {
-    double rise = 0.0;
-    for (int k = 0; k < 2; ++k) {
-      const Limb& leg = legs_[k];
-      const double weight = Smoothstep(state.feet[k].rise_weight);
-      if (feet[k] == nullptr || !(leg.min_reach > 0.0) || weight <= 0.0) {
-        continue;
+  // stopping at its range's end in a deep crouch), a held foot nearer the
+  // thigh than the leg's nearest reach is out of reach: the pelvis moves
+  // away from it until it is not, rather than the foot slide. The least
+  // move: out along the line from the foot to the thigh (straight up for a
+  // foot under the hip; a rise straight up would have to grow without bound
+  // in speed as the foot comes out level with the edge of the reach), for
+  // two feet by turns (three passes; the hips mostly rise). Each foot's
+  // push is weighted by its stance (eased in over a stance's first
+  // release_seconds and out after, so a stance beginning or ending in a
+  // crouch does not jolt the pelvis), and its start eased (quadratic over
+  // kRiseEase leg lengths of need, aiming kRiseEase / 2 beyond the reach so
+  // the ease costs nothing) so the hips do not jerk as a crouch deepens.
+  if (options_.plant_feet && pelvis_ >= 0) {
+    Vector3d move = Vector3d::Zero();
+    for (int pass = 0; pass < 3; ++pass) {
+      for (int k = 0; k < 2; ++k) {
+        const Limb& leg = legs_[k];
+        const double weight = Smoothstep(state.feet[k].rise_weight);
+        if (feet[k] == nullptr || !(leg.min_reach > 0.0) || weight <= 0.0) {
+          continue;
+        }
+        const Vector3d v = tg[leg.start].translation + move - feet[k]->target;
+        const double ease = kRiseEase * leg.target_length;
+        const double need = leg.min_reach + 0.5 * ease - v.norm();
+        if (need <= 0.0) continue;
+        // Straight up for a thigh exactly over the foot or below it.
+        const Vector3d out = floor_up_.dot(v) > 0.0 || v.norm() > 0.0
+                                 ? Vector3d(v.normalized())
+                                 : floor_up_;
+        const double push =
+            need < ease ? need * need / (2.0 * ease) : need - 0.5 * ease;
+        // What this pass has already pushed counts: push only the rest.
+        move += weight * push * out;
       }
-      const Vector3d v = feet[k]->target - tg[leg.start].translation;
-      const double vu = floor_up_.dot(v);
-      const double across2 = (v - vu * floor_up_).squaredNorm();
-      const double near2 = leg.min_reach * leg.min_reach;
-      if (across2 >= near2) continue;
-      const double ease = kRiseEase * leg.target_length;
-      // Enough (need + ease / 2 eased is at least need).
-      const double need = std::sqrt(near2 - across2) + vu + 0.5 * ease;
-      if (need <= 0.0) continue;
-      rise = std::max(rise, weight * (need < ease ? need * need / (2.0 * ease)
-                                                  : need - 0.5 * ease));
     }
-    if (rise > 0.0) {
+    if (move.squaredNorm() > 0.0) {
       std::vector<Transform>& globals = scratch.transfer.target_globals;
       const int p = transfer_.target_skeleton().joint(pelvis_).parent;
       const Transform parent_global = p >= 0 ? globals[p] : Transform();
       target->local[pelvis_].translation =
-          parent_global.Inverse() *
-          (globals[pelvis_].translation + rise * floor_up_);
+          parent_global.Inverse() * (globals[pelvis_].translation + move);
       UpdateGlobalsFrom(transfer_.target_skeleton(), *target, pelvis_,
                         absl::MakeSpan(globals));
-      frame.pelvis_rise = rise;
+      frame.pelvis_move = move.norm();
     }
   }
   for (int k = 0; k < 2; ++k) {
@@ -581,7 +586,10 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
   // its own, after the hands', that cannot move the foot from its place.
   std::array<int, 2> turn_goal = {-1, -1};
   for (int k = 0; k < 2; ++k) {
-    if (feet[k] == nullptr || !legs_[k].limited) continue;
+    if (feet[k] == nullptr || !legs_[k].limited || !options_.plant_feet ||
+        !(state.feet[k].contact || state.feet[k].offset.squaredNorm() > 0.0)) {
+      continue;
+    }
     Goal turn = *feet[k];
     turn.priority = kFeetTurnPriority;
     feet[k]->target_orientation.reset();
@@ -629,13 +637,13 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
     // times the tolerance: the leg's limits hold it off), for a stance
     // that begins on the next frame.
     bool globals = false;
+    scratch.solved_globals.resize(target->local.size());  // Sized once.
     for (int k = 0; k < 2; ++k) {
       RetargetState::Foot& foot = state.feet[k];
       foot.held_off = frame.feet[k].active &&
                       frame.feet[k].position_error > 10.0 * tolerance_;
       if (!foot.held_off) continue;
       if (!globals) {
-        scratch.solved_globals.resize(target->local.size());
         ComputeGlobals(solving_, *target,
                        absl::MakeSpan(scratch.solved_globals));
         globals = true;

@@ -137,10 +137,10 @@ struct RetargetFrameResult {
   std::array<LimbResult, 2> hands;  // [kLeft], [kRight].
   std::array<LimbResult, 2> feet;
   int iterations = 0;  // Of the full-body solve.
-  // How far the pelvis was raised above where the transfer put it, so that
-  // legs whose knees cannot fold as far as the source's reach their held
-  // feet (target units, along Retargeter::floor_up(); 0 on most frames).
-  double pelvis_rise = 0.0;
+  // How far the pelvis was moved from where the transfer put it (away from
+  // held feet that legs whose knees cannot fold as far as the source's
+  // could not reach otherwise; target units; 0 on most frames).
+  double pelvis_move = 0.0;
 };
 
 // What carries from one frame to the next (one per stream; a fresh one for
