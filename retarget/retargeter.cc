@@ -582,6 +582,7 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
 
   std::array<int, 2> turn_goal = {-1, -1};  // Feet's turns apart (below).
   if (!scratch.goals.empty()) {
+    scratch.results.reserve(6);  // With the feet's turns apart (below).
     scratch.results.resize(scratch.goals.size());
     if (deadline.Expired()) {
       // No time left (a batch's shared budget spent, or the call
