@@ -79,9 +79,9 @@ constexpr double kCatchUpTail = 0.1;
 // the body keeps the source's motion (the same rig on both sides gives
 // back the source's pelvis exactly).
 constexpr double kLiftEase = 0.005;
-// A pelvis rising over held feet its legs' limits cannot fold to eases
-// into the rise over this many leg lengths of need (quadratic), so the
-// hips do not jerk as a crouch deepens past what the knees allow.
+// A pelvis moving away from held feet its legs' limits cannot fold to
+// eases into the move over this many leg lengths of need (quadratic), so
+// the hips do not jerk as a crouch deepens past what the knees allow.
 constexpr double kRiseEase = 0.02;
 
 double Smoothstep(double x) {
@@ -262,7 +262,7 @@ absl::StatusOr<Retargeter> Retargeter::Create(const RetargetSide& source,
          options.leg_ik[k], tc.forward, &legs[k]);
   }
   // Each leg's nearest reach (MinReach): where its knee cannot fold as far
-  // as the source's, the pelvis rises over held feet (Apply).
+  // as the source's, the pelvis moves away from held feet (Apply).
   {
     std::vector<Transform> rest(ts.num_joints());
     ComputeGlobals(ts, RestPose(ts), absl::MakeSpan(rest));
@@ -510,13 +510,12 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         const double ease = kRiseEase * leg.target_length;
         const double need = leg.min_reach + 0.5 * ease - v.norm();
         if (need <= 0.0) continue;
-        // Straight up for a thigh exactly over the foot or below it.
-        const Vector3d out = floor_up_.dot(v) > 0.0 || v.norm() > 0.0
-                                 ? Vector3d(v.normalized())
-                                 : floor_up_;
+        // Away from the foot (straight up for a thigh exactly on it).
+        const Vector3d out =
+            v.norm() > 0.0 ? Vector3d(v.normalized()) : floor_up_;
         const double push =
             need < ease ? need * need / (2.0 * ease) : need - 0.5 * ease;
-        // What this pass has already pushed counts: push only the rest.
+        // `v` has the passes' move so far: this pushes only what is left.
         move += weight * push * out;
       }
     }

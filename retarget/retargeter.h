@@ -34,12 +34,17 @@
 //    with the live one no faster than 0.5 leg lengths per second beyond it
 //    (eased in over `release_seconds`, out over 0.1 s); a new stance
 //    before it has caught up holds where it got to. No foot goal is placed
-//    below the floor plus the ankle's height.
+//    below the floor plus the ankle's height. On a rig with limits, where
+//    a held foot is nearer the thigh than the leg's limits let it fold (a
+//    knee stopping at its range's end in a deep crouch), the pelvis moves
+//    away from it, out along the line from the foot, until it is within
+//    reach (eased, weighted by the stance), rather than the foot slide.
 // 4. One full-body solve (full_body.h) from the transferred pose, its root
 //    pinned: only the limbs with goals turn (upper arm to hand, thigh to
 //    foot, and any joints between); pelvis, spine, neck and clavicles keep
 //    the transferred pose. Goals are met to 1e-4 of the body's size and
-//    1e-3 rad.
+//    1e-3 rad. On a rig with limits, a held foot the solve leaves short of
+//    its place is solved again with its turn after its place.
 //
 // Each frame starts from its own transferred pose: it is within one source
 // frame of the previous answer (the source moved that little), and unlike
@@ -156,9 +161,9 @@ struct RetargetState {
     Eigen::Vector3d offset = Eigen::Vector3d::Zero();
     Eigen::Vector3d last_source = Eigen::Vector3d::Zero();
     double released_for = 0.0;  // Seconds since the stance ended.
-    // How much this foot's stance holds the pelvis up where the leg's
-    // limits cannot fold it to the held foot (0 to 1, eased in and out
-    // over release_seconds).
+    // How much this foot's stance moves the pelvis where the leg's limits
+    // cannot fold it to the held foot (0 to 1, eased in and out over
+    // release_seconds).
     double rise_weight = 0.0;
     // The solve left the foot short of its goal (its leg's limits held it
     // off), and where it left it (model space).
