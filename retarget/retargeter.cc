@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "solvers/limits.h"
 #include "solvers/solve.h"
 
 namespace reach::retarget {
@@ -17,6 +18,8 @@ using Eigen::Vector3d;
 // Full-body priorities: feet first, then hands.
 constexpr int kFeetPriority = 0;
 constexpr int kHandsPriority = 1;
+// A foot's turn on a leg with limits, apart from its place (Apply).
+constexpr int kFeetTurnPriority = 2;
 // Goal tolerances: 1e-4 of the body's size (0.18 mm on a 1.8 m body, a
 // fifth of the 1 mm the retarget must meet) and 1e-3 rad (0.06 degrees);
 // the full-body defaults (1e-5, 1e-4 rad) cost a third more iterations.
@@ -76,10 +79,79 @@ constexpr double kCatchUpTail = 0.1;
 // the body keeps the source's motion (the same rig on both sides gives
 // back the source's pelvis exactly).
 constexpr double kLiftEase = 0.005;
+// A pelvis moving away from held feet its legs' limits cannot fold to
+// eases into the move over this many leg lengths of need (quadratic), so
+// the hips do not jerk as a crouch deepens past what the knees allow.
+constexpr double kRiseEase = 0.02;
 
 double Smoothstep(double x) {
   x = std::clamp(x, 0.0, 1.0);
   return x * x * (3.0 - 2.0 * x);
+}
+
+// The nearest `limb`'s end can come to its start within its middle
+// joint's limits, the joints between as in the rest pose (`rest`: its
+// globals); 0 when the middle joint is unlimited (a leg of a rig without
+// limits is not held off anything). A hinge (a knee of one degree of
+// freedom): the least distance over its range, sampled every 1/4 degree
+// and refined; a ball: its bone swung by its cone away from the start's
+// bone.
+double MinReach(const Skeleton& skeleton, const std::vector<Transform>& rest,
+                int start_joint, int middle_joint, int end_joint) {
+  if (middle_joint < 0) return 0.0;
+  const Joint& knee = skeleton.joint(middle_joint);
+  if (!knee.IsLimited()) return 0.0;
+  const Vector3d start = rest[start_joint].translation;
+  const Vector3d middle = rest[middle_joint].translation;
+  const Vector3d lower = rest[end_joint].translation - middle;
+  if (knee.type == JointType::kHinge) {
+    // The end turns with the hinge's local rotation, HingeRotation(angle),
+    // under the parent's rest rotation.
+    const int p = knee.parent;
+    const Quaterniond parent =
+        p >= 0 ? rest[p].rotation : Quaterniond::Identity();
+    const Vector3d local = rest[middle_joint].rotation.conjugate() * lower;
+    const double lo = std::max(knee.min_angle_rad, -M_PI);
+    const double hi = std::min(knee.max_angle_rad, M_PI);
+    if (!(hi >= lo)) return 0.0;
+    auto distance = [&](double angle) {
+      return (middle - start + parent * (HingeRotation(knee, angle) * local))
+          .norm();
+    };
+    constexpr int kSamples = 1440;
+    double best = distance(lo), best_angle = lo;
+    for (int i = 1; i <= kSamples; ++i) {
+      const double a = lo + (hi - lo) * i / kSamples;
+      const double d = distance(a);
+      if (d < best) best = d, best_angle = a;
+    }
+    // Golden-section refinement around the best sample.
+    double a = std::max(lo, best_angle - (hi - lo) / kSamples);
+    double b = std::min(hi, best_angle + (hi - lo) / kSamples);
+    for (int i = 0; i < 40; ++i) {
+      const double m1 = b - 0.618033988749895 * (b - a);
+      const double m2 = a + 0.618033988749895 * (b - a);
+      if (distance(m1) < distance(m2)) {
+        b = m2;
+      } else {
+        a = m1;
+      }
+    }
+    return std::min(best, distance(0.5 * (a + b)));
+  }
+  if (knee.type == JointType::kBall && std::isfinite(knee.max_swing_rad)) {
+    // The bend (the angle between the two bones' directions) can grow by
+    // the cone's half-angle at most.
+    const Vector3d upper = middle - start;
+    const double a = upper.norm(), b = lower.norm();
+    if (!(a > 0.0) || !(b > 0.0)) return 0.0;
+    const double bend =
+        std::acos(std::clamp(upper.dot(lower) / (a * b), -1.0, 1.0));
+    const double most = std::min(M_PI, bend + knee.max_swing_rad);
+    return std::sqrt(
+        std::max(0.0, a * a + b * b + 2.0 * a * b * std::cos(most)));
+  }
+  return 0.0;
 }
 
 }  // namespace
@@ -166,6 +238,7 @@ absl::StatusOr<Retargeter> Retargeter::Create(const RetargetSide& source,
     }
     for (int j = t_end;; j = ts.joint(j).parent) {
       limb[j] = 1;
+      if (ts.joint(j).IsLimited()) out->limited = true;
       if (j == t_start) break;
     }
     // Its bones from start to end (built end first, then reversed).
@@ -188,6 +261,17 @@ absl::StatusOr<Retargeter> Retargeter::Create(const RetargetSide& source,
     make(sl.thigh, sl.shin, sl.foot, tl.thigh, tl.shin, tl.foot,
          options.leg_ik[k], tc.forward, &legs[k]);
   }
+  // Each leg's nearest reach (MinReach): where its knee cannot fold as far
+  // as the source's, the pelvis moves away from held feet (Apply).
+  {
+    std::vector<Transform> rest(ts.num_joints());
+    ComputeGlobals(ts, RestPose(ts), absl::MakeSpan(rest));
+    for (Limb& leg : legs) {
+      if (leg.end >= 0) {
+        leg.min_reach = MinReach(ts, rest, leg.start, leg.middle, leg.end);
+      }
+    }
+  }
   absl::StatusOr<Skeleton> solving = SolvingSkeleton(ts, limb);
   if (!solving.ok()) return solving.status();
 
@@ -195,6 +279,7 @@ absl::StatusOr<Retargeter> Retargeter::Create(const RetargetSide& source,
   r.options_ = options;
   r.arms_ = arms;
   r.legs_ = legs;
+  r.pelvis_ = tc.pelvis;
   r.source_skeleton_ = &ss;
   r.source_up_ = Vertical(sc.up);
   r.floor_up_ = Vertical(tc.up);
@@ -223,7 +308,7 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
   const Quaterniond& align = transfer_.align();
 
   scratch.goals.clear();
-  scratch.goals.reserve(4);
+  scratch.goals.reserve(6);  // Feet, hands, feet's turns (below).
   RetargetFrameResult frame;
   // A limb's goal. A hand's: where it is when each bone of the arm, with
   // the target's lengths, turns as its source joint turns (the transfer's
@@ -362,7 +447,13 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         // Planted where the goal is on the stance's first frame (the live
         // goal, or where a catch-up has brought it: no jump), and held
         // there until the source foot leaves the stance.
-        if (!foot.contact) foot.planted = goal->target + foot.offset;
+        // A foot the leg's limits held off its goal on the frame before
+        // (a knee at the end of its range as the source foot lands in a
+        // crouch) is planted where it was, not made to jump to its goal.
+        if (!foot.contact) {
+          foot.planted =
+              foot.held_off ? foot.solved : goal->target + foot.offset;
+        }
         const Vector3d d = foot.planted - goal->target;
         foot.offset = d - floor_up_.dot(d) * floor_up_;
         foot.released_for = 0.0;
@@ -384,6 +475,68 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
       }
       goal->target += foot.offset;
       frame.feet[k].planted = stance;
+      // The stance's hold on the pelvis (below), eased in and out.
+      const double to = stance ? 1.0 : 0.0;
+      const double rate = options_.release_seconds > 0.0 && state.started
+                              ? dt / options_.release_seconds
+                              : 1.0;
+      foot.rise_weight += std::clamp(to - foot.rise_weight, -rate, rate);
+    }
+    foot.contact = stance;
+  }
+  // Where a leg's limits cannot fold it as far as the source's (a knee
+  // stopping at its range's end in a deep crouch), a held foot nearer the
+  // thigh than the leg's nearest reach is out of reach: the pelvis moves
+  // away from it until it is not, rather than the foot slide. The least
+  // move: out along the line from the foot to the thigh (straight up for a
+  // foot under the hip; a rise straight up would have to grow without bound
+  // in speed as the foot comes out level with the edge of the reach), for
+  // two feet by turns (three passes; the hips mostly rise). Each foot's
+  // push is weighted by its stance (eased in over a stance's first
+  // release_seconds and out after, so a stance beginning or ending in a
+  // crouch does not jolt the pelvis), and its start eased (quadratic over
+  // kRiseEase leg lengths of need, aiming kRiseEase / 2 beyond the reach so
+  // the ease costs nothing) so the hips do not jerk as a crouch deepens.
+  if (options_.plant_feet && pelvis_ >= 0) {
+    Vector3d move = Vector3d::Zero();
+    for (int pass = 0; pass < 3; ++pass) {
+      for (int k = 0; k < 2; ++k) {
+        const Limb& leg = legs_[k];
+        const double weight = Smoothstep(state.feet[k].rise_weight);
+        if (feet[k] == nullptr || !(leg.min_reach > 0.0) || weight <= 0.0) {
+          continue;
+        }
+        const Vector3d v = tg[leg.start].translation + move - feet[k]->target;
+        const double ease = kRiseEase * leg.target_length;
+        const double need = leg.min_reach + 0.5 * ease - v.norm();
+        if (need <= 0.0) continue;
+        // Away from the foot (straight up for a thigh exactly on it).
+        const Vector3d out =
+            v.norm() > 0.0 ? Vector3d(v.normalized()) : floor_up_;
+        const double push =
+            need < ease ? need * need / (2.0 * ease) : need - 0.5 * ease;
+        // `v` has the passes' move so far: this pushes only what is left.
+        move += weight * push * out;
+      }
+    }
+    if (move.squaredNorm() > 0.0) {
+      std::vector<Transform>& globals = scratch.transfer.target_globals;
+      const int p = transfer_.target_skeleton().joint(pelvis_).parent;
+      const Transform parent_global = p >= 0 ? globals[p] : Transform();
+      target->local[pelvis_].translation =
+          parent_global.Inverse() * (globals[pelvis_].translation + move);
+      UpdateGlobalsFrom(transfer_.target_skeleton(), *target, pelvis_,
+                        absl::MakeSpan(globals));
+      frame.pelvis_move = move.norm();
+    }
+  }
+  for (int k = 0; k < 2; ++k) {
+    const Limb& leg = legs_[k];
+    const RetargetState::Foot& foot = state.feet[k];
+    Goal* goal = feet[k];
+    if (goal == nullptr || !options_.plant_feet) continue;
+    {
+      const Vector3d thigh = tg[leg.start].translation;
       // Held or catching up, and out of the leg's reach on the floor:
       // lifted until it is within it (its place along the floor kept).
       const Vector3d v = goal->target - thigh;
@@ -400,7 +553,6 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         }
       }
     }
-    foot.contact = stance;
   }
   for (int k = 0; k < 2; ++k) {
     Goal* goal = feet[k];
@@ -427,7 +579,9 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
   }
   state.started = true;
 
+  std::array<int, 2> turn_goal = {-1, -1};  // Feet's turns apart (below).
   if (!scratch.goals.empty()) {
+    scratch.results.reserve(6);  // With the feet's turns apart (below).
     scratch.results.resize(scratch.goals.size());
     if (deadline.Expired()) {
       // No time left (a batch's shared budget spent, or the call
@@ -439,15 +593,51 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         out = GoalResult{};
         out.position_error = (end.translation - goal.target).norm();
         out.orientation_error_rad =
-            end.rotation.angularDistance(*goal.target_orientation);
+            goal.target_orientation
+                ? end.rotation.angularDistance(*goal.target_orientation)
+                : 0.0;
         out.reached = out.position_error <= tolerance_ &&
                       out.orientation_error_rad <= kOrientationTolerance;
       }
     } else {
-      const absl::Status solved = Solve(
-          solving_, scratch.goals, scratch.workspace, target,
-          absl::MakeSpan(scratch.results), SolveLimits(), deadline, full_body_);
+      absl::Status solved = Solve(solving_, scratch.goals, scratch.workspace,
+                                  target, absl::MakeSpan(scratch.results),
+                                  SolveLimits(), deadline, full_body_);
       if (!solved.ok()) return solved;
+      // On a leg with limits a held foot's place comes before its turn: a
+      // foot turned out beyond what the hip's and ankle's twist allow, or
+      // pitched beyond the ankle's cone with the knee folded to its end, is
+      // otherwise traded off its place (0.03-0.06 leg lengths on the Boxing
+      // clip's crouch, for a turn 0.2-1 degree nearer). Where the solve
+      // left a held foot short of its place (ten times the tolerance), it
+      // solves again from there with the foot's turn a goal of its own,
+      // after the hands', that cannot move the foot from its place. Only
+      // then: on other frames the two are met together, and putting the
+      // turn last everywhere changes the solve's answers for nothing (the
+      // hop's jitter 1.30 -> 1.31, the wave's limb bones 2.81 -> 2.95).
+      bool again = false;
+      for (int k = 0; k < 2; ++k) {
+        if (feet[k] == nullptr || !legs_[k].limited || !options_.plant_feet ||
+            !(state.feet[k].contact ||
+              state.feet[k].offset.squaredNorm() > 0.0)) {
+          continue;
+        }
+        const size_t g = feet[k] - scratch.goals.data();
+        if (!(scratch.results[g].position_error > 10.0 * tolerance_)) continue;
+        Goal turn = *feet[k];
+        turn.priority = kFeetTurnPriority;
+        feet[k]->target_orientation.reset();
+        turn_goal[k] = static_cast<int>(scratch.goals.size());
+        scratch.goals.push_back(turn);
+        again = true;
+      }
+      if (again) {
+        scratch.results.resize(scratch.goals.size());
+        solved = Solve(solving_, scratch.goals, scratch.workspace, target,
+                       absl::MakeSpan(scratch.results), SolveLimits(), deadline,
+                       full_body_);
+        if (!solved.ok()) return solved;
+      }
     }
     int g = 0;
     for (auto* limbs : {&frame.feet, &frame.hands}) {
@@ -459,6 +649,29 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         r.orientation_error_rad = out.orientation_error_rad;
         frame.iterations = std::max(frame.iterations, out.iterations);
       }
+    }
+    // Where the solve left a foot short of its goal (by more than ten
+    // times the tolerance: the leg's limits hold it off), for a stance
+    // that begins on the next frame.
+    bool globals = false;
+    scratch.solved_globals.resize(target->local.size());  // Sized once.
+    for (int k = 0; k < 2; ++k) {
+      RetargetState::Foot& foot = state.feet[k];
+      foot.held_off = frame.feet[k].active && legs_[k].limited &&
+                      frame.feet[k].position_error > 10.0 * tolerance_;
+      if (!foot.held_off) continue;
+      if (!globals) {
+        ComputeGlobals(solving_, *target,
+                       absl::MakeSpan(scratch.solved_globals));
+        globals = true;
+      }
+      foot.solved = scratch.solved_globals[legs_[k].end].translation;
+    }
+    for (int k = 0; k < 2; ++k) {
+      if (turn_goal[k] < 0) continue;
+      const GoalResult& out = scratch.results[turn_goal[k]];
+      frame.feet[k].reached = frame.feet[k].reached && out.reached;
+      frame.feet[k].orientation_error_rad = out.orientation_error_rad;
     }
   }
   if (result != nullptr) *result = frame;

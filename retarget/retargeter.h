@@ -34,12 +34,17 @@
 //    with the live one no faster than 0.5 leg lengths per second beyond it
 //    (eased in over `release_seconds`, out over 0.1 s); a new stance
 //    before it has caught up holds where it got to. No foot goal is placed
-//    below the floor plus the ankle's height.
+//    below the floor plus the ankle's height. On a rig with limits, where
+//    a held foot is nearer the thigh than the leg's limits let it fold (a
+//    knee stopping at its range's end in a deep crouch), the pelvis moves
+//    away from it, out along the line from the foot, until it is within
+//    reach (eased, weighted by the stance), rather than the foot slide.
 // 4. One full-body solve (full_body.h) from the transferred pose, its root
 //    pinned: only the limbs with goals turn (upper arm to hand, thigh to
 //    foot, and any joints between); pelvis, spine, neck and clavicles keep
 //    the transferred pose. Goals are met to 1e-4 of the body's size and
-//    1e-3 rad.
+//    1e-3 rad. On a rig with limits, a held foot the solve leaves short of
+//    its place is solved again with its turn after its place.
 //
 // Each frame starts from its own transferred pose: it is within one source
 // frame of the previous answer (the source moved that little), and unlike
@@ -137,6 +142,10 @@ struct RetargetFrameResult {
   std::array<LimbResult, 2> hands;  // [kLeft], [kRight].
   std::array<LimbResult, 2> feet;
   int iterations = 0;  // Of the full-body solve.
+  // How far the pelvis was moved from where the transfer put it (away from
+  // held feet that legs whose knees cannot fold as far as the source's
+  // could not reach otherwise; target units; 0 on most frames).
+  double pelvis_move = 0.0;
 };
 
 // What carries from one frame to the next (one per stream; a fresh one for
@@ -152,6 +161,14 @@ struct RetargetState {
     Eigen::Vector3d offset = Eigen::Vector3d::Zero();
     Eigen::Vector3d last_source = Eigen::Vector3d::Zero();
     double released_for = 0.0;  // Seconds since the stance ended.
+    // How much this foot's stance moves the pelvis where the leg's limits
+    // cannot fold it to the held foot (0 to 1, eased in and out over
+    // release_seconds).
+    double rise_weight = 0.0;
+    // The solve left the foot short of its goal (its leg's limits held it
+    // off), and where it left it (model space).
+    bool held_off = false;
+    Eigen::Vector3d solved = Eigen::Vector3d::Zero();
   };
   std::array<Foot, 2> feet;
   bool started = false;       // A frame was retargeted with this state.
@@ -165,6 +182,7 @@ struct RetargetScratch {
   std::vector<Goal> goals;
   std::vector<GoalResult> results;
   Workspace workspace;
+  std::vector<Transform> solved_globals;  // Of the solved pose, when needed.
 };
 
 class Retargeter {
@@ -223,6 +241,12 @@ class Retargeter {
       Eigen::Vector3d offset = Eigen::Vector3d::Zero();
     };
     std::vector<Bone> bones;
+    // The nearest the end can come to the start within the middle joint's
+    // limits (a knee's range of bend), the other joints as in the rest
+    // pose; 0 when the middle joint has no limits.
+    double min_reach = 0.0;
+    // A joint from start to end has limits.
+    bool limited = false;
   };
 
   Transfer transfer_;
@@ -231,6 +255,7 @@ class Retargeter {
   RetargetOptions options_;
   std::array<Limb, 2> arms_;  // end < 0: no IK on that arm.
   std::array<Limb, 2> legs_;
+  int pelvis_ = -1;  // The target's pelvis joint (the transfer places it).
   Eigen::Vector3d source_up_ = Eigen::Vector3d::UnitY();
   Eigen::Vector3d floor_up_ = Eigen::Vector3d::UnitY();
   FullBodyOptions full_body_;
