@@ -102,6 +102,10 @@ double PathLength(const Skeleton& skeleton, int ancestor, int j) {
 // A clavicle's stiffness while its hand's target is within the arm's reach.
 constexpr double kStillClavicle = 0.9;
 
+// Over how much of a leg's length above the other foot a raised foot's
+// say in the heading fades to nothing.
+constexpr double kRaisedFootFade = 0.25;
+
 // The share of the body's mass that moves along with the pelvis (most
 // of the trunk and the thighs, a little of the arms).
 constexpr double kMovesWithPelvis = 0.6;
@@ -412,33 +416,50 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       feet_mid);
   if (up.isZero()) return;
 
-  // The heading: where the feet and the head face, the lines across the
-  // hands and the feet, and where the pelvis faces now.
+  // The heading: a mean of cues, each a unit direction weighted by how much
+  // it says at this frame. Where the pelvis faces now (the previous frame's
+  // answer on a stream: a heading that jumps is worse than one that lags),
+  // the feet and the head where the goals turn them, and the lines across
+  // the feet and across the hands, each on its own (summed as vectors, the
+  // longer line decided alone). A foot raised above the other says less:
+  // its turn and the feet's line fade out over a quarter of a leg (a raised
+  // foot swings behind or across the standing one, and the line through
+  // them turned the pelvis 100 degrees off on the hop clip; a threshold
+  // instead of a fade jumped at it).
   const Vector3d facing = Flat(pelvis.rotation * model.pelvis_forward, up);
+  std::array<double, 2> grounded;
+  {
+    const double low = std::min(feet[0].dot(up), feet[1].dot(up));
+    const double fade = kRaisedFootFade * model.leg_length[0];
+    for (int side = 0; side < 2; ++side) {
+      grounded[side] =
+          fade > 0.0
+              ? std::clamp(1.0 - (feet[side].dot(up) - low) / fade, 0.0, 1.0)
+              : 1.0;
+    }
+  }
   Vector3d heading = facing.normalized();
+  auto add = [&](const Vector3d& f, double weight) {
+    if (f.norm() > 1e-9 && weight > 0.0) heading += weight * f.normalized();
+  };
   for (int side = 0; side < 2; ++side) {
     if (foot[side] >= 0 && goals[foot[side]].target_orientation) {
-      const Vector3d f =
-          Flat(goals[foot[side]].target_orientation->normalized() *
+      add(Flat(goals[foot[side]].target_orientation->normalized() *
                    model.foot_forward[side],
-               up);
-      if (f.norm() > 1e-9) heading += f.normalized();
+               up),
+          grounded[side]);
     }
   }
   if (head >= 0 && goals[head].target_orientation) {
-    const Vector3d f = Flat(
-        goals[head].target_orientation->normalized() * model.head_forward, up);
-    if (f.norm() > 1e-9) heading += f.normalized();
+    add(Flat(goals[head].target_orientation->normalized() * model.head_forward,
+             up),
+        1.0);
   }
-  // (Measured on the CMU clips without orientation targets: the lines
-  // across the hands and the feet together, one unit vector, followed the
-  // performer's hips best; the feet's line alone or weighted by its length
-  // turned the pelvis up to 60-110 degrees off.)
-  Vector3d across = Flat(feet[0] - feet[1], up);
+  add(Flat(feet[0] - feet[1], up).cross(up), grounded[0] * grounded[1]);
   if (hand[0] >= 0 && hand[1] >= 0) {
-    across += Flat(goals[hand[0]].target - goals[hand[1]].target, up);
+    add(Flat(goals[hand[0]].target - goals[hand[1]].target, up).cross(up),
+        1.0);
   }
-  if (across.norm() > 1e-9) heading += across.cross(up).normalized();
   if (!(heading.norm() > 1e-9)) heading = facing;
   heading.normalize();
 
