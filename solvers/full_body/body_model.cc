@@ -106,6 +106,17 @@ constexpr double kStillClavicle = 0.9;
 // say in the heading fades to nothing.
 constexpr double kRaisedFootFade = 0.25;
 
+// The heading's cues (AddBodyGoals): a line across the feet or the hands
+// shorter than this many leg lengths says less, in proportion (between
+// close points its direction turns far for a small move of either).
+constexpr double kSureLine = 0.5;
+
+// The say of where the pelvis faces now (the previous frame's heading on a
+// stream) beside the cues, each up to one. (1 held the 30 Hz hop clip's
+// heading 139 degrees off in a spin: the lag grew past 90 degrees and the
+// cues pulled it round the other way; 0.5: 86.)
+constexpr double kFacingSay = 0.5;
+
 // The share of the body's mass that moves along with the pelvis (most
 // of the trunk and the thighs, a little of the arms).
 constexpr double kMovesWithPelvis = 0.6;
@@ -438,7 +449,7 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
               : 1.0;
     }
   }
-  Vector3d heading = facing.normalized();
+  Vector3d heading = kFacingSay * facing.normalized();
   auto add = [&](const Vector3d& f, double weight) {
     if (f.norm() > 1e-9 && weight > 0.0) heading += weight * f.normalized();
   };
@@ -455,10 +466,17 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
              up),
         1.0);
   }
-  add(Flat(feet[0] - feet[1], up).cross(up), grounded[0] * grounded[1]);
+  // A line between two close points turns far for a small move of either:
+  // its say grows with its length up to half a leg.
+  auto line = [&](const Vector3d& a, const Vector3d& b, double weight) {
+    const Vector3d across = Flat(a - b, up);
+    const double sure = kSureLine * model.leg_length[0];
+    add(across.cross(up),
+        sure > 0.0 ? weight * std::min(1.0, across.norm() / sure) : weight);
+  };
+  line(feet[0], feet[1], grounded[0] * grounded[1]);
   if (hand[0] >= 0 && hand[1] >= 0) {
-    add(Flat(goals[hand[0]].target - goals[hand[1]].target, up).cross(up),
-        1.0);
+    line(goals[hand[0]].target, goals[hand[1]].target, 1.0);
   }
   if (!(heading.norm() > 1e-9)) heading = facing;
   heading.normalize();
