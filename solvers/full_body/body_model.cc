@@ -358,6 +358,15 @@ BodyModel BuildBodyModel(const Skeleton& skeleton, const RoleStiffness& roles) {
   model.height =
       (at[c.head].translation - at[c.legs[0].foot].translation).dot(c.up);
   model.pelvis_forward = at[c.pelvis].rotation.conjugate() * c.forward;
+  model.hips = c.legs[0].thigh;
+  for (bool above = false; !above && model.hips >= 0;) {
+    for (int k = c.legs[1].thigh; k >= 0; k = skeleton.joint(k).parent) {
+      if (k == model.hips) above = true;
+    }
+    if (!above) model.hips = skeleton.joint(model.hips).parent;
+  }
+  if (model.hips < 0) model.hips = c.pelvis;
+  model.hips_forward = at[model.hips].rotation.conjugate() * c.forward;
   model.head_forward = at[c.head].rotation.conjugate() * c.forward;
   return model;
 }
@@ -437,7 +446,11 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
   // foot swings behind or across the standing one, and the line through
   // them turned the pelvis 100 degrees off on the hop clip; a threshold
   // instead of a fade jumped at it).
-  const Vector3d facing = Flat(pelvis.rotation * model.pelvis_forward, up);
+  // Where the hips face (the line across the sockets, measured on the joint
+  // that turns it: a goal on the pelvis above a free helper left the
+  // sockets 22-33 degrees off on Character Creator's and BCN's rigs).
+  const Vector3d facing =
+      Flat(globals[model.hips].rotation * model.hips_forward, up);
   std::array<double, 2> grounded;
   {
     const double low = std::min(feet[0].dot(up), feet[1].dot(up));
@@ -611,8 +624,8 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       globals.Reset();
 
       Goal place = BodyGoal(model.pelvis, target, soft_priority);
-      Goal face = BodyGoal(model.pelvis, target, soft_priority);
-      face.aim_axis = model.pelvis_forward;
+      Goal face = BodyGoal(model.hips, target, soft_priority);
+      face.aim_axis = model.hips_forward;
       // Facing the heading; without a head goal, where it faces (upright:
       // a reach down is not a bow at the hips).
       face.target = target + model.leg_length[0] *

@@ -47,6 +47,10 @@ struct BodyModel {
   std::vector<double> reach;
   bool human = false;
   int pelvis = -1;
+  // The joint whose turn turns the line across the hip sockets: the lowest
+  // joint above both thighs (the pelvis on most rigs; a helper below it,
+  // free, on Character Creator's and BCN's).
+  int hips = -1;
   int head = -1;
   std::array<Arm, 2> arms;
   std::array<Leg, 2> legs;
@@ -107,6 +111,7 @@ struct BodyModel {
   // as seen from the pelvis, the head and each foot (their rest rotation's
   // inverse applied to the characterisation's forward).
   Eigen::Vector3d pelvis_forward = Eigen::Vector3d::UnitZ();
+  Eigen::Vector3d hips_forward = Eigen::Vector3d::UnitZ();
   Eigen::Vector3d head_forward = Eigen::Vector3d::UnitZ();
   std::array<Eigen::Vector3d, 2> foot_forward{
       {Eigen::Vector3d::UnitZ(), Eigen::Vector3d::UnitZ()}};
