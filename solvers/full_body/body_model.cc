@@ -624,18 +624,35 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       globals.Reset();
 
       Goal place = BodyGoal(model.pelvis, target, soft_priority);
-      Goal face = BodyGoal(model.hips, target, soft_priority);
-      face.aim_axis = model.hips_forward;
+      Goal face = BodyGoal(model.pelvis, target, soft_priority);
+      face.aim_axis = model.pelvis_forward;
       // Facing the heading; without a head goal, where it faces (upright:
       // a reach down is not a bow at the hips).
-      face.target = target + model.leg_length[0] *
-                                 (head >= 0 ? heading : facing.normalized());
+      face.target =
+          target + model.leg_length[0] *
+                       (head >= 0
+                            ? heading
+                            : Flat(pelvis.rotation * model.pelvis_forward, up)
+                                  .normalized());
       goals.push_back(place);
       goals.push_back(face);
       soft.push_back(1);
       soft.push_back(1);
       cone.push_back(0.0);
       cone.push_back(0.0);
+      // A free joint below the pelvis that carries both hip sockets faces
+      // the heading too. (Held on the pelvis alone, such a helper turned
+      // the hip line 22-33 degrees off on Character Creator's and BCN's
+      // rigs; held instead of the pelvis, the pelvis bowed over it, BCN's
+      // spine 132 degrees for hands to the floor.)
+      if (head >= 0 && model.hips != model.pelvis) {
+        Goal hips = BodyGoal(model.hips, target, soft_priority);
+        hips.aim_axis = model.hips_forward;
+        hips.target = target + model.leg_length[0] * heading;
+        goals.push_back(hips);
+        soft.push_back(1);
+        cone.push_back(0.0);
+      }
     }
   }
 

@@ -67,10 +67,9 @@ TEST_P(HeadingTest, HipsFollowATurnWithAFootRaisedBehind) {
   const Vector3d up = roles.up;
   const Leg& left_leg = roles.legs[kLeft];
   const Leg& right_leg = roles.legs[kRight];
-  const double height =
-      at.position[roles.head].dot(up) -
-      std::min(at.position[left_leg.foot].dot(up),
-               at.position[right_leg.foot].dot(up));
+  const double height = at.position[roles.head].dot(up) -
+                        std::min(at.position[left_leg.foot].dot(up),
+                                 at.position[right_leg.foot].dot(up));
   const Vector3d pelvis = at.position[roles.pelvis];
 
   // The right knee bent 80 degrees backward: the foot behind and above the
@@ -87,10 +86,9 @@ TEST_P(HeadingTest, HipsFollowATurnWithAFootRaisedBehind) {
       }
     }
   }
-  const double leg = (at.position[right_leg.shin] -
-                      at.position[right_leg.thigh]).norm() +
-                     (at.position[right_leg.foot] -
-                      at.position[right_leg.shin]).norm();
+  const double leg =
+      (at.position[right_leg.shin] - at.position[right_leg.thigh]).norm() +
+      (at.position[right_leg.foot] - at.position[right_leg.shin]).norm();
   ASSERT_GT((raised - at.position[right_leg.foot]).dot(up), 0.25 * leg);
   ASSERT_LT((raised - at.position[right_leg.foot]).dot(roles.forward),
             -0.25 * leg);
@@ -100,10 +98,9 @@ TEST_P(HeadingTest, HipsFollowATurnWithAFootRaisedBehind) {
   std::array<Vector3d, 2> hands;
   for (int side = 0; side < 2; ++side) {
     const Arm& arm = roles.arms[side];
-    const double reach = (at.position[arm.forearm] -
-                          at.position[arm.upper_arm]).norm() +
-                         (at.position[arm.hand] -
-                          at.position[arm.forearm]).norm();
+    const double reach =
+        (at.position[arm.forearm] - at.position[arm.upper_arm]).norm() +
+        (at.position[arm.hand] - at.position[arm.forearm]).norm();
     hands[side] = at.position[arm.upper_arm] + 0.8 * reach * roles.forward -
                   0.2 * reach * up;
   }
@@ -122,29 +119,27 @@ TEST_P(HeadingTest, HipsFollowATurnWithAFootRaisedBehind) {
       return pelvis + spin * (p - pelvis);
     };
     std::vector<Goal> goals = {
-        testing::FullBodyGoal(left_leg.foot,
-                              place(at.position[left_leg.foot]), 0),
+        testing::FullBodyGoal(left_leg.foot, place(at.position[left_leg.foot]),
+                              0),
         testing::FullBodyGoal(right_leg.foot, place(raised), 0),
         testing::FullBodyGoal(roles.arms[kLeft].hand, place(hands[kLeft]), 1),
-        testing::FullBodyGoal(roles.arms[kRight].hand, place(hands[kRight]),
-                              1),
+        testing::FullBodyGoal(roles.arms[kRight].hand, place(hands[kRight]), 1),
         testing::FullBodyGoal(roles.head, place(at.position[roles.head]), 1),
     };
     for (Goal& g : goals) g.options.tolerance = 1e-4 * height;
     std::vector<GoalResult> results(goals.size());
-    ASSERT_TRUE(Solve(skeleton, goals, ws, &pose, absl::MakeSpan(results), {},
-                      {}, {})
-                    .ok());
+    ASSERT_TRUE(
+        Solve(skeleton, goals, ws, &pose, absl::MakeSpan(results), {}, {}, {})
+            .ok());
     const IndependentGlobals got = IndependentFk(skeleton, pose);
     for (size_t k = 0; k < goals.size(); ++k) {
       EXPECT_LT((got.position[goals[k].tip_joint] - goals[k].target).norm(),
                 1e-3 * height)
           << GetParam() << " frame " << f << " goal " << k;
     }
-    const Vector3d hips = Flat(
-        got.position[left_leg.thigh] - got.position[right_leg.thigh], up);
-    const double error =
-        std::abs(TurnDegrees(spin * rest_hips, hips, up));
+    const Vector3d hips =
+        Flat(got.position[left_leg.thigh] - got.position[right_leg.thigh], up);
+    const double error = std::abs(TurnDegrees(spin * rest_hips, hips, up));
     worst = std::max(worst, error);
     EXPECT_LT(error, 30.0) << GetParam() << " frame " << f << " turn "
                            << turn * 180.0 / kPi;
