@@ -110,6 +110,15 @@ double PathLength(const Skeleton& skeleton, int ancestor, int j) {
 constexpr double kStillClavicle = 0.97;
 constexpr double kClavicleFreeBeyond = 0.02;
 
+// Over how much of a leg's length above the other foot a raised foot's
+// say in the heading fades to nothing.
+constexpr double kRaisedFootFade = 0.25;
+
+// The heading's cues (AddBodyGoals): a line across the feet or the hands
+// shorter than this many leg lengths says less, in proportion (between
+// close points its direction turns far for a small move of either).
+constexpr double kSureLine = 0.5;
+
 // The share of the body's mass that moves along with the pelvis (most
 // of the trunk and the thighs, a little of the arms).
 constexpr double kMovesWithPelvis = 0.6;
@@ -351,6 +360,15 @@ BodyModel BuildBodyModel(const Skeleton& skeleton, const RoleStiffness& roles) {
   model.height =
       (at[c.head].translation - at[c.legs[0].foot].translation).dot(c.up);
   model.pelvis_forward = at[c.pelvis].rotation.conjugate() * c.forward;
+  model.hips = c.legs[0].thigh;
+  for (bool above = false; !above && model.hips >= 0;) {
+    for (int k = c.legs[1].thigh; k >= 0; k = skeleton.joint(k).parent) {
+      if (k == model.hips) above = true;
+    }
+    if (!above) model.hips = skeleton.joint(model.hips).parent;
+  }
+  if (model.hips < 0) model.hips = c.pelvis;
+  model.hips_forward = at[model.hips].rotation.conjugate() * c.forward;
   model.head_forward = at[c.head].rotation.conjugate() * c.forward;
   return model;
 }
@@ -420,33 +438,95 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       feet_mid);
   if (up.isZero()) return;
 
-  // The heading: where the feet and the head face, the lines across the
-  // hands and the feet, and where the pelvis faces now.
-  const Vector3d facing = Flat(pelvis.rotation * model.pelvis_forward, up);
-  Vector3d heading = facing.normalized();
+  // The heading: a mean of cues, each a unit direction weighted by how much
+  // it says at this frame. Where the hips face now (continuity: a heading
+  // that jumps is worse than one that lags; see below), the feet and the
+  // head where the goals turn them, and the lines across
+  // the feet and across the hands, each on its own (summed as vectors, the
+  // longer line decided alone). A foot raised above the other says less:
+  // its turn and the feet's line fade out over a quarter of a leg (a raised
+  // foot swings behind or across the standing one, and the line through
+  // them turned the pelvis 100 degrees off on the hop clip; a threshold
+  // instead of a fade jumped at it).
+  // Where the hips face (the line across the sockets, measured on the joint
+  // that turns it: a goal on the pelvis above a free helper left the
+  // sockets 22-33 degrees off on Character Creator's and BCN's rigs).
+  const Vector3d facing =
+      Flat(globals[model.hips].rotation * model.hips_forward, up);
+  std::array<double, 2> grounded;
+  {
+    const double low = std::min(feet[0].dot(up), feet[1].dot(up));
+    const double fade = kRaisedFootFade * model.leg_length[0];
+    for (int side = 0; side < 2; ++side) {
+      grounded[side] =
+          fade > 0.0
+              ? std::clamp(1.0 - (feet[side].dot(up) - low) / fade, 0.0, 1.0)
+              : 1.0;
+    }
+  }
+  // How much a line between two points says: the feet's only while both
+  // stand, and a short line less (between close points its direction
+  // turns far for a small move of either).
+  auto say = [&](const Vector3d& a, const Vector3d& b, double weight) {
+    const double sure = kSureLine * model.leg_length[0];
+    return sure > 0.0 ? weight * std::min(1.0, Flat(a - b, up).norm() / sure)
+                      : weight;
+  };
+  // Continuity, one cue: where the hips face now, turned as far as the lines
+  // across the feet and the hands turned from where the start pose has them
+  // (on a stream, the previous frame's). (Not turned, it held the 30 Hz
+  // hop's spin 139 degrees off: the lag grew past 90 degrees and the cues
+  // pulled it round the other way; half a cue instead, the wave at 30 Hz
+  // leaned and left its MPJPE bar. Turned: 72 degrees, the wave 4.5 cm.)
+  Vector3d prior = facing.normalized();
+  {
+    double c = 0.0, s = 0.0;
+    auto turned = [&](const Vector3d& now, const Vector3d& before,
+                      double weight) {
+      const Vector3d a = Flat(before, up), b = Flat(now, up);
+      const double n = a.norm() * b.norm();
+      if (!(n > 0.0) || !(weight > 0.0)) return;
+      c += weight * a.dot(b) / n;
+      s += weight * up.dot(a.cross(b)) / n;
+    };
+    if (placed[0] && placed[1]) {
+      turned(feet[0] - feet[1],
+             globals[model.legs[0].foot].translation -
+                 globals[model.legs[1].foot].translation,
+             say(feet[0], feet[1], grounded[0] * grounded[1]));
+    }
+    if (hand[0] >= 0 && hand[1] >= 0) {
+      turned(goals[hand[0]].target - goals[hand[1]].target,
+             globals[model.arms[0].hand].translation -
+                 globals[model.arms[1].hand].translation,
+             say(goals[hand[0]].target, goals[hand[1]].target, 1.0));
+    }
+    if (c > 0.0) prior = Eigen::AngleAxisd(std::atan2(s, c), up) * prior;
+  }
+  Vector3d heading = prior;
+  auto add = [&](const Vector3d& f, double weight) {
+    if (f.norm() > 1e-9 && weight > 0.0) heading += weight * f.normalized();
+  };
   for (int side = 0; side < 2; ++side) {
     if (foot[side] >= 0 && goals[foot[side]].target_orientation) {
-      const Vector3d f =
-          Flat(goals[foot[side]].target_orientation->normalized() *
+      add(Flat(goals[foot[side]].target_orientation->normalized() *
                    model.foot_forward[side],
-               up);
-      if (f.norm() > 1e-9) heading += f.normalized();
+               up),
+          grounded[side]);
     }
   }
   if (head >= 0 && goals[head].target_orientation) {
-    const Vector3d f = Flat(
-        goals[head].target_orientation->normalized() * model.head_forward, up);
-    if (f.norm() > 1e-9) heading += f.normalized();
+    add(Flat(goals[head].target_orientation->normalized() * model.head_forward,
+             up),
+        1.0);
   }
-  // (Measured on the CMU clips without orientation targets: the lines
-  // across the hands and the feet together, one unit vector, followed the
-  // performer's hips best; the feet's line alone or weighted by its length
-  // turned the pelvis up to 60-110 degrees off.)
-  Vector3d across = Flat(feet[0] - feet[1], up);
+  auto line = [&](const Vector3d& a, const Vector3d& b, double weight) {
+    add(Flat(a - b, up).cross(up), say(a, b, weight));
+  };
+  line(feet[0], feet[1], grounded[0] * grounded[1]);
   if (hand[0] >= 0 && hand[1] >= 0) {
-    across += Flat(goals[hand[0]].target - goals[hand[1]].target, up);
+    line(goals[hand[0]].target, goals[hand[1]].target, 1.0);
   }
-  if (across.norm() > 1e-9) heading += across.cross(up).normalized();
   if (!(heading.norm() > 1e-9)) heading = facing;
   heading.normalize();
 
@@ -584,14 +664,31 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       face.aim_axis = model.pelvis_forward;
       // Facing the heading; without a head goal, where it faces (upright:
       // a reach down is not a bow at the hips).
-      face.target = target + model.leg_length[0] *
-                                 (head >= 0 ? heading : facing.normalized());
+      face.target =
+          target + model.leg_length[0] *
+                       (head >= 0
+                            ? heading
+                            : Flat(pelvis.rotation * model.pelvis_forward, up)
+                                  .normalized());
       goals.push_back(place);
       goals.push_back(face);
       soft.push_back(1);
       soft.push_back(1);
       cone.push_back(0.0);
       cone.push_back(0.0);
+      // A free joint below the pelvis that carries both hip sockets faces
+      // the heading too. (Held on the pelvis alone, such a helper turned
+      // the hip line 22-33 degrees off on Character Creator's and BCN's
+      // rigs; held instead of the pelvis, the pelvis bowed over it, BCN's
+      // spine 132 degrees for hands to the floor.)
+      if (head >= 0 && model.hips != model.pelvis) {
+        Goal hips = BodyGoal(model.hips, target, soft_priority);
+        hips.aim_axis = model.hips_forward;
+        hips.target = target + model.leg_length[0] * heading;
+        goals.push_back(hips);
+        soft.push_back(1);
+        cone.push_back(0.0);
+      }
     }
   }
 

@@ -47,6 +47,10 @@ struct BodyModel {
   std::vector<double> reach;
   bool human = false;
   int pelvis = -1;
+  // The joint whose turn turns the line across the hip sockets: the lowest
+  // joint above both thighs (the pelvis on most rigs; a helper below it,
+  // free, on Character Creator's and BCN's).
+  int hips = -1;
   int head = -1;
   std::array<Arm, 2> arms;
   std::array<Leg, 2> legs;
@@ -107,6 +111,7 @@ struct BodyModel {
   // as seen from the pelvis, the head and each foot (their rest rotation's
   // inverse applied to the characterisation's forward).
   Eigen::Vector3d pelvis_forward = Eigen::Vector3d::UnitZ();
+  Eigen::Vector3d hips_forward = Eigen::Vector3d::UnitZ();
   Eigen::Vector3d head_forward = Eigen::Vector3d::UnitZ();
   std::array<Eigen::Vector3d, 2> foot_forward{
       {Eigen::Vector3d::UnitZ(), Eigen::Vector3d::UnitZ()}};
@@ -127,10 +132,15 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 //   under the head by the rest pose's trunk height (the trunk upright: a
 //   lower head lowers the pelvis and bends the knees) and low enough for
 //   the upright trunk's shoulders to reach the hands, but no higher than
-//   the legs reach the feet, and turns toward the heading of the feet,
-//   hands and head. The pose's root is moved there, and two goals of the body
-//   model (soft: solved after every goal of the request, in their null space,
-//   never keeping a solve going) hold the pelvis there and facing there.
+//   the legs reach the feet, and turns toward the heading: a mean of cues
+//   weighted by what each says at the frame (where the hips face now,
+//   carried along as far as the lines across the feet and the hands turned
+//   from the start pose; the feet's and the head's forward; the lines
+//   across the feet and the hands; a raised foot and a short line say
+//   less). The pose's root is moved there, and goals of the body model
+//   (soft: solved after every goal of the request, in their null space,
+//   never keeping a solve going) hold the pelvis there and facing there,
+//   and `hips` too where it is not the pelvis.
 // - Preferred bends: a foot or hand goal without a pole gets one in front
 //   of the knee (the heading) or behind and below the elbow, with a cone of
 //   `kPreferredBendCone` left free: the limb turns only when its bend is
