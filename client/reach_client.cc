@@ -483,7 +483,12 @@ bool FrameStreamClient<Request, Response>::Resume(const grpc::Status& broken) {
     if (resume_.reseed) {
       const absl::Status seeded = resume_.reseed(&frames);
       if (!seeded.ok()) {
-        if (seeded.code() == absl::StatusCode::kUnavailable) {
+        // A replica draining (SIGTERM) cancels the calls it still holds,
+        // this one's reseed among them: like a broken stream's CANCELLED,
+        // the server going away, not this client (whose own cancel each
+        // round checks), so the next round asks again.
+        if (seeded.code() == absl::StatusCode::kUnavailable ||
+            seeded.code() == absl::StatusCode::kCancelled) {
           attempt = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                  std::string(seeded.message()));
           continue;
