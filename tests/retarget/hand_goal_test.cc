@@ -54,12 +54,8 @@ TEST_P(HandGoalTest, LimbBonesPointAsTheSourcesAndElbowsBendAsItsDo) {
   const Rig source = testing::LoadRetargetRig(GetParam().source);
   const Rig target = testing::LoadRetargetRig(GetParam().target);
   ASSERT_GT(source.clip.num_frames, 1);
-  const RetargetSide from{&source.skeleton, &source.roles, source.reference};
-  const absl::StatusOr<Pose> aligned =
-      AlignLimbs(from, {&target.skeleton, &target.roles, target.reference});
-  ASSERT_TRUE(aligned.ok()) << aligned.status();
   const absl::StatusOr<Retargeter> made =
-      Retargeter::Create(from, {&target.skeleton, &target.roles, *aligned}, {});
+      testing::MakeRetargeter(source, target);
   ASSERT_TRUE(made.ok()) << made.status();
   const Characterization& sc = source.roles;
   const Characterization& tc = target.roles;

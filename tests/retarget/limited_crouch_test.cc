@@ -34,6 +34,8 @@
 namespace reach::retarget {
 namespace {
 
+using testing::Jitter;
+
 using Eigen::Vector3d;
 using testing::IndependentFk;
 using testing::IndependentGlobals;
@@ -59,33 +61,13 @@ double KneeBend(const Leg& l, const IndependentGlobals& g) {
   return std::acos(std::clamp(a.dot(b) / (a.norm() * b.norm()), -1.0, 1.0));
 }
 
-double Jitter(const std::vector<IndependentGlobals>& frames,
-              const std::vector<int>& joints, double legs) {
-  double sum = 0.0;
-  int count = 0;
-  for (size_t i = 3; i < frames.size(); ++i) {
-    for (int j : joints) {
-      sum += (frames[i].position[j] - 3.0 * frames[i - 1].position[j] +
-              3.0 * frames[i - 2].position[j] - frames[i - 3].position[j])
-                 .norm() /
-             legs;
-      ++count;
-    }
-  }
-  return count > 0 ? sum / count : 0.0;
-}
-
 TEST(LimitedCrouchTest, HeldFeetStayWhereTheKneesCannotFoldAsFar) {
   const testing::RetargetRig source =
       testing::LoadRetargetRig("rigs/Boxing_Toes.bvh");
   const testing::RetargetRig target =
       testing::LoadRetargetRig("humanoid_limited.skeleton.json");
-  const RetargetSide from{&source.skeleton, &source.roles, source.reference};
-  const absl::StatusOr<Pose> aligned =
-      AlignLimbs(from, {&target.skeleton, &target.roles, target.reference});
-  ASSERT_TRUE(aligned.ok()) << aligned.status();
   const absl::StatusOr<Retargeter> made =
-      Retargeter::Create(from, {&target.skeleton, &target.roles, *aligned}, {});
+      testing::MakeRetargeter(source, target);
   ASSERT_TRUE(made.ok()) << made.status();
   const Characterization& sc = source.roles;
   const Characterization& tc = target.roles;

@@ -43,15 +43,6 @@ const char* const kClips[] = {
 using Rig = testing::RetargetRig;
 Rig LoadRig(const std::string& file) { return testing::LoadRetargetRig(file); }
 
-absl::StatusOr<Retargeter> Make(const Rig& source, const Rig& target) {
-  const RetargetSide from{&source.skeleton, &source.roles, source.reference};
-  const absl::StatusOr<Pose> aligned =
-      AlignLimbs(from, {&target.skeleton, &target.roles, target.reference});
-  if (!aligned.ok()) return aligned.status();
-  return Retargeter::Create(from, {&target.skeleton, &target.roles, *aligned},
-                            {});
-}
-
 double Angle(const Vector3d& a, const Vector3d& b) {
   return std::atan2(a.cross(b).norm(), a.dot(b));
 }
@@ -146,7 +137,8 @@ struct Figures {
 
 Figures Measure(const Rig& source, const Rig& target) {
   Figures fig;
-  const absl::StatusOr<Retargeter> made = Make(source, target);
+  const absl::StatusOr<Retargeter> made =
+      testing::MakeRetargeter(source, target);
   EXPECT_TRUE(made.ok()) << made.status();
   if (!made.ok()) return fig;
   const Retargeter& r = *made;
@@ -465,7 +457,8 @@ class FingersOnBcnTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(FingersOnBcnTest, FingersTurnAsTheSourcesAgainstTheHand) {
   const Rig source = LoadRig(GetParam());
   const Rig target = LoadRig("rigs/BCN_Epileptic.glb");
-  const absl::StatusOr<Retargeter> made = Make(source, target);
+  const absl::StatusOr<Retargeter> made =
+      testing::MakeRetargeter(source, target);
   ASSERT_TRUE(made.ok()) << made.status();
   const Transfer& tr = made->transfer();
   const Characterization& tc = target.roles;

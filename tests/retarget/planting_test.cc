@@ -40,6 +40,8 @@
 namespace reach::retarget {
 namespace {
 
+using testing::Jitter;
+
 using Eigen::Vector3d;
 using testing::IndependentFk;
 using testing::IndependentGlobals;
@@ -109,41 +111,19 @@ ClipRun Retarget(const Rig& source, const Retargeter& retargeter) {
   return run;
 }
 
-// The mean size of the third difference of `joints`' positions over the
-// clip (each over its side's leg length): jitter.
-double Jitter(const std::vector<IndependentGlobals>& frames,
-              const std::vector<int>& joints, double legs) {
-  double sum = 0.0;
-  int count = 0;
-  for (size_t i = 3; i < frames.size(); ++i) {
-    for (int j : joints) {
-      sum += (frames[i].position[j] - 3.0 * frames[i - 1].position[j] +
-              3.0 * frames[i - 2].position[j] - frames[i - 3].position[j])
-                 .norm() /
-             legs;
-      ++count;
-    }
-  }
-  return count > 0 ? sum / count : 0.0;
-}
-
 class PlantingTest : public ::testing::TestWithParam<Scenario> {};
 
 TEST_P(PlantingTest, FeetStayWhileTheSourceStandsAndCatchUpGently) {
   const Rig source = LoadRig(GetParam().source);
   const Rig target = LoadRig(GetParam().target);
   ASSERT_GT(source.clip.num_frames, 4);
-  const RetargetSide from{&source.skeleton, &source.roles, source.reference};
-  const absl::StatusOr<Pose> aligned =
-      AlignLimbs(from, {&target.skeleton, &target.roles, target.reference});
-  ASSERT_TRUE(aligned.ok()) << aligned.status();
-  const RetargetSide to{&target.skeleton, &target.roles, *aligned};
-  const absl::StatusOr<Retargeter> made = Retargeter::Create(from, to, {});
+  const absl::StatusOr<Retargeter> made =
+      testing::MakeRetargeter(source, target);
   ASSERT_TRUE(made.ok()) << made.status();
   RetargetOptions no_planting;
   no_planting.plant_feet = false;
   const absl::StatusOr<Retargeter> unplanted =
-      Retargeter::Create(from, to, no_planting);
+      testing::MakeRetargeter(source, target, no_planting);
   ASSERT_TRUE(unplanted.ok()) << unplanted.status();
   const ClipRun run = Retarget(source, *made);
   const ClipRun plain = Retarget(source, *unplanted);

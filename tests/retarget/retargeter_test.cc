@@ -1,7 +1,6 @@
 // The whole retarget (transfer, goals, planting, full-body solve) on every
 // clip of tests/data/mocap and the Boxing clip onto every target rig,
 // checked by a forward kinematics written here (tests/testing/sweep.h).
-#include "retarget/quality.h"
 #include "retarget/retargeter.h"
 
 #include <algorithm>
@@ -16,13 +15,16 @@
 #include "importers/bvh.h"
 #include "importers/gltf.h"
 #include "retarget/characterize.h"
+#include "retarget/quality.h"
 #include "tests/testing/full_body.h"
-#include "tests/testing/retarget_rigs.h"
 #include "tests/testing/models.h"
+#include "tests/testing/retarget_rigs.h"
 #include "tests/testing/sweep.h"
 
 namespace reach::retarget {
 namespace {
+
+using testing::MakeRetargeter;
 
 using Eigen::Quaterniond;
 using Eigen::Vector3d;
@@ -33,9 +35,7 @@ using testing::TurnAt;
 constexpr double kDegree = M_PI / 180.0;
 
 using Rig = testing::RetargetRig;
-Rig LoadRig(const std::string& file) {
-  return testing::LoadRetargetRig(file);
-}
+Rig LoadRig(const std::string& file) { return testing::LoadRetargetRig(file); }
 
 double Angle(const Vector3d& a, const Vector3d& b) {
   return std::atan2(a.cross(b).norm(), a.dot(b));
@@ -43,15 +43,15 @@ double Angle(const Vector3d& a, const Vector3d& b) {
 
 // The hips: the thigh joints' midpoint.
 Vector3d Hips(const Characterization& c, const IndependentGlobals& g) {
-  return 0.5 * (g.position[c.legs[kLeft].thigh] +
-                g.position[c.legs[kRight].thigh]);
+  return 0.5 *
+         (g.position[c.legs[kLeft].thigh] + g.position[c.legs[kRight].thigh]);
 }
 
 // The hips' height above the feet along `up`.
 double HipHeight(const Characterization& c, const IndependentGlobals& g,
                  const Vector3d& up) {
-  const Vector3d feet = 0.5 * (g.position[c.legs[kLeft].foot] +
-                               g.position[c.legs[kRight].foot]);
+  const Vector3d feet =
+      0.5 * (g.position[c.legs[kLeft].foot] + g.position[c.legs[kRight].foot]);
   return (Hips(c, g) - feet).dot(up);
 }
 
@@ -94,10 +94,12 @@ std::vector<double> Places(const std::vector<int>& chain,
     size_t end = i + 1;
     while (end < n && len[end] < 0.01 * total / (n - 1)) ++end;
     for (size_t m = 1; end - i > 1 && m < end - i; ++m) {
-      at[i + m] = end < n ? at[i] + (at[end] - at[i]) * m / (end - i)
-                          : at[i - 1] + (at[i] - at[i - 1]) * (m + 1) / (end - i);
+      at[i + m] = end < n
+                      ? at[i] + (at[end] - at[i]) * m / (end - i)
+                      : at[i - 1] + (at[i] - at[i - 1]) * (m + 1) / (end - i);
     }
-    if (end == n && end - i > 1) at[i] = at[i - 1] + (at[i] - at[i - 1]) / (end - i);
+    if (end == n && end - i > 1)
+      at[i] = at[i - 1] + (at[i] - at[i - 1]) / (end - i);
     i = end;
   }
   return at;
@@ -114,30 +116,17 @@ struct Figures {
   double fk_bones_max_deg = 0.0;
   double limb_bones_mean_deg = 0.0;  // Upper arm, forearm, thigh, shin.
   double limb_bones_max_deg = 0.0;
-  double worst_height = 0.0;  // |target ratio / source ratio - 1|.
-  double worst_goal = 0.0;    // Over body height.
+  double worst_height = 0.0;         // |target ratio / source ratio - 1|.
+  double worst_goal = 0.0;           // Over body height.
   double worst_direction_deg = 0.0;  // Limb start-to-end vs the rule.
-  double worst_slide = 0.0;   // Over the target's leg length.
-  double worst_below = 0.0;   // Below floor + ankle height, over leg.
+  double worst_slide = 0.0;          // Over the target's leg length.
+  double worst_below = 0.0;          // Below floor + ankle height, over leg.
   double worst_step_excess_deg = 0.0;
   double neck_mean_deg = 0.0;  // Neck and head directions.
   double head_mean_deg = 0.0;
   int contacts = 0;
   int frames = 0;
 };
-
-// The retargeter from `source` onto `target` with default options, the
-// target's limbs aligned to the source's first (AlignLimbs).
-absl::StatusOr<Retargeter> MakeRetargeter(const Rig& source,
-                                          const Rig& target) {
-  const RetargetSide source_side{&source.skeleton, &source.roles,
-                                 source.reference};
-  const absl::StatusOr<Pose> aligned = AlignLimbs(
-      source_side, {&target.skeleton, &target.roles, target.reference});
-  if (!aligned.ok()) return aligned.status();
-  return Retargeter::Create(source_side,
-                            {&target.skeleton, &target.roles, *aligned}, {});
-}
 
 class RetargeterPairTest : public ::testing::TestWithParam<Pair> {};
 
@@ -219,8 +208,10 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
     return chain;
   };
   const bool has_head = sc.head >= 0 && tc.head >= 0;
-  const std::vector<int> s_neck = has_head ? neck_chain(sc) : std::vector<int>{};
-  const std::vector<int> t_neck = has_head ? neck_chain(tc) : std::vector<int>{};
+  const std::vector<int> s_neck =
+      has_head ? neck_chain(sc) : std::vector<int>{};
+  const std::vector<int> t_neck =
+      has_head ? neck_chain(tc) : std::vector<int>{};
   const std::vector<double> s_places = Places(s_neck, source_ref);
   const std::vector<double> t_places = Places(t_neck, target_ref);
   double neck_sum = 0.0, head_sum = 0.0;
@@ -233,10 +224,9 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
   // From frame 1: the CMU clips' frame 0 is their calibration T-pose.
   for (int f = 1; f < frames; ++f) {
     source.clip.FramePose(f, &source_pose);
-    ASSERT_TRUE(retargeter
-                    .Apply(source_pose, dt, state, scratch, &target_pose,
-                           &result)
-                    .ok());
+    ASSERT_TRUE(
+        retargeter.Apply(source_pose, dt, state, scratch, &target_pose, &result)
+            .ok());
     meter.Add(source_pose, target_pose, result, state);
     const IndependentGlobals s = IndependentFk(source.skeleton, source_pose);
     const IndependentGlobals t = IndependentFk(target.skeleton, target_pose);
@@ -253,8 +243,8 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
       // s.rotation * ref^-1: the target's is to turn the same in its frame.
       const Quaterniond turn =
           s.rotation[sa] * source_ref.rotation[sa].conjugate();
-      const Vector3d want = transfer.align() *
-                            (turn * (transfer.align().conjugate() * t_ref));
+      const Vector3d want =
+          transfer.align() * (turn * (transfer.align().conjugate() * t_ref));
       return Angle(want, t_now);
     };
     for (const auto& bone : fk_bones) {
@@ -287,14 +277,14 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
         const Quaterniond turn =
             TurnAt(s_neck, s_places, t_places[i], s, source_ref);
         const Vector3d want = align * (turn * (align.conjugate() * ref));
-        neck_sum += Angle(want, t.position[t_neck[i + 1]] -
-                                    t.position[t_neck[i]]);
+        neck_sum +=
+            Angle(want, t.position[t_neck[i + 1]] - t.position[t_neck[i]]);
         ++neck_count;
       }
-      const Quaterniond s_turn = align *
-                                 (s.rotation[sc.head] *
-                                  source_ref.rotation[sc.head].conjugate()) *
-                                 align.conjugate();
+      const Quaterniond s_turn =
+          align *
+          (s.rotation[sc.head] * source_ref.rotation[sc.head].conjugate()) *
+          align.conjugate();
       const Quaterniond t_turn =
           t.rotation[tc.head] * target_ref.rotation[tc.head].conjugate();
       head_sum += std::max(Angle(s_turn * tc.up, t_turn * tc.up),
@@ -339,8 +329,8 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
         ASSERT_TRUE(r.active);
         const auto [ta, tb] = limbs[i].second;
         const auto [sa, sb] = source_limbs[i];
-        fig.worst_goal = std::max(
-            fig.worst_goal, (t.position[tb] - r.goal).norm() / height);
+        fig.worst_goal =
+            std::max(fig.worst_goal, (t.position[tb] - r.goal).norm() / height);
         if (i == 0 || r.planted || r.adjusted) continue;
         const Vector3d s_reach = s.position[sb] - s.position[sa];
         const Vector3d t_reach = t.position[tb] - t.position[ta];
@@ -365,11 +355,10 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
       }
       was_planted[k] = result.feet[k].planted;
       const double lowest =
-          state.target_floor +
-          retargeter.options().ankle_height * target_legs;
-      fig.worst_below = std::max(
-          fig.worst_below,
-          (lowest - retargeter.floor_up().dot(at)) / target_legs);
+          state.target_floor + retargeter.options().ankle_height * target_legs;
+      fig.worst_below =
+          std::max(fig.worst_below,
+                   (lowest - retargeter.floor_up().dot(at)) / target_legs);
     }
     // Moves and per-frame steps (model-space rotations).
     for (int j = 0; j < n; ++j) {
@@ -377,7 +366,8 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
         moved[j] = true;
       }
       if (f > 1) {
-        const double step = t.rotation[j].angularDistance(previous_t.rotation[j]);
+        const double step =
+            t.rotation[j].angularDistance(previous_t.rotation[j]);
         if (step > target_step[j]) {
           target_step[j] = step;
           step_frame[j] = f;
@@ -386,8 +376,9 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
     }
     if (f > 1) {
       for (int j = 0; j < source.skeleton.num_joints(); ++j) {
-        source_step[j] = std::max(
-            source_step[j], s.rotation[j].angularDistance(previous_s.rotation[j]));
+        source_step[j] =
+            std::max(source_step[j],
+                     s.rotation[j].angularDistance(previous_s.rotation[j]));
       }
     }
     previous_s = s;
@@ -404,7 +395,8 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
     if (k < 0) continue;
     double allowed = source_step[k];
     if (transfer.source_next_of(r.joint) >= 0) {
-      allowed = std::max(allowed, source_step[transfer.source_next_of(r.joint)]);
+      allowed =
+          std::max(allowed, source_step[transfer.source_next_of(r.joint)]);
     }
     const double excess = (target_step[r.joint] - allowed) / kDegree;
     if (excess > fig.worst_step_excess_deg) {
@@ -423,8 +415,8 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
                            r.role.find(".middle.") != std::string::npos ||
                            r.role.find(".ring.") != std::string::npos ||
                            r.role.find(".pinky.") != std::string::npos;
-    if (!is_finger && (source_moved_local[k] ||
-                       (k2 >= 0 && source_moved_local[k2]))) {
+    if (!is_finger &&
+        (source_moved_local[k] || (k2 >= 0 && source_moved_local[k2]))) {
       EXPECT_TRUE(moved_local[r.joint])
           << r.role << " (" << target.skeleton.joint(r.joint).name
           << ") never turns against its parent";
@@ -439,9 +431,9 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
       GetParam().source, GetParam().target, fig.frames, fig.fk_bones_mean_deg,
       fig.fk_bones_max_deg, fig.limb_bones_mean_deg, fig.limb_bones_max_deg,
       100 * fig.worst_height, fig.worst_goal, fig.worst_direction_deg,
-      fig.contacts, fig.worst_slide, fig.worst_below,
-      fig.worst_step_excess_deg, worst_joint.c_str(), worst_fk_bone.c_str(),
-      worst_limb_bone.c_str(), fig.neck_mean_deg, fig.head_mean_deg);
+      fig.contacts, fig.worst_slide, fig.worst_below, fig.worst_step_excess_deg,
+      worst_joint.c_str(), worst_fk_bone.c_str(), worst_limb_bone.c_str(),
+      fig.neck_mean_deg, fig.head_mean_deg);
   const RetargetQuality q = meter.Result();
   EXPECT_EQ(q.frames, frames - 1);
   EXPECT_NEAR(q.bones_mean_deg, fig.fk_bones_mean_deg, 1e-6);
@@ -455,11 +447,11 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
   EXPECT_NEAR(q.below_floor_worst, fig.worst_below, 1e-9);
   EXPECT_NEAR(q.step_excess_worst_deg, fig.worst_step_excess_deg, 1e-6);
   EXPECT_TRUE(q.unmoved.empty());
-  EXPECT_EQ(q.mapped_joints, static_cast<int>(std::count_if(
-                                 tc.roles.begin(), tc.roles.end(),
-                                 [&](const RoleAssignment& r) {
-                                   return source_of(r.joint) >= 0;
-                                 })));
+  EXPECT_EQ(q.mapped_joints,
+            static_cast<int>(std::count_if(tc.roles.begin(), tc.roles.end(),
+                                           [&](const RoleAssignment& r) {
+                                             return source_of(r.joint) >= 0;
+                                           })));
   EXPECT_LE(fig.fk_bones_mean_deg, 3.0);
   EXPECT_LE(fig.fk_bones_max_deg, 10.0);
   EXPECT_LE(fig.neck_mean_deg, 5.0);
@@ -477,10 +469,10 @@ TEST_P(RetargeterPairTest, MeetsTheAcceptanceFigures) {
 }
 
 std::vector<Pair> AllPairs() {
-  const char* sources[] = {"mocap/cmu_01_01_jump.bvh", "mocap/cmu_02_01_walk.bvh",
-                           "mocap/cmu_06_15_shoot_ccrig.bvh",
-                           "mocap/cmu_131_03_hop.bvh", "mocap/cmu_141_16_wave.bvh",
-                           "rigs/Boxing_Toes.bvh"};
+  const char* sources[] = {
+      "mocap/cmu_01_01_jump.bvh",        "mocap/cmu_02_01_walk.bvh",
+      "mocap/cmu_06_15_shoot_ccrig.bvh", "mocap/cmu_131_03_hop.bvh",
+      "mocap/cmu_141_16_wave.bvh",       "rigs/Boxing_Toes.bvh"};
   const char* targets[] = {"rigs/Boxing_Toes.bvh", "rigs/BCN_Epileptic.glb",
                            "gltf/RiggedFigure.glb", "humanoid.skeleton.json",
                            "mocap/cmu_06_15_shoot_ccrig.bvh"};
@@ -494,15 +486,17 @@ std::vector<Pair> AllPairs() {
   return pairs;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rigs, RetargeterPairTest, ::testing::ValuesIn(AllPairs()),
-    [](const ::testing::TestParamInfo<Pair>& info) {
-      std::string name = absl::StrCat(info.param.source, "_to_", info.param.target);
-      for (char& ch : name) {
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Rigs, RetargeterPairTest,
+                         ::testing::ValuesIn(AllPairs()),
+                         [](const ::testing::TestParamInfo<Pair>& info) {
+                           std::string name = absl::StrCat(
+                               info.param.source, "_to_", info.param.target);
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch)))
+                               ch = '_';
+                           }
+                           return name;
+                         });
 
 // The walk onto the BCN rig, as a stream: a fresh state per run.
 struct WalkOntoBcn {
@@ -518,13 +512,20 @@ struct WalkOntoBcn {
 TEST(RetargeterTest, OptionsAreCheckedNamingTheField) {
   const WalkOntoBcn rigs;
   const std::pair<void (*)(RetargetOptions&), const char*> cases[] = {
-      {[](RetargetOptions& o) { o.contact_speed = 0.0; }, "options.contact_speed"},
-      {[](RetargetOptions& o) { o.contact_height = NAN; }, "options.contact_height"},
-      {[](RetargetOptions& o) { o.ankle_height = 2.0; }, "options.ankle_height"},
-      {[](RetargetOptions& o) { o.release_seconds = -1.0; }, "options.release_seconds"},
-      {[](RetargetOptions& o) { o.max_iterations = 0; }, "options.max_iterations"},
-      {[](RetargetOptions& o) { o.pelvis_scale = -1.0; }, "options.pelvis_scale"},
-      {[](RetargetOptions& o) { o.source_floor = INFINITY; }, "options.source_floor"},
+      {[](RetargetOptions& o) { o.contact_speed = 0.0; },
+       "options.contact_speed"},
+      {[](RetargetOptions& o) { o.contact_height = NAN; },
+       "options.contact_height"},
+      {[](RetargetOptions& o) { o.ankle_height = 2.0; },
+       "options.ankle_height"},
+      {[](RetargetOptions& o) { o.release_seconds = -1.0; },
+       "options.release_seconds"},
+      {[](RetargetOptions& o) { o.max_iterations = 0; },
+       "options.max_iterations"},
+      {[](RetargetOptions& o) { o.pelvis_scale = -1.0; },
+       "options.pelvis_scale"},
+      {[](RetargetOptions& o) { o.source_floor = INFINITY; },
+       "options.source_floor"},
   };
   for (const auto& [change, field] : cases) {
     RetargetOptions options;
@@ -544,7 +545,8 @@ TEST(RetargeterTest, ABadSourcePoseOrFrameTimeIsRefused) {
   RetargetScratch scratch;
   Pose source = RestPose(rigs.source.skeleton), target;
   source.local.pop_back();
-  absl::Status status = r->Apply(source, 0.01, state, scratch, &target, nullptr);
+  absl::Status status =
+      r->Apply(source, 0.01, state, scratch, &target, nullptr);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), ::testing::HasSubstr("source"));
   EXPECT_FALSE(state.started);
@@ -579,8 +581,8 @@ TEST_P(LimitedTargetTest, EveryFrameStaysWithinTheLimits) {
   std::string first_violation;
   for (int f = 1; f < source.clip.num_frames; ++f) {
     source.clip.FramePose(f, &source_pose);
-    ASSERT_TRUE(made->Apply(source_pose, source.clip.frame_time, state,
-                            scratch, &target_pose, &result)
+    ASSERT_TRUE(made->Apply(source_pose, source.clip.frame_time, state, scratch,
+                            &target_pose, &result)
                     .ok());
     ++frames;
     std::string why;
@@ -603,25 +605,28 @@ TEST_P(LimitedTargetTest, EveryFrameStaysWithinTheLimits) {
       unreached += !limb->reached;
     }
   }
-  std::printf("%s onto the limited humanoid: %d of %d frames outside the "
-              "limits; %d of %d goals unreached\n",
-              GetParam(), violating_frames, frames, unreached, goals);
+  std::printf(
+      "%s onto the limited humanoid: %d of %d frames outside the "
+      "limits; %d of %d goals unreached\n",
+      GetParam(), violating_frames, frames, unreached, goals);
   EXPECT_EQ(violating_frames, 0) << first_violation;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Clips, LimitedTargetTest,
-    ::testing::Values("mocap/cmu_01_01_jump.bvh", "mocap/cmu_02_01_walk.bvh",
-                      "mocap/cmu_06_15_shoot_ccrig.bvh",
-                      "mocap/cmu_131_03_hop.bvh", "mocap/cmu_141_16_wave.bvh"),
-    [](const ::testing::TestParamInfo<const char*>& info) {
-      std::string name = info.param;
-      name = name.substr(name.find('/') + 1);
-      for (char& ch : name) {
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Clips, LimitedTargetTest,
+                         ::testing::Values("mocap/cmu_01_01_jump.bvh",
+                                           "mocap/cmu_02_01_walk.bvh",
+                                           "mocap/cmu_06_15_shoot_ccrig.bvh",
+                                           "mocap/cmu_131_03_hop.bvh",
+                                           "mocap/cmu_141_16_wave.bvh"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           name = name.substr(name.find('/') + 1);
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch)))
+                               ch = '_';
+                           }
+                           return name;
+                         });
 
 // With IK off on every limb the pose is the transfer's, unsolved; with it
 // on, a second run of the same clip with a fresh state gives bit-identical
@@ -649,14 +654,16 @@ TEST(RetargeterTest, IkOffIsTheTransferAndRunsRepeatExactly) {
     }
     plain->transfer().Apply(source, transfer_scratch, &want);
     for (size_t j = 0; j < want.local.size(); ++j) {
-      ASSERT_EQ(got.local[j].rotation.coeffs(), want.local[j].rotation.coeffs());
+      ASSERT_EQ(got.local[j].rotation.coeffs(),
+                want.local[j].rotation.coeffs());
       ASSERT_EQ(got.local[j].translation, want.local[j].translation);
     }
     ASSERT_TRUE(full->Apply(source, dt, first, scratch, &got, nullptr).ok());
     RetargetScratch other;
     ASSERT_TRUE(full->Apply(source, dt, second, other, &again, nullptr).ok());
     for (size_t j = 0; j < got.local.size(); ++j) {
-      ASSERT_EQ(got.local[j].rotation.coeffs(), again.local[j].rotation.coeffs())
+      ASSERT_EQ(got.local[j].rotation.coeffs(),
+                again.local[j].rotation.coeffs())
           << "frame " << f;
       ASSERT_EQ(got.local[j].translation, again.local[j].translation);
     }
@@ -681,8 +688,8 @@ TEST(RetargeterTest, TheFloorIsGivenOrFoundUnderTheFirstFrame) {
   EXPECT_EQ(sa.source_floor, -3.0);
   const IndependentGlobals g = IndependentFk(rigs.source.skeleton, source);
   const Characterization& c = rigs.source.roles;
-  const double legs = LegLength(c, IndependentFk(rigs.source.skeleton,
-                                                 rigs.source.reference));
+  const double legs =
+      LegLength(c, IndependentFk(rigs.source.skeleton, rigs.source.reference));
   const double lower = std::min(g.position[c.legs[kLeft].foot].y(),
                                 g.position[c.legs[kRight].foot].y());
   EXPECT_NEAR(sb.source_floor, lower - 0.05 * legs, 1e-3 * legs);

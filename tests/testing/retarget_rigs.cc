@@ -59,4 +59,32 @@ Eigen::Quaterniond TurnAt(const std::vector<int>& chain,
   return turn(k).slerp(w, turn(k + 1));
 }
 
+absl::StatusOr<retarget::Retargeter> MakeRetargeter(
+    const RetargetRig& source, const RetargetRig& target,
+    const retarget::RetargetOptions& options) {
+  const retarget::RetargetSide from{&source.skeleton, &source.roles,
+                                    source.reference};
+  const absl::StatusOr<Pose> aligned = retarget::AlignLimbs(
+      from, {&target.skeleton, &target.roles, target.reference});
+  if (!aligned.ok()) return aligned.status();
+  return retarget::Retargeter::Create(
+      from, {&target.skeleton, &target.roles, *aligned}, options);
+}
+
+double Jitter(const std::vector<IndependentGlobals>& frames,
+              const std::vector<int>& joints, double legs) {
+  double sum = 0.0;
+  int count = 0;
+  for (size_t i = 3; i < frames.size(); ++i) {
+    for (int j : joints) {
+      sum += (frames[i].position[j] - 3.0 * frames[i - 1].position[j] +
+              3.0 * frames[i - 2].position[j] - frames[i - 3].position[j])
+                 .norm() /
+             legs;
+      ++count;
+    }
+  }
+  return count > 0 ? sum / count : 0.0;
+}
+
 }  // namespace reach::testing

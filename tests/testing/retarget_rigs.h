@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "Eigen/Geometry"
+#include "absl/status/statusor.h"
 #include "importers/bvh.h"
 #include "retarget/characterize.h"
+#include "retarget/retargeter.h"
 #include "solvers/pose.h"
 #include "solvers/skeleton.h"
 #include "tests/testing/sweep.h"
@@ -38,6 +40,17 @@ Eigen::Quaterniond TurnAt(const std::vector<int>& chain,
                           const std::vector<double>& at, double place,
                           const IndependentGlobals& now,
                           const IndependentGlobals& ref);
+
+// A retargeter from `source` onto `target` with the target's limbs aligned
+// to the source's first (AlignLimbs), as `reach retarget` makes one.
+absl::StatusOr<retarget::Retargeter> MakeRetargeter(
+    const RetargetRig& source, const RetargetRig& target,
+    const retarget::RetargetOptions& options = {});
+
+// The mean size of the third difference of `joints`' positions over
+// `frames`, over `legs` (a leg length): jitter.
+double Jitter(const std::vector<IndependentGlobals>& frames,
+              const std::vector<int>& joints, double legs);
 
 }  // namespace reach::testing
 
