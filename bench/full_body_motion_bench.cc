@@ -5,7 +5,8 @@
 // CI. Times are printed, never judged.
 //
 //   full_body_motion_bench [--clips DIR] [--clip NAME[,NAME...]]
-//       [--mode all|clip|30hz|noorient|30hz-noorient|sparse|sparse-30hz[,...]]
+//       [--mode all|clip|30hz|noorient|30hz-noorient|sparse|sparse-30hz|
+//               trackers|trackers-30hz[,...]]
 //       [--max_iterations N] [--cold_every N] [--body human|none] [--verbose]
 //   --body none: the full-body solver without its body model (the goals
 //   alone), for comparison.
@@ -54,7 +55,8 @@ int Usage(const char* argv0) {
   std::fprintf(
       stderr,
       "usage: %s [--clips DIR] [--clip NAME[,NAME...]] [--mode "
-      "all|clip|30hz|noorient|30hz-noorient|sparse|sparse-30hz[,...]] "
+      "all|clip|30hz|noorient|30hz-noorient|sparse|sparse-30hz|trackers|"
+      "trackers-30hz[,...]] "
       "[--max_iterations N] [--cold_every N] [--body human|none] [--verbose]\n"
       "       %s --picture OUT.svg --clip NAME --frame F [--mode M]\n",
       argv0, argv0);

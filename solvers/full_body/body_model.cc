@@ -119,6 +119,23 @@ constexpr double kRaisedFootFade = 0.25;
 // close points its direction turns far for a small move of either).
 constexpr double kSureLine = 0.5;
 
+// Sparse trackers (FullBodyOptions::plant_feet): a foot no goal places
+// stands where it is until the body has moved or turned this many leg
+// lengths from over it (its home: under its hip socket where the pelvis
+// pass puts the hips, plus the lead below); then it steps home, one foot
+// at a time, the other standing.
+constexpr double kStepReach = 0.3;
+// A stepping foot covers, per solve, this many times the distance its
+// home moved in that solve (a walker's swinging foot moves at 2-3 times
+// the body's speed), and at least kStepSettle of what remains (so a step
+// begun ends when the body stops), raised kStepLift leg lengths at most,
+// half the distance left, and lands kStepLead of kStepReach ahead of home
+// along the way home moves (a walker's foot lands ahead of the hip).
+constexpr double kStepSpeed = 2.5;
+constexpr double kStepSettle = 0.25;
+constexpr double kStepLift = 0.1;
+constexpr double kStepLead = 0.8;
+
 // The share of the body's mass that moves along with the pelvis (most
 // of the trunk and the thighs, a little of the arms).
 constexpr double kMovesWithPelvis = 0.6;
@@ -197,6 +214,80 @@ Vector3d OutsideSupport(const BodyModel& model, const BalanceInput& in,
   const double distance = away.norm();
   if (distance <= radius) return Vector3d::Zero();
   return (1.0 - radius / distance) * away;
+}
+
+// Sparse trackers: where each foot no goal places (not `placed`) stands
+// after this solve, in `feet` and `stands` (on entry where the start pose
+// has it). Its home is under its hip socket where the pelvis goes (from
+// `pelvis_from` to `pelvis_to`, along the floor, turned by `spin`), led
+// along the way home moved. A foot on the floor stays until home is
+// kStepReach legs away; a raised one (mid-step) goes on. One foot steps at
+// a time while the other stands (the farther first); a step covers
+// kStepSpeed times home's move, at least kStepSettle of what remains, and
+// lifts the foot at most kStepLift legs, half the distance left; the foot
+// turns to the heading as it goes.
+void StepFeet(const BodyModel& model, const Vector3d& up,
+              const Vector3d& heading, const Vector3d& pelvis_from,
+              const Vector3d& pelvis_to, const Quaterniond& spin,
+              const std::array<Vector3d, 2>& sockets,
+              const std::array<bool, 2>& placed,
+              std::array<Vector3d, 2>& feet,
+              std::array<Quaterniond, 2>& stands) {
+  const double leg = model.leg_length[0];
+  if (!(leg > 0.0)) return;
+  const double floor = std::min(feet[0].dot(up), feet[1].dot(up));
+  const double raised_above = 1e-3 * leg;
+  std::array<Vector3d, 2> aim;
+  std::array<double, 2> away{0.0, 0.0}, moved{0.0, 0.0};
+  std::array<bool, 2> raised{false, false};
+  for (int side = 0; side < 2; ++side) {
+    const Vector3d from = Flat(pelvis_from + sockets[side], up);
+    const Vector3d home = Flat(pelvis_to + spin * sockets[side], up);
+    const Vector3d way = home - from;
+    moved[side] = way.norm();
+    // The lead fades in over a hundredth of a leg of move (a body barely
+    // moving has no direction to lead along).
+    const double lead =
+        kStepLead * kStepReach * leg * std::min(1.0, moved[side] / (1e-2 * leg));
+    aim[side] = moved[side] > 0.0 ? home + lead * way / moved[side] : home;
+    away[side] = (aim[side] - Flat(feet[side], up)).norm();
+    raised[side] = !placed[side] && feet[side].dot(up) - floor > raised_above;
+  }
+  // Which foot steps: a raised one goes on; else the one farthest beyond
+  // kStepReach from its home, if the other stands on the floor or a goal.
+  int stepping = -1;
+  for (int side = 0; side < 2; ++side) {
+    if (raised[side]) stepping = side;
+  }
+  if (stepping < 0) {
+    double farthest = kStepReach * leg;
+    for (int side = 0; side < 2; ++side) {
+      if (placed[side] || raised[1 - side]) continue;
+      if (away[side] > farthest) {
+        farthest = away[side];
+        stepping = side;
+      }
+    }
+  }
+  if (stepping < 0) return;
+  const int side = stepping;
+  const Vector3d at = Flat(feet[side], up);
+  const double d = away[side];
+  const double advance =
+      std::min(d, std::max(kStepSpeed * moved[side], kStepSettle * d));
+  const double share = d > 0.0 ? advance / d : 1.0;
+  const Vector3d next = at + share * (aim[side] - at);
+  const double left = d - advance;
+  feet[side] = next + (floor + std::min(kStepLift * leg, 0.5 * left)) * up;
+  // Turned about up toward the heading by the same share.
+  const Vector3d forward = Flat(stands[side] * model.foot_forward[side], up);
+  if (forward.norm() > 1e-9 && heading.norm() > 1e-9) {
+    const double angle = std::atan2(up.dot(forward.normalized().cross(heading)),
+                                    forward.normalized().dot(heading.normalized()));
+    stands[side] =
+        (Quaterniond(Eigen::AngleAxisd(share * angle, up)) * stands[side])
+            .normalized();
+  }
 }
 
 }  // namespace
@@ -533,8 +624,13 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
   // The body model's levels: planted feet first (sparse trackers), then
   // the pelvis.
   int soft_priority = last_priority + 1;
-  if (plant_feet && (foot[0] < 0 || foot[1] < 0) &&
-      soft_priority <= kMaxPriority) {
+  const bool plant = plant_feet && (foot[0] < 0 || foot[1] < 0) &&
+                     soft_priority <= kMaxPriority;
+  const int stand_priority = soft_priority;
+  if (plant) ++soft_priority;
+  // The planted feet's goals (after the pelvis pass, which may step them).
+  auto add_stands = [&] {
+    if (!plant) return;
     for (int side = 0; side < 2; ++side) {
       if (foot[side] >= 0) continue;
       Goal stand;
@@ -542,14 +638,13 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       stand.tip_joint = model.legs[side].foot;
       stand.target = feet[side];
       stand.target_orientation = stands[side];
-      stand.priority = soft_priority;
+      stand.priority = stand_priority;
       foot[side] = static_cast<int>(goals.size());
       goals.push_back(stand);
       soft.push_back(1);
       cone.push_back(0.0);
     }
-    ++soft_priority;
-  }
+  };
   if ((head >= 0 || hand[0] >= 0 || hand[1] >= 0) &&
       soft_priority <= kMaxPriority && facing.norm() > 1e-9) {
     // The pelvis pass. Horizontally under the head (keeping half of the
@@ -627,6 +722,17 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
         target -= out / kMovesWithPelvis;
       }
     }
+    // The body turns about up through the pelvis to the heading (with a
+    // head goal).
+    const double turn =
+        head < 0 ? 0.0
+                 : std::atan2(up.dot(facing.normalized().cross(heading)),
+                              facing.normalized().dot(heading));
+    const Quaterniond spin(Eigen::AngleAxisd(turn, up));
+    if (plant && (head >= 0 || lower)) {
+      StepFeet(model, up, heading, pelvis.translation, target, spin, sockets,
+               placed, feet, stands);
+    }
     double lowest = -std::numeric_limits<double>::infinity();
     for (int side = 0; side < 2; ++side) {
       const Vector3d& socket = sockets[side];
@@ -644,11 +750,6 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       target += height * up;
       // Turn the whole body about up through the pelvis to the heading, then
       // move it there (the top root carries everything).
-      const double turn =
-          head < 0 ? 0.0
-                   : std::atan2(up.dot(facing.normalized().cross(heading)),
-                                facing.normalized().dot(heading));
-      const Quaterniond spin(Eigen::AngleAxisd(turn, up));
       int top = model.pelvis;
       while (skeleton.joint(top).parent >= 0) {
         top = skeleton.joint(top).parent;
@@ -691,6 +792,8 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       }
     }
   }
+
+  add_stands();
 
   for (int side = 0; side < 2; ++side) {
     if (foot[side] >= 0) {

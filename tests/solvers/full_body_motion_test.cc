@@ -40,7 +40,8 @@ class FullBodyMotionTest : public ::testing::TestWithParam<const char*> {};
 // they are, the chest never below the pelvis; with every effector placed,
 // the pelvis height within 8 cm of the performer's (2 cm on average).
 TEST_P(FullBodyMotionTest, GoalsReachedAndTheBodyKeepsItsShape) {
-  for (const std::string mode : {"clip", "30hz", "clip-noorient", "sparse"}) {
+  for (const std::string mode :
+       {"clip", "30hz", "clip-noorient", "sparse", "trackers"}) {
     const MotionReport r = Evaluate(GetParam(), mode, BodyMode::kHuman);
     std::printf("%s\n", testing::FormatReport(r).c_str());
     EXPECT_EQ(r.solve_errors, 0) << mode;
@@ -48,7 +49,7 @@ TEST_P(FullBodyMotionTest, GoalsReachedAndTheBodyKeepsItsShape) {
     EXPECT_LE(r.hip_socket_change, 1e-9) << mode;
     EXPECT_LE(r.bone_length_change, 1e-9) << mode;
     EXPECT_EQ(r.chest_below_pelvis, 0) << mode;
-    if (mode != "sparse") {
+    if (mode != "sparse" && mode != "trackers") {
       // Hands, feet and head placed: the pelvis at the performer's height
       // (the balance of a body standing on its feet puts a crouch's
       // pelvis back and its trunk forward, not upright under the head).
@@ -104,6 +105,30 @@ TEST(FullBodyMotionWalkTest, ElbowsBendAsThePerformersDo) {
         Evaluate("cmu_02_01_walk.bvh", mode, BodyMode::kHuman);
     EXPECT_EQ(r.elbow_flips[0] + r.elbow_flips[1], 0) << mode;
     EXPECT_EQ(r.knee_flips[0] + r.knee_flips[1], 0) << mode;
+  }
+}
+
+// Sparse trackers as a VR or VMC session runs them (head and hands only
+// after a first frame that stands the body where the performer stands,
+// FullBodyOptions::plant_feet): the feet step after the body. Before they
+// did, a foot without a tracker stayed where it first stood: the walking
+// performer left it behind and the pelvis sank to keep the hands (the walk
+// 33 cm from the performer on average, the pelvis 33 cm low; the hop 30
+// cm, 41 cm). Now the body's mean error is within the 8 cm
+// on the walk, the hop and the wave at both rates (5.7-7.6; the jump's
+// 9.1-9.8 and the Character Creator clip's 14 are printed, not asserted:
+// docs/full-body.md).
+TEST(FullBodyTrackersTest, FeetStepAfterTheBody) {
+  for (const char* clip :
+       {"cmu_02_01_walk.bvh", "cmu_131_03_hop.bvh", "cmu_141_16_wave.bvh"}) {
+    for (const std::string mode : {"trackers", "trackers-30hz"}) {
+      const MotionReport r = Evaluate(clip, mode, BodyMode::kHuman);
+      std::printf("%s\n", testing::FormatReport(r).c_str());
+      EXPECT_LE(r.effector_p99_cm, 0.1) << clip << " " << mode;
+      EXPECT_LE(r.mpjpe_cm, 8.0) << clip << " " << mode;
+      EXPECT_LE(r.pelvis_height_max_cm, 8.0) << clip << " " << mode;
+      EXPECT_EQ(r.chest_below_pelvis, 0) << clip << " " << mode;
+    }
   }
 }
 

@@ -114,6 +114,7 @@ struct Effector {
 }  // namespace
 
 std::string ModeName(const MotionEvalOptions& options) {
+  if (options.trackers) return options.thirty_hz ? "trackers-30hz" : "trackers";
   if (options.sparse) return options.thirty_hz ? "sparse-30hz" : "sparse";
   return absl::StrCat(options.thirty_hz ? "30hz" : "clip",
                       options.orientation ? "" : "-noorient");
@@ -140,11 +141,18 @@ std::optional<MotionEvalOptions> ModeOptions(const std::string& name) {
     o.thirty_hz = name == "sparse-30hz";
     return o;
   }
+  if (name == "trackers" || name == "trackers-30hz") {
+    o.trackers = true;
+    o.thirty_hz = name == "trackers-30hz";
+    o.solver.plant_feet = true;
+    return o;
+  }
   return std::nullopt;
 }
 
 std::vector<std::string> AllModeNames() {
-  return {"clip", "30hz", "clip-noorient", "30hz-noorient", "sparse"};
+  return {"clip", "30hz", "clip-noorient", "30hz-noorient", "sparse",
+          "trackers"};
 }
 
 int FindHeadJoint(const Skeleton& skeleton) {
@@ -425,9 +433,10 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
     for (size_t k = 0; k < effectors.size(); ++k) {
       const Effector& e = effectors[k];
       if (options.sparse && e.foot_side >= 0 && !planted[f][e.foot_side]) continue;
+      if (options.trackers && e.foot_side >= 0 && i > 0) continue;
       Goal g = FullBodyGoal(e.joint, want.position[e.joint], e.priority);
       g.options.tolerance = tolerance;
-      if (options.orientation || options.sparse) {
+      if (options.orientation || options.sparse || options.trackers) {
         g.target_orientation = want.rotation[e.joint];
       }
       if (options.sparse && e.foot_side >= 0) ++report.planted_frames[e.foot_side];

@@ -87,6 +87,10 @@ struct MotionEvalOptions {
   bool thirty_hz = false;    // Every round(fps / 30)-th frame.
   bool orientation = true;   // Effector orientation targets (not sparse).
   bool sparse = false;       // Head + hands, feet only while planted.
+  // Trackers: head + hands only (orientation every frame), the feet's goals
+  // on the first evaluated frame alone (a tracker session's calibration,
+  // standing where the performer stands), FullBodyOptions::plant_feet set.
+  bool trackers = false;
   int max_iterations = 0;    // FullBodyOptions::max_iterations (0: 64).
   int cold_every = 50;       // Cold solve every N evaluated frames; 0: none.
   FullBodyOptions solver;    // max_iterations above replaces its own.
@@ -99,13 +103,13 @@ struct MotionEvalOptions {
 };
 
 // The mode's name: "clip", "30hz", "clip-noorient", "30hz-noorient",
-// "sparse", "sparse-30hz".
+// "sparse", "sparse-30hz", "trackers", "trackers-30hz".
 std::string ModeName(const MotionEvalOptions& options);
 // Options of a mode by that name (also "noorient" for "clip-noorient");
 // nullopt for an unknown name.
 std::optional<MotionEvalOptions> ModeOptions(const std::string& name);
-// The five modes of the matrix: clip, 30hz, clip-noorient, 30hz-noorient,
-// sparse.
+// The six modes of the matrix: clip, 30hz, clip-noorient, 30hz-noorient,
+// sparse, trackers.
 std::vector<std::string> AllModeNames();
 
 // The up axis derived from a rest pose: `index` 0..2 (X, Y, Z), `sign`
