@@ -129,8 +129,10 @@ struct FullBodyScratch {
   std::vector<double> second_excess;
   // The body model's goals (BodyMode::kHuman): the request's, with
   // preferred bends where they give no pole, then the pelvis' own; their
-  // results; and per goal of those, whether it is the model's (soft: never
-  // keeps a solve going), and the cone (radians) its pole leaves free.
+  // results; and per goal of those, whether it is the model's (soft: 0 the
+  // request's; 1 the model's, never keeping a solve going; 2 the model's,
+  // keeping it going until reached, as a planted foot's: both never
+  // demoted), and the cone (radians) its pole leaves free.
   std::vector<Goal> body_goals;
   std::vector<GoalResult> body_results;
   std::vector<char> soft;

@@ -175,7 +175,9 @@ struct FullBodyOptions {
   BodyMode body = BodyMode::kHuman;
   // Sparse trackers (head and hands, maybe a pelvis or feet): with the body
   // model, a foot no goal places stays planted where the start pose (a
-  // stream's previous answer) has it, after every requested goal.
+  // stream's previous answer) has it, after every requested goal, until
+  // the body leaves it; then it steps after the body, one foot at a time
+  // (docs/full-body.md).
   bool plant_feet = false;
 };
 

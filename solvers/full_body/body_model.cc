@@ -120,21 +120,31 @@ constexpr double kRaisedFootFade = 0.25;
 constexpr double kSureLine = 0.5;
 
 // Sparse trackers (FullBodyOptions::plant_feet): a foot no goal places
-// stands where it is until the body has moved or turned this many leg
-// lengths from over it (its home: under its hip socket where the pelvis
-// pass puts the hips, plus the lead below); then it steps home, one foot
-// at a time, the other standing.
+// stands where it is while it is within its stance region about its home
+// (under its hip socket where the pelvis pass puts the hips): kStepReach
+// leg lengths forward and back, kStepWide out to its side (people stand
+// wide), kStepNarrow in across the body (no one stands crossed). Outside
+// it, as the body leaves it, it steps home, one foot at a time, the other
+// standing.
 constexpr double kStepReach = 0.3;
+constexpr double kStepWide = 0.5;
+constexpr double kStepNarrow = 0.15;
+// ... or when its hip socket would be further from it than this share of
+// the leg's length.
+constexpr double kStepStretch = 1.0;
 // A stepping foot covers, per solve, this many times the distance its
 // home moved in that solve (a walker's swinging foot moves at 2-3 times
 // the body's speed), and at least kStepSettle of what remains (so a step
 // begun ends when the body stops), raised kStepLift leg lengths at most,
-// half the distance left, and lands kStepLead of kStepReach ahead of home
-// along the way home moves (a walker's foot lands ahead of the hip).
+// kStepRaised plus half the distance left, and lands kStepLead of
+// kStepReach ahead of home along the way home moves (a walker's foot
+// lands ahead of the hip). A foot more than kStepRaised legs above the
+// other is in a step.
 constexpr double kStepSpeed = 2.5;
 constexpr double kStepSettle = 0.25;
 constexpr double kStepLift = 0.1;
 constexpr double kStepLead = 0.8;
+constexpr double kStepRaised = 0.02;
 
 // The share of the body's mass that moves along with the pelvis (most
 // of the trunk and the thighs, a little of the arms).
@@ -219,13 +229,15 @@ Vector3d OutsideSupport(const BodyModel& model, const BalanceInput& in,
 // Sparse trackers: where each foot no goal places (not `placed`) stands
 // after this solve, in `feet` and `stands` (on entry where the start pose
 // has it). Its home is under its hip socket where the pelvis goes (from
-// `pelvis_from` to `pelvis_to`, along the floor, turned by `spin`), led
-// along the way home moved. A foot on the floor stays until home is
-// kStepReach legs away; a raised one (mid-step) goes on. One foot steps at
-// a time while the other stands (the farther first); a step covers
-// kStepSpeed times home's move, at least kStepSettle of what remains, and
-// lifts the foot at most kStepLift legs, half the distance left; the foot
-// turns to the heading as it goes.
+// `pelvis_from` to `pelvis_to`, along the floor, turned by `spin`). A
+// foot stands anywhere in its stance region about home (kStepReach legs
+// forward and back, kStepWide out to its side, kStepNarrow in across the
+// body); one outside it, home moving away, steps; a raised one (mid-step)
+// goes on. It steps to home, led along the way home moves, one foot at a
+// time while the other stands (the one furthest outside its region first); a step
+// covers kStepSpeed times home's move, at least kStepSettle of what
+// remains, and lifts the foot at most kStepLift legs, half the distance
+// left; the foot turns to the heading as it goes.
 void StepFeet(const BodyModel& model, const Vector3d& up,
               const Vector3d& heading, const Vector3d& pelvis_from,
               const Vector3d& pelvis_to, const Quaterniond& spin,
@@ -234,37 +246,61 @@ void StepFeet(const BodyModel& model, const Vector3d& up,
               std::array<Vector3d, 2>& feet,
               std::array<Quaterniond, 2>& stands) {
   const double leg = model.leg_length[0];
-  if (!(leg > 0.0)) return;
+  const Vector3d forward = Flat(heading, up);
+  if (!(leg > 0.0) || !(forward.norm() > 1e-9)) return;
+  const Vector3d ahead = forward.normalized();
   const double floor = std::min(feet[0].dot(up), feet[1].dot(up));
-  const double raised_above = 1e-3 * leg;
+  // A foot more than this above the lower one is in a step (a stance's
+  // feet differ by up to 1.5% of a leg on the CMU clips; a stepping foot
+  // stays above it until it lands).
+  const double raised_above = kStepRaised * leg;
   std::array<Vector3d, 2> aim;
-  std::array<double, 2> away{0.0, 0.0}, moved{0.0, 0.0};
-  std::array<bool, 2> raised{false, false};
+  std::array<double, 2> outside{0.0, 0.0}, moved{0.0, 0.0};
+  std::array<bool, 2> raised{false, false}, leaving{false, false};
   for (int side = 0; side < 2; ++side) {
+    const Vector3d at = Flat(feet[side], up);
     const Vector3d from = Flat(pelvis_from + sockets[side], up);
-    const Vector3d home = Flat(pelvis_to + spin * sockets[side], up);
+    const Vector3d socket = Flat(spin * sockets[side], up);
+    const Vector3d home = Flat(pelvis_to, up) + socket;
     const Vector3d way = home - from;
     moved[side] = way.norm();
+    // Out: from the pelvis to this side's socket, square to the heading.
+    Vector3d out = socket - socket.dot(ahead) * ahead;
+    if (!(out.norm() > 1e-9)) out = (side == 0 ? 1.0 : -1.0) * up.cross(ahead);
+    out.normalize();
+    const Vector3d rel = at - home;
+    const double along = rel.dot(ahead), wide = rel.dot(out);
+    outside[side] = std::hypot(
+        along / (kStepReach * leg),
+        wide / ((wide > 0.0 ? kStepWide : kStepNarrow) * leg));
+    // Or beyond the leg's stretch from where the hip goes (at its height
+    // now): straight legs under the hips reach hardly any way along the
+    // floor.
+    const Vector3d hip =
+        home + (pelvis_from + sockets[side]).dot(up) * up;
+    outside[side] = std::max(outside[side], (hip - feet[side]).norm() /
+                                                (kStepStretch * leg));
     // The lead fades in over a hundredth of a leg of move (a body barely
     // moving has no direction to lead along).
     const double lead =
         kStepLead * kStepReach * leg * std::min(1.0, moved[side] / (1e-2 * leg));
     aim[side] = moved[side] > 0.0 ? home + lead * way / moved[side] : home;
-    away[side] = (aim[side] - Flat(feet[side], up)).norm();
+    leaving[side] = (home - at).norm() > (from - at).norm();
     raised[side] = !placed[side] && feet[side].dot(up) - floor > raised_above;
   }
-  // Which foot steps: a raised one goes on; else the one farthest beyond
-  // kStepReach from its home, if the other stands on the floor or a goal.
+  // Which foot steps: a raised one goes on; else the one furthest outside
+  // its region as home leaves it, if the other stands on the floor or a
+  // goal.
   int stepping = -1;
   for (int side = 0; side < 2; ++side) {
     if (raised[side]) stepping = side;
   }
   if (stepping < 0) {
-    double farthest = kStepReach * leg;
+    double furthest = 1.0;
     for (int side = 0; side < 2; ++side) {
-      if (placed[side] || raised[1 - side]) continue;
-      if (away[side] > farthest) {
-        farthest = away[side];
+      if (placed[side] || raised[1 - side] || !leaving[side]) continue;
+      if (outside[side] > furthest) {
+        furthest = outside[side];
         stepping = side;
       }
     }
@@ -272,18 +308,21 @@ void StepFeet(const BodyModel& model, const Vector3d& up,
   if (stepping < 0) return;
   const int side = stepping;
   const Vector3d at = Flat(feet[side], up);
-  const double d = away[side];
-  const double advance =
+  const double d = (aim[side] - at).norm();
+  double advance =
       std::min(d, std::max(kStepSpeed * moved[side], kStepSettle * d));
+  if (d - advance < raised_above) advance = d;  // It lands.
   const double share = d > 0.0 ? advance / d : 1.0;
   const Vector3d next = at + share * (aim[side] - at);
   const double left = d - advance;
-  feet[side] = next + (floor + std::min(kStepLift * leg, 0.5 * left)) * up;
+  const double lift =
+      left > 0.0 ? std::min(kStepLift * leg, raised_above + 0.5 * left) : 0.0;
+  feet[side] = next + (floor + lift) * up;
   // Turned about up toward the heading by the same share.
-  const Vector3d forward = Flat(stands[side] * model.foot_forward[side], up);
-  if (forward.norm() > 1e-9 && heading.norm() > 1e-9) {
-    const double angle = std::atan2(up.dot(forward.normalized().cross(heading)),
-                                    forward.normalized().dot(heading.normalized()));
+  const Vector3d toe = Flat(stands[side] * model.foot_forward[side], up);
+  if (toe.norm() > 1e-9) {
+    const double angle = std::atan2(up.dot(toe.normalized().cross(ahead)),
+                                    toe.normalized().dot(ahead));
     stands[side] =
         (Quaterniond(Eigen::AngleAxisd(share * angle, up)) * stands[side])
             .normalized();
@@ -641,7 +680,7 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       stand.priority = stand_priority;
       foot[side] = static_cast<int>(goals.size());
       goals.push_back(stand);
-      soft.push_back(1);
+      soft.push_back(2);
       cone.push_back(0.0);
     }
   };

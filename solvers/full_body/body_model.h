@@ -146,8 +146,12 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 //   `kPreferredBendCone` left free: the limb turns only when its bend is
 //   further than that from the preferred side (a knee about to flip).
 // - Sparse trackers (`plant_feet`): a foot the goals do not place stays
-//   where the start pose has it, position and turn (a soft goal, before
-//   the pelvis').
+//   where the start pose has it, position and turn, while it is within
+//   its stance region about its home (under its hip socket where the
+//   pelvis goes) and the hip reaches it; otherwise, as the body leaves
+//   it, it steps home, one foot at a time (a goal after every request
+//   goal and before the pelvis', that keeps the solve going until it is
+//   reached: soft 2, where the pelvis' are soft 1).
 void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                   bool plant_feet, std::vector<Transform>& globals,
                   std::vector<char>& known, std::vector<Goal>& goals,

@@ -128,7 +128,7 @@ bool FullBodySolve::Evaluate() {
         excess += std::max(0.0, angle - s_.orientation_tolerance[i]);
       }
     }
-    if (excess > 0.0 && !s_.soft[i]) all_reached = false;
+    if (excess > 0.0 && s_.soft[i] != 1) all_reached = false;
     s_.goal_excess[k] = goal.weight * excess * excess;
     level_excess_[level] += s_.goal_excess[k];
   }
@@ -142,11 +142,20 @@ bool FullBodySolve::Evaluate() {
   return all_reached;
 }
 
+bool FullBodySolve::RequestsReached() const {
+  for (size_t k = 0; k < s_.goal_order.size(); ++k) {
+    if (s_.goal_excess[k] > 0.0 && s_.soft[s_.goal_order[k]] == 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool FullBodySolve::NearlyReached() const {
   bool outside = false;
   for (size_t k = 0; k < s_.goal_order.size(); ++k) {
     const int i = s_.goal_order[k];
-    if (!(s_.goal_excess[k] > 0.0) || s_.soft[i]) continue;
+    if (!(s_.goal_excess[k] > 0.0) || s_.soft[i] == 1) continue;
     outside = true;
     const Goal& goal = goals_[i];
     const Transform& ge = s_.globals[s_.effector[k]];

@@ -85,7 +85,7 @@ class FullBodySolve {
   void DisablePosture() { posture_ = false; }
   // After Run: whether a posture step was taken.
   bool Postured() const { return postured_; }
-  // After Run: whether every goal was reached.
+  // After Run: whether every goal of the request was reached.
   bool Reached() const { return reached_; }
   // After Run: each goal's excess of the pose as it is, by goal of the
   // request (0 for the others), in `to`.
@@ -111,6 +111,9 @@ class FullBodySolve {
   // the current pose; returns whether every goal is reached. The
   // Jacobian is filled when a step needs it (Factor).
   bool Evaluate();
+  // Whether every goal of the request (not the body model's) is within its
+  // tolerances at the last evaluation.
+  bool RequestsReached() const;
   void FillJacobian();
   void ComputeAxes();
   // Rotational columns of joint j (0 when it has none).

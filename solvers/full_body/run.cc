@@ -245,7 +245,9 @@ int FullBodySolve::Run(const Deadline& deadline, int max_iterations) {
       }
     }
   }
-  reached_ = reached;
+  // Reached: the request's goals (a planted foot's goal, which keeps the
+  // solve going, is the model's: left short, it makes no second attempt).
+  reached_ = reached || RequestsReached();
   return std::max(iterations, 1);
 }
 
@@ -347,6 +349,15 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
       AddBodyGoals(skeleton, body, options.plant_feet, scratch.globals,
                    scratch.body_known, scratch.body_goals, scratch.soft,
                    scratch.pole_cone, scratch.body_stiffness, pose);
+      // A new character's feet (at rest) have stood nowhere yet: its
+      // planted feet's goals are soft like the pelvis' (held until reached,
+      // they took solver_bench's sparse row from rest 14 -> 26 iterations
+      // a solve).
+      if (AtRest(skeleton, pose->local)) {
+        for (char& soft : scratch.soft) {
+          if (soft == 2) soft = 1;
+        }
+      }
     }
     scratch.body_results.resize(scratch.body_goals.size());
     goals = scratch.body_goals;

@@ -115,8 +115,8 @@ TEST(FullBodyMotionWalkTest, ElbowsBendAsThePerformersDo) {
 // performer left it behind and the pelvis sank to keep the hands (the walk
 // 33 cm from the performer on average, the pelvis 33 cm low; the hop 30
 // cm, 41 cm). Now the body's mean error is within the 8 cm
-// on the walk, the hop and the wave at both rates (5.7-7.6; the jump's
-// 9.1-9.8 and the Character Creator clip's 14 are printed, not asserted:
+// on the walk, the hop and the wave at both rates (5.0-7.9; the jump's
+// 8.9-9.0 and the Character Creator clip's 13.5 are printed, not asserted:
 // docs/full-body.md).
 TEST(FullBodyTrackersTest, FeetStepAfterTheBody) {
   for (const char* clip :
