@@ -129,9 +129,9 @@ constexpr double kSureLine = 0.5;
 constexpr double kStepReach = 0.3;
 constexpr double kStepWide = 0.5;
 constexpr double kStepNarrow = 0.15;
-// ... or when its hip socket would be further from it than this share of
-// the leg's length.
-constexpr double kStepStretch = 1.0;
+// ... or when its hip socket, where it goes and this share of a leg lower,
+// would be further from it than the leg reaches.
+constexpr double kStepSink = 0.03;
 // A stepping foot covers, per solve, this many times the distance its
 // home moved in that solve (a walker's swinging foot moves at 2-3 times
 // the body's speed), and at least kStepSettle of what remains (so a step
@@ -273,13 +273,12 @@ void StepFeet(const BodyModel& model, const Vector3d& up,
     outside[side] = std::hypot(
         along / (kStepReach * leg),
         wide / ((wide > 0.0 ? kStepWide : kStepNarrow) * leg));
-    // Or beyond the leg's stretch from where the hip goes (at its height
-    // now): straight legs under the hips reach hardly any way along the
-    // floor.
+    // Or beyond the leg's reach from where the hip goes, at its height now
+    // lowered kStepSink of a leg (straight legs under the hips reach
+    // hardly any way along the floor without the hips sinking).
     const Vector3d hip =
-        home + (pelvis_from + sockets[side]).dot(up) * up;
-    outside[side] = std::max(outside[side], (hip - feet[side]).norm() /
-                                                (kStepStretch * leg));
+        home + ((pelvis_from + sockets[side]).dot(up) - kStepSink * leg) * up;
+    outside[side] = std::max(outside[side], (hip - feet[side]).norm() / leg);
     // The lead fades in over a hundredth of a leg of move (a body barely
     // moving has no direction to lead along).
     const double lead =
