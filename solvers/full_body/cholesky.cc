@@ -56,9 +56,9 @@ void CholeskyInPlace(double* a, Eigen::Index stride, int n, double floor) {
 
 void CholeskyWithSchur(double* a, Eigen::Index stride, int n, double floor,
                        const int* start, int blocks, double* schur,
-                       Eigen::Index schur_stride) {
+                       Eigen::Index schur_stride, int first) {
   int b = 0;
-  for (int j = 0; j < n; ++j) {
+  for (int j = first; j < n; ++j) {
     while (j >= start[b + 1]) ++b;
     CholeskyUpdate(a, stride, n, j, 0, start[b]);
     if (b < blocks) {

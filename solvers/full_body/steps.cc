@@ -149,10 +149,24 @@ double FullBodySolve::MaxFraction() const {
 }
 
 void FullBodySolve::Factor(double damping) {
+  // The same Jacobian factored again with other locks (a step retaken
+  // without the joints it clamped: a hinge held straight, a limit): only
+  // the Gram blocks of the goal pairs that share a column whose weight
+  // changed are summed again, and the factors only from the first level
+  // those blocks' rows fall in. Everything else is what a whole Factor
+  // would make, operation for operation (bit for bit the same answers).
+  const bool again = jacobian_current_ && factor_current_ &&
+                     factored_jacobian_ == s_.jacobian.data() &&
+                     damping == factored_damping_ &&
+                     active_levels_ == factored_levels_;
   if (!jacobian_current_) {
     FillJacobian();
     jacobian_current_ = true;
   }
+  // The last factorisation's column weights, for `again` (s_.rhs is
+  // SolveLevels' and PostureDelta's scratch, free here).
+  double* const old_scale = s_.rhs.data();
+  if (again) std::copy_n(s_.scale.data(), cols_, old_scale);
   // Columns weighted by sqrt(1 - stiffness) (0 when locked): the step
   // minimises sum(dq^2 / (1 - stiffness)). The weights enter as their
   // squares, per column, in J W^2 J^T and W^2 J^T c (no weighted copy of
@@ -171,6 +185,7 @@ void FullBodySolve::Factor(double damping) {
   // side instead of one after another.
   const int goals = static_cast<int>(s_.goal_order.size());
   int pair = 0;
+  int first_row = rows_;  // Again: the first row of a block summed again.
   for (int a = 0; a < goals; ++a) {
     const int ra = s_.goal_row[a], na = s_.goal_row[a + 1] - ra;
     for (int b = a; b < goals; ++b, ++pair) {
@@ -178,6 +193,12 @@ void FullBodySolve::Factor(double damping) {
       double block[kMaxGoalRows][kMaxGoalRows];
       const int* cols = s_.pair_cols.data() + s_.pair_col_start[pair];
       const int count = s_.pair_col_start[pair + 1] - s_.pair_col_start[pair];
+      if (again) {
+        int p = 0;
+        while (p < count && s_.scale[cols[p]] == old_scale[cols[p]]) ++p;
+        if (p == count) continue;
+        first_row = std::min(first_row, ra);
+      }
       switch (na) {
         case 2:
           GramBlockB<2>(J, scale, ra, rb, nb, cols, count, block);
@@ -202,8 +223,17 @@ void FullBodySolve::Factor(double damping) {
   // rows k below the rows a above it, L_ka^T = L_a^-1 G_ak, so
   // X^T = (G_aa + mu)^-1 G_ak = L_a^-T L_ka^T, and the projected level's
   // Gram matrix G_kk - G_ka X^T = L_kk L_kk^T - mu.
+  // Again, the factors' columns before the level of the first block
+  // summed again stand (G's entries there and left of them are as they
+  // were), and so do the levels' factors before it.
+  int first_level = 0;
+  if (again) {
+    if (first_row == rows_) return;  // No weight the Gram matrix uses moved.
+    while (level_start_[first_level + 1] <= first_row) ++first_level;
+  }
+  const int first = level_start_[first_level];
   Eigen::MatrixXd& L = s_.cross;
-  for (int col = 0; col < rows_; ++col) {
+  for (int col = first; col < rows_; ++col) {
     for (int row = col; row < rows_; ++row) L(row, col) = G(row, col);
     L(col, col) += kProjectionRegulariser;
   }
@@ -213,9 +243,13 @@ void FullBodySolve::Factor(double damping) {
   // rows.
   Eigen::MatrixXd& H = s_.small;
   CholeskyWithSchur(L.data(), L.rows(), rows_, kProjectionRegulariser,
-                    level_start_.data(), active_levels_, H.data(), H.rows());
+                    level_start_.data(), active_levels_, H.data(), H.rows(),
+                    first);
+  factor_current_ = true;
+  factored_damping_ = damping;
+  factored_levels_ = active_levels_;
   const double lambda2 = damping * damping;
-  for (int level = 0; level < active_levels_; ++level) {
+  for (int level = first_level; level < active_levels_; ++level) {
     const int s = level_start_[level];
     const int m = level_start_[level + 1] - s;
     for (int a = 0; a < m; ++a) {
