@@ -72,10 +72,10 @@ void CholeskyWithSchur(double* a, Eigen::Index stride, int n, double floor,
 }
 
 void CholeskySolveInPlace(const double* l, Eigen::Index stride, int n,
-                          double* b) {
-  for (int i = 0; i < n; ++i) {
+                          double* b, int first) {
+  for (int i = first; i < n; ++i) {
     double v = b[i];
-    for (int k = 0; k < i; ++k) v -= l[i + k * stride] * b[k];
+    for (int k = first; k < i; ++k) v -= l[i + k * stride] * b[k];
     b[i] = v / l[i + i * stride];
   }
   for (int i = n - 1; i >= 0; --i) {

@@ -52,8 +52,11 @@ void CholeskyWithSchur(double* a, Eigen::Index stride, int n, double floor,
                        Eigen::Index schur_stride, int first = 0);
 
 // Solves (L L^T) x = b in place for the factor CholeskyInPlace left at `l`.
+// b's entries before `first` must be zero: the forward substitution starts
+// there (the terms it leaves out are products with those zeros, which
+// subtract nothing).
 void CholeskySolveInPlace(const double* l, Eigen::Index stride, int n,
-                          double* b);
+                          double* b, int first = 0);
 
 }  // namespace full_body_internal
 }  // namespace reach

@@ -81,6 +81,26 @@ void AddTransposed(const double* J, Eigen::Index stride, int row,
   }
 }
 
+// y(row..) += J(row.., col) d over one goal's N rows, for each of its
+// columns whose d = delta(col) is not zero, in column order (unrolled by
+// the fixed size); returns whether any was.
+template <int N, typename Delta, typename Rows>
+bool AddColumns(const double* J, Eigen::Index stride, int row,
+                const int* cols, int count, const Delta& delta, Rows& y) {
+  double sum[N];
+  for (int r = 0; r < N; ++r) sum[r] = y(row + r);
+  bool any = false;
+  for (int p = 0; p < count; ++p) {
+    const double d = delta(cols[p]);
+    if (d == 0.0) continue;
+    any = true;
+    const double* j = J + row + cols[p] * stride;
+    for (int r = 0; r < N; ++r) sum[r] += j[r] * d;
+  }
+  for (int r = 0; r < N; ++r) y(row + r) = sum[r];
+  return any;
+}
+
 }  // namespace
 
 Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
@@ -392,32 +412,47 @@ bool FullBodySolve::PostureDelta(double gain) {
   // y = J delta over each goal's own columns (the Jacobian holds only
   // those; delta is zero but on the posture's few), then (G + mu)^-1 y by
   // the factor L; delta -= W^2 J^T y.
+  // y is zero in the rows of goals none of whose columns the posture
+  // turns (the feet's, below the trunk): the solve's forward substitution
+  // starts at the first row that is not.
   const int goals = static_cast<int>(s_.goal_order.size());
   y.setZero();
+  int first = rows_;
   for (int k = 0; k < goals; ++k) {
     const int* cols = s_.goal_cols.data() + s_.goal_col_start[k];
     const int count = s_.goal_col_start[k + 1] - s_.goal_col_start[k];
-    const int r0 = s_.goal_row[k];
-    const int r1 = s_.goal_row[k + 1];
-    for (int p = 0; p < count; ++p) {
-      const double d = delta(cols[p]);
-      if (d == 0.0) continue;
-      const double* column = J + cols[p] * stride;
-      for (int r = r0; r < r1; ++r) y(r) += column[r] * d;
+    const int row = s_.goal_row[k];
+    bool turned;
+    switch (s_.goal_row[k + 1] - row) {
+      case 2:
+        turned = AddColumns<2>(J, stride, row, cols, count, delta, y);
+        break;
+      case 3:
+        turned = AddColumns<3>(J, stride, row, cols, count, delta, y);
+        break;
+      default:
+        turned = AddColumns<6>(J, stride, row, cols, count, delta, y);
+        break;
     }
+    if (turned) first = std::min(first, row);
   }
-  CholeskySolveInPlace(L.data(), L.rows(), rows_, y.data());
+  CholeskySolveInPlace(L.data(), L.rows(), rows_, y.data(), first);
   auto back = s_.rhs.head(cols_);
   back.setZero();
   for (int k = 0; k < goals; ++k) {
+    const int row = s_.goal_row[k];
     const int* cols = s_.goal_cols.data() + s_.goal_col_start[k];
     const int count = s_.goal_col_start[k + 1] - s_.goal_col_start[k];
-    for (int p = 0; p < count; ++p) {
-      double sum = 0.0;
-      for (int r = s_.goal_row[k]; r < s_.goal_row[k + 1]; ++r) {
-        sum += J[r + cols[p] * stride] * y(r);
-      }
-      back(cols[p]) += sum;
+    switch (s_.goal_row[k + 1] - row) {
+      case 2:
+        AddTransposed<2>(J, stride, row, cols, count, y, back);
+        break;
+      case 3:
+        AddTransposed<3>(J, stride, row, cols, count, y, back);
+        break;
+      default:
+        AddTransposed<6>(J, stride, row, cols, count, y, back);
+        break;
     }
   }
   for (int col = 0; col < cols_; ++col) delta(col) -= s_.scale[col] * back(col);
