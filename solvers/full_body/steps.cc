@@ -466,7 +466,11 @@ double FullBodySolve::StraightenHinge(int j, Quaterniond& local) const {
   const Quaterniond& rest = skeleton_.joint(j).rest.rotation;
   Quaterniond turn = rest.conjugate() * local;
   if (turn.w() < 0.0) turn.coeffs() = -turn.coeffs();
-  const double flexion = 2.0 * std::atan2(turn.vec().dot(axis), turn.w());
+  // Flexed forward (a non-negative sine, w >= 0: flexion in [0, pi], or
+  // -0) is never past straight (hinge_straight <= 0): no atan2 for it.
+  const double sine = turn.vec().dot(axis);
+  if (sine >= 0.0) return 0.0;
+  const double flexion = 2.0 * std::atan2(sine, turn.w());
   const double straight = model_->hinge_straight[j];
   if (!(flexion < straight)) return 0.0;
   const Quaterniond twist(Eigen::AngleAxisd(flexion, axis));
