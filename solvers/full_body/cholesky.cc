@@ -2,7 +2,9 @@
 
 #include "solvers/full_body/cholesky.h"
 
+#ifdef __SSE2__
 #include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -18,7 +20,8 @@ namespace {
 // same operations in the same order as one at a time (no fused
 // multiply-add), so the factor is bit for bit the scalar loop's; the
 // compiler's own vectorisation of these short loops spent as many
-// instructions peeling for alignment as on the sums (issue 40).
+// instructions peeling for alignment as on the sums (issue 40). Without
+// SSE2 the scalar loops do it all.
 inline __attribute__((always_inline)) void CholeskyUpdate(
     double* a, Eigen::Index stride, int n, int j, int k_begin, int k_end) {
   double* __restrict cj = a + j * stride;
@@ -29,9 +32,10 @@ inline __attribute__((always_inline)) void CholeskyUpdate(
     const double* __restrict c2 = c1 + stride;
     const double* __restrict c3 = c2 + stride;
     const double f0 = c0[j], f1 = c1[j], f2 = c2[j], f3 = c3[j];
+    int i = j;
+#ifdef __SSE2__
     const __m128d g0 = _mm_set1_pd(f0), g1 = _mm_set1_pd(f1);
     const __m128d g2 = _mm_set1_pd(f2), g3 = _mm_set1_pd(f3);
-    int i = j;
     for (; i + 2 <= n; i += 2) {
       const __m128d s01 = _mm_add_pd(_mm_mul_pd(_mm_loadu_pd(c0 + i), g0),
                                      _mm_mul_pd(_mm_loadu_pd(c1 + i), g1));
@@ -40,18 +44,23 @@ inline __attribute__((always_inline)) void CholeskyUpdate(
       _mm_storeu_pd(cj + i,
                     _mm_sub_pd(_mm_loadu_pd(cj + i), _mm_add_pd(s01, s23)));
     }
-    if (i < n) cj[i] -= (c0[i] * f0 + c1[i] * f1) + (c2[i] * f2 + c3[i] * f3);
+#endif
+    for (; i < n; ++i) {
+      cj[i] -= (c0[i] * f0 + c1[i] * f1) + (c2[i] * f2 + c3[i] * f3);
+    }
   }
   for (; k < k_end; ++k) {
     const double* __restrict ck = a + k * stride;
     const double f = ck[j];
-    const __m128d g = _mm_set1_pd(f);
     int i = j;
+#ifdef __SSE2__
+    const __m128d g = _mm_set1_pd(f);
     for (; i + 2 <= n; i += 2) {
       _mm_storeu_pd(cj + i, _mm_sub_pd(_mm_loadu_pd(cj + i),
                                        _mm_mul_pd(_mm_loadu_pd(ck + i), g)));
     }
-    if (i < n) cj[i] -= ck[i] * f;
+#endif
+    for (; i < n; ++i) cj[i] -= ck[i] * f;
   }
 }
 
@@ -64,12 +73,14 @@ void CholeskyPivot(double* a, Eigen::Index stride, int n, int j,
   const double d = std::sqrt(std::max(cj[j], floor));
   cj[j] = d;
   const double inverse = 1.0 / d;
-  const __m128d g = _mm_set1_pd(inverse);
   int i = j + 1;
+#ifdef __SSE2__
+  const __m128d g = _mm_set1_pd(inverse);
   for (; i + 2 <= n; i += 2) {
     _mm_storeu_pd(cj + i, _mm_mul_pd(_mm_loadu_pd(cj + i), g));
   }
-  if (i < n) cj[i] *= inverse;
+#endif
+  for (; i < n; ++i) cj[i] *= inverse;
 }
 
 }  // namespace
