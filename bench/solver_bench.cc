@@ -445,6 +445,28 @@ void BM_FullBodyRig54(benchmark::State& state) {
 }
 BENCHMARK(BM_FullBodyRig54)->ArgName("warm")->Arg(0)->Arg(1);
 
+// The same solves, each set of the scenario once (testing::
+// MakeGameplayTargets: 128 from rest, 3810 in the warm stream), for
+// counting instructions with callgrind, which the machine's load does not
+// move (a timed run makes one iteration under valgrind):
+//   valgrind --tool=callgrind --toggle-collect='reach::Solve(*'
+//     build/bench/solver_bench --benchmark_filter='CG_FullBodyRig54/warm:1'
+// and the instructions collected / 3810 (docs/benchmarks.md).
+constexpr int kFromRestSets = 128;
+constexpr int kStreamSets = 127 * 30;
+BENCHMARK(BM_FullBodyHumanoid31)->Name("CG_FullBodyHumanoid31")
+    ->ArgName("warm")->Arg(0)->Iterations(kFromRestSets);
+BENCHMARK(BM_FullBodyHumanoid31)->Name("CG_FullBodyHumanoid31")
+    ->ArgName("warm")->Arg(1)->Iterations(kStreamSets);
+BENCHMARK(BM_FullBodyHumanoid31Sparse)->Name("CG_FullBodyHumanoid31Sparse")
+    ->ArgName("warm")->Arg(0)->Iterations(kFromRestSets);
+BENCHMARK(BM_FullBodyHumanoid31Sparse)->Name("CG_FullBodyHumanoid31Sparse")
+    ->ArgName("warm")->Arg(1)->Iterations(kStreamSets);
+BENCHMARK(BM_FullBodyRig54)->Name("CG_FullBodyRig54")
+    ->ArgName("warm")->Arg(0)->Iterations(kFromRestSets);
+BENCHMARK(BM_FullBodyRig54)->Name("CG_FullBodyRig54")
+    ->ArgName("warm")->Arg(1)->Iterations(kStreamSets);
+
 }  // namespace
 }  // namespace reach
 

@@ -44,13 +44,19 @@ void CholeskyInPlace(double* a, Eigen::Index stride, int n, double floor);
 // of `schur`: S_b = A_bb - L_b,<b L_b,<b^T = L_bb L_bb^T (a column of the
 // factor holds it once the earlier blocks' updates are in; but for pivots
 // raised to `floor`, where L_bb L_bb^T would carry the raise).
+// Columns before `first` (a block's start) are taken as final: from
+// `first` on the result is the whole factorisation's, operation for
+// operation, when the columns before are those it would have made.
 void CholeskyWithSchur(double* a, Eigen::Index stride, int n, double floor,
                        const int* start, int blocks, double* schur,
-                       Eigen::Index schur_stride);
+                       Eigen::Index schur_stride, int first = 0);
 
 // Solves (L L^T) x = b in place for the factor CholeskyInPlace left at `l`.
+// b's entries before `first` must be zero: the forward substitution starts
+// there (the terms it leaves out are products with those zeros, which
+// subtract nothing).
 void CholeskySolveInPlace(const double* l, Eigen::Index stride, int n,
-                          double* b);
+                          double* b, int first = 0);
 
 }  // namespace full_body_internal
 }  // namespace reach

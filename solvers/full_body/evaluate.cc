@@ -85,6 +85,7 @@ void FullBodySolve::ComputeAxes() {
 
 bool FullBodySolve::Evaluate() {
   jacobian_current_ = false;
+  factor_current_ = false;
   level_excess_.fill(0.0);
   bool all_reached = true;
   int level = 0;
@@ -180,6 +181,7 @@ bool FullBodySolve::NearlyReached() const {
 void FullBodySolve::FillJacobian() {
   // Only a goal's own rows in its own columns (s_.goal_cols) are written,
   // every one of them, and nothing else reads the Jacobian: no clearing.
+  factor_current_ = false;
   ComputeAxes();
   Eigen::MatrixXd& J = s_.jacobian;
   const int m = static_cast<int>(s_.goal_order.size());

@@ -456,6 +456,7 @@ void FullBodySolve::PairColumns() {
   // translation for a position goal, its effector's path), ascending, and
   // those two goals share: the Gram matrix is summed over them only (a
   // foot and a hand share the pelvis and little else).
+  factor_current_ = false;  // After Arrange: new rows and levels.
   const int m = static_cast<int>(s_.goal_order.size());
   const int n = skeleton_.num_joints();
   // They depend on these only: unchanged, the lists stand.

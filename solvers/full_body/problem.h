@@ -191,6 +191,7 @@ class FullBodySolve {
   void SaveEvaluation() {
     std::swap(s_.jacobian, s_.saved_jacobian);
     std::swap(jacobian_current_, saved_jacobian_current_);
+    factor_current_ = false;
     s_.saved_error.head(rows_) = s_.error.head(rows_);
     std::copy(s_.axis.begin(), s_.axis.end(), s_.saved_axis.begin());
     std::copy(s_.goal_excess.begin(), s_.goal_excess.end(),
@@ -200,6 +201,7 @@ class FullBodySolve {
   void RestoreEvaluation() {
     std::swap(s_.jacobian, s_.saved_jacobian);
     std::swap(jacobian_current_, saved_jacobian_current_);
+    factor_current_ = false;
     s_.error.head(rows_) = s_.saved_error.head(rows_);
     std::copy(s_.saved_axis.begin(), s_.saved_axis.end(), s_.axis.begin());
     std::copy(s_.saved_goal_excess.begin(), s_.saved_goal_excess.end(),
@@ -271,6 +273,15 @@ class FullBodySolve {
   // places, their storage does not move) and its column stride.
   const double* factored_jacobian_ = nullptr;
   Eigen::Index factored_stride_ = 0;
+  // Whether s_.gram, s_.cross and s_.small hold the last Factor's Gram
+  // matrix and factors of the Jacobian still in s_.jacobian (no fill, new
+  // arrangement or buffer swap since), and the damping and active levels
+  // it was made with: a Factor again with other locks (a step retaken
+  // without the joints it clamped) then redoes only what those columns
+  // change.
+  bool factor_current_ = false;
+  double factored_damping_ = 0.0;
+  int factored_levels_ = 0;
 };
 
 }  // namespace full_body_internal

@@ -81,6 +81,26 @@ void AddTransposed(const double* J, Eigen::Index stride, int row,
   }
 }
 
+// y(row..) += J(row.., col) d over one goal's N rows, for each of its
+// columns whose d = delta(col) is not zero, in column order (unrolled by
+// the fixed size); returns whether any was.
+template <int N, typename Delta, typename Rows>
+bool AddColumns(const double* J, Eigen::Index stride, int row,
+                const int* cols, int count, const Delta& delta, Rows& y) {
+  double sum[N];
+  for (int r = 0; r < N; ++r) sum[r] = y(row + r);
+  bool any = false;
+  for (int p = 0; p < count; ++p) {
+    const double d = delta(cols[p]);
+    if (d == 0.0) continue;
+    any = true;
+    const double* j = J + row + cols[p] * stride;
+    for (int r = 0; r < N; ++r) sum[r] += j[r] * d;
+  }
+  for (int r = 0; r < N; ++r) y(row + r) = sum[r];
+  return any;
+}
+
 }  // namespace
 
 Quaterniond TurnedLocal(const Quaterniond& parent, const Vector3d& turn,
@@ -149,10 +169,24 @@ double FullBodySolve::MaxFraction() const {
 }
 
 void FullBodySolve::Factor(double damping) {
+  // The same Jacobian factored again with other locks (a step retaken
+  // without the joints it clamped: a hinge held straight, a limit): only
+  // the Gram blocks of the goal pairs that share a column whose weight
+  // changed are summed again, and the factors only from the first level
+  // those blocks' rows fall in. Everything else is what a whole Factor
+  // would make, operation for operation (bit for bit the same answers).
+  const bool again = jacobian_current_ && factor_current_ &&
+                     factored_jacobian_ == s_.jacobian.data() &&
+                     damping == factored_damping_ &&
+                     active_levels_ == factored_levels_;
   if (!jacobian_current_) {
     FillJacobian();
     jacobian_current_ = true;
   }
+  // The last factorisation's column weights, for `again` (s_.rhs is
+  // SolveLevels' and PostureDelta's scratch, free here).
+  double* const old_scale = s_.rhs.data();
+  if (again) std::copy_n(s_.scale.data(), cols_, old_scale);
   // Columns weighted by sqrt(1 - stiffness) (0 when locked): the step
   // minimises sum(dq^2 / (1 - stiffness)). The weights enter as their
   // squares, per column, in J W^2 J^T and W^2 J^T c (no weighted copy of
@@ -171,6 +205,7 @@ void FullBodySolve::Factor(double damping) {
   // side instead of one after another.
   const int goals = static_cast<int>(s_.goal_order.size());
   int pair = 0;
+  int first_row = rows_;  // Again: the first row of a block summed again.
   for (int a = 0; a < goals; ++a) {
     const int ra = s_.goal_row[a], na = s_.goal_row[a + 1] - ra;
     for (int b = a; b < goals; ++b, ++pair) {
@@ -178,6 +213,12 @@ void FullBodySolve::Factor(double damping) {
       double block[kMaxGoalRows][kMaxGoalRows];
       const int* cols = s_.pair_cols.data() + s_.pair_col_start[pair];
       const int count = s_.pair_col_start[pair + 1] - s_.pair_col_start[pair];
+      if (again) {
+        int p = 0;
+        while (p < count && s_.scale[cols[p]] == old_scale[cols[p]]) ++p;
+        if (p == count) continue;
+        first_row = std::min(first_row, ra);
+      }
       switch (na) {
         case 2:
           GramBlockB<2>(J, scale, ra, rb, nb, cols, count, block);
@@ -202,8 +243,17 @@ void FullBodySolve::Factor(double damping) {
   // rows k below the rows a above it, L_ka^T = L_a^-1 G_ak, so
   // X^T = (G_aa + mu)^-1 G_ak = L_a^-T L_ka^T, and the projected level's
   // Gram matrix G_kk - G_ka X^T = L_kk L_kk^T - mu.
+  // Again, the factors' columns before the level of the first block
+  // summed again stand (G's entries there and left of them are as they
+  // were), and so do the levels' factors before it.
+  int first_level = 0;
+  if (again) {
+    if (first_row == rows_) return;  // No weight the Gram matrix uses moved.
+    while (level_start_[first_level + 1] <= first_row) ++first_level;
+  }
+  const int first = level_start_[first_level];
   Eigen::MatrixXd& L = s_.cross;
-  for (int col = 0; col < rows_; ++col) {
+  for (int col = first; col < rows_; ++col) {
     for (int row = col; row < rows_; ++row) L(row, col) = G(row, col);
     L(col, col) += kProjectionRegulariser;
   }
@@ -213,9 +263,13 @@ void FullBodySolve::Factor(double damping) {
   // rows.
   Eigen::MatrixXd& H = s_.small;
   CholeskyWithSchur(L.data(), L.rows(), rows_, kProjectionRegulariser,
-                    level_start_.data(), active_levels_, H.data(), H.rows());
+                    level_start_.data(), active_levels_, H.data(), H.rows(),
+                    first);
+  factor_current_ = true;
+  factored_damping_ = damping;
+  factored_levels_ = active_levels_;
   const double lambda2 = damping * damping;
-  for (int level = 0; level < active_levels_; ++level) {
+  for (int level = first_level; level < active_levels_; ++level) {
     const int s = level_start_[level];
     const int m = level_start_[level + 1] - s;
     for (int a = 0; a < m; ++a) {
@@ -358,32 +412,47 @@ bool FullBodySolve::PostureDelta(double gain) {
   // y = J delta over each goal's own columns (the Jacobian holds only
   // those; delta is zero but on the posture's few), then (G + mu)^-1 y by
   // the factor L; delta -= W^2 J^T y.
+  // y is zero in the rows of goals none of whose columns the posture
+  // turns (the feet's, below the trunk): the solve's forward substitution
+  // starts at the first row that is not.
   const int goals = static_cast<int>(s_.goal_order.size());
   y.setZero();
+  int first = rows_;
   for (int k = 0; k < goals; ++k) {
     const int* cols = s_.goal_cols.data() + s_.goal_col_start[k];
     const int count = s_.goal_col_start[k + 1] - s_.goal_col_start[k];
-    const int r0 = s_.goal_row[k];
-    const int r1 = s_.goal_row[k + 1];
-    for (int p = 0; p < count; ++p) {
-      const double d = delta(cols[p]);
-      if (d == 0.0) continue;
-      const double* column = J + cols[p] * stride;
-      for (int r = r0; r < r1; ++r) y(r) += column[r] * d;
+    const int row = s_.goal_row[k];
+    bool turned;
+    switch (s_.goal_row[k + 1] - row) {
+      case 2:
+        turned = AddColumns<2>(J, stride, row, cols, count, delta, y);
+        break;
+      case 3:
+        turned = AddColumns<3>(J, stride, row, cols, count, delta, y);
+        break;
+      default:
+        turned = AddColumns<6>(J, stride, row, cols, count, delta, y);
+        break;
     }
+    if (turned) first = std::min(first, row);
   }
-  CholeskySolveInPlace(L.data(), L.rows(), rows_, y.data());
+  CholeskySolveInPlace(L.data(), L.rows(), rows_, y.data(), first);
   auto back = s_.rhs.head(cols_);
   back.setZero();
   for (int k = 0; k < goals; ++k) {
+    const int row = s_.goal_row[k];
     const int* cols = s_.goal_cols.data() + s_.goal_col_start[k];
     const int count = s_.goal_col_start[k + 1] - s_.goal_col_start[k];
-    for (int p = 0; p < count; ++p) {
-      double sum = 0.0;
-      for (int r = s_.goal_row[k]; r < s_.goal_row[k + 1]; ++r) {
-        sum += J[r + cols[p] * stride] * y(r);
-      }
-      back(cols[p]) += sum;
+    switch (s_.goal_row[k + 1] - row) {
+      case 2:
+        AddTransposed<2>(J, stride, row, cols, count, y, back);
+        break;
+      case 3:
+        AddTransposed<3>(J, stride, row, cols, count, y, back);
+        break;
+      default:
+        AddTransposed<6>(J, stride, row, cols, count, y, back);
+        break;
     }
   }
   for (int col = 0; col < cols_; ++col) delta(col) -= s_.scale[col] * back(col);
@@ -397,7 +466,11 @@ double FullBodySolve::StraightenHinge(int j, Quaterniond& local) const {
   const Quaterniond& rest = skeleton_.joint(j).rest.rotation;
   Quaterniond turn = rest.conjugate() * local;
   if (turn.w() < 0.0) turn.coeffs() = -turn.coeffs();
-  const double flexion = 2.0 * std::atan2(turn.vec().dot(axis), turn.w());
+  // Flexed forward (a non-negative sine, w >= 0: flexion in [0, pi], or
+  // -0) is never past straight (hinge_straight <= 0): no atan2 for it.
+  const double sine = turn.vec().dot(axis);
+  if (sine >= 0.0) return 0.0;
+  const double flexion = 2.0 * std::atan2(sine, turn.w());
   const double straight = model_->hinge_straight[j];
   if (!(flexion < straight)) return 0.0;
   const Quaterniond twist(Eigen::AngleAxisd(flexion, axis));
