@@ -565,6 +565,15 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
       goal->target = tg[leg.start].translation +
                      from_thigh * (reach[k] / from_thigh.norm());
     }
+    // A foot goal within kRiseEase leg lengths of the leg's nearest reach
+    // (its knee held at the end of its range: where a held foot pushes the
+    // pelvis away, above) has no turn: the ankle alone turns the foot,
+    // after the solve (below).
+    if (leg.limited && leg.min_reach > 0.0 &&
+        (goal->target - tg[leg.start].translation).norm() <
+            leg.min_reach + kRiseEase * leg.target_length) {
+      goal->target_orientation.reset();
+    }
     set_pole(leg, goal);
     frame.feet[k].active = true;
     frame.feet[k].goal = goal->target;
@@ -579,6 +588,7 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
   }
   state.started = true;
 
+  bool solved_any = false;
   std::array<int, 2> turn_goal = {-1, -1};  // Feet's turns apart (below).
   if (!scratch.goals.empty()) {
     scratch.results.reserve(6);  // With the feet's turns apart (below).
@@ -604,6 +614,7 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
                                   target, absl::MakeSpan(scratch.results),
                                   SolveLimits(), deadline, full_body_);
       if (!solved.ok()) return solved;
+      solved_any = true;
       // On a leg with limits a held foot's place comes before its turn: a
       // foot turned out beyond what the hip's and ankle's twist allow, or
       // pitched beyond the ankle's cone with the knee folded to its end, is
@@ -618,6 +629,7 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
       bool again = false;
       for (int k = 0; k < 2; ++k) {
         if (feet[k] == nullptr || !legs_[k].limited || !options_.plant_feet ||
+            !feet[k]->target_orientation ||
             !(state.feet[k].contact ||
               state.feet[k].offset.squaredNorm() > 0.0)) {
           continue;
@@ -650,22 +662,45 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
         frame.iterations = std::max(frame.iterations, out.iterations);
       }
     }
-    // Where the solve left a foot short of its goal (by more than ten
-    // times the tolerance: the leg's limits hold it off), for a stance
-    // that begins on the next frame.
+    // A foot goal without its turn (a leg folded as far as its limits let
+    // it, above) turns as the transferred foot by its ankle alone, as near
+    // as the ankle's limits allow (its place is the solve's; the ankle's
+    // turn does not move it): the turn chased by the whole leg, with the
+    // knee and the hip's twist at their bounds, swung the leg's plane by up
+    // to 31 degrees in a frame against the source's 1 (the Boxing clip's
+    // crouch), the solve landing on one of two answers frame to frame.
+    // Where the solve left a foot short of its goal (by more than ten times
+    // the tolerance: the leg's limits hold it off), for a stance that
+    // begins on the next frame.
     bool globals = false;
     scratch.solved_globals.resize(target->local.size());  // Sized once.
     for (int k = 0; k < 2; ++k) {
+      const Limb& leg = legs_[k];
       RetargetState::Foot& foot = state.feet[k];
-      foot.held_off = frame.feet[k].active && legs_[k].limited &&
+      foot.held_off = frame.feet[k].active && leg.limited &&
                       frame.feet[k].position_error > 10.0 * tolerance_;
-      if (!foot.held_off) continue;
+      const bool turn = solved_any && frame.feet[k].active &&
+                        !feet[k]->target_orientation && turn_goal[k] < 0;
+      if (!foot.held_off && !turn) continue;
       if (!globals) {
         ComputeGlobals(solving_, *target,
                        absl::MakeSpan(scratch.solved_globals));
         globals = true;
       }
-      foot.solved = scratch.solved_globals[legs_[k].end].translation;
+      if (foot.held_off) {
+        foot.solved = scratch.solved_globals[leg.end].translation;
+      }
+      if (!turn) continue;
+      const int p = solving_.joint(leg.end).parent;
+      const Quaterniond parent = p >= 0 ? scratch.solved_globals[p].rotation
+                                        : Quaterniond::Identity();
+      Quaterniond& local = target->local[leg.end].rotation;
+      local = (parent.conjugate() * tg[leg.end].rotation).normalized();
+      ProjectIntoLimits(solving_.joint(leg.end), &local);
+      LimbResult& r = frame.feet[k];
+      r.orientation_error_rad =
+          (parent * local).angularDistance(tg[leg.end].rotation);
+      r.reached = r.reached && r.orientation_error_rad <= kOrientationTolerance;
     }
     for (int k = 0; k < 2; ++k) {
       if (turn_goal[k] < 0) continue;

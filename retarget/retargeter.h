@@ -44,7 +44,12 @@
 //    foot, and any joints between); pelvis, spine, neck and clavicles keep
 //    the transferred pose. Goals are met to 1e-4 of the body's size and
 //    1e-3 rad. On a rig with limits, a held foot the solve leaves short of
-//    its place is solved again with its turn after its place.
+//    its place is solved again with its turn after its place; a foot goal
+//    within 0.02 leg lengths of its leg's nearest reach (the knee at the
+//    end of its range) has no turn in the solve, and after it the ankle
+//    alone turns the foot as the transferred one, as near as its limits
+//    allow (the whole leg chasing that turn swung its plane by up to 31
+//    degrees in a frame).
 //
 // Each frame starts from its own transferred pose: it is within one source
 // frame of the previous answer (the source moved that little), and unlike
