@@ -302,7 +302,9 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
     return absl::InvalidArgumentError(
         absl::StrCat("dt = ", dt, ": must be in (0, 1e6] seconds"));
   }
-  transfer_.Apply(source, scratch.transfer, target);
+  // The frame before's answer, for limited joints' sides (RetargetState).
+  const Pose* previous = state.started ? &state.previous : nullptr;
+  transfer_.Apply(source, scratch.transfer, target, previous);
   const std::vector<Transform>& sg = scratch.transfer.source_globals;
   const std::vector<Transform>& tg = scratch.transfer.target_globals;
   const Quaterniond& align = transfer_.align();
@@ -696,7 +698,10 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
                                         : Quaterniond::Identity();
       Quaterniond& local = target->local[leg.end].rotation;
       local = (parent.conjugate() * tg[leg.end].rotation).normalized();
-      ProjectIntoLimits(solving_.joint(leg.end), &local);
+      ProjectIntoLimits(
+          solving_.joint(leg.end),
+          previous != nullptr ? &previous->local[leg.end].rotation : nullptr,
+          &local);
       LimbResult& r = frame.feet[k];
       r.orientation_error_rad =
           (parent * local).angularDistance(tg[leg.end].rotation);
@@ -710,6 +715,8 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
     }
   }
   if (result != nullptr) *result = frame;
+  // Same size from the second frame on: assignment reuses its storage.
+  state.previous.local = target->local;
   return absl::OkStatus();
 }
 

@@ -179,6 +179,10 @@ struct RetargetState {
   bool started = false;       // A frame was retargeted with this state.
   double source_floor = 0.0;  // Fixed by the first frame.
   double target_floor = 0.0;  // Along Retargeter::floor_up().
+  // The answer of the frame before (sized once): a limited joint's twist
+  // wanted beyond its range stays on this answer's side of it
+  // (Transfer::Apply's `previous`).
+  Pose previous;
 };
 
 // Reused per call (no allocation once sized).

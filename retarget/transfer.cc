@@ -555,8 +555,11 @@ Quaterniond Transfer::Wanted(int j, const TransferScratch& scratch) const {
 }
 
 void Transfer::Apply(const Pose& source, TransferScratch& scratch,
-                     Pose* target) const {
+                     Pose* target, const Pose* previous) const {
   const int n = target_->num_joints();
+  if (previous != nullptr && static_cast<int>(previous->local.size()) != n) {
+    previous = nullptr;
+  }
   scratch.source_globals.resize(source_->num_joints());
   ComputeGlobals(*source_, source, absl::MakeSpan(scratch.source_globals));
   scratch.target_rotations.resize(n);
@@ -568,8 +571,12 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
         p >= 0 ? scratch.target_rotations[p] : Quaterniond::Identity();
     Transform& local = target->local[j];
     local = target_reference_.local[j];
+    // The joint's answer on the frame before, for the side of its range a
+    // twist wanted beyond it goes to (ProjectIntoLimits).
+    const Quaterniond* before =
+        previous != nullptr ? &previous->local[j].rotation : nullptr;
     if (source_of_[j] < 0) {
-      ProjectIntoLimits(joint, &local.rotation);
+      ProjectIntoLimits(joint, before, &local.rotation);
       scratch.target_rotations[j] = (parent * local.rotation).normalized();
       continue;
     }
@@ -589,7 +596,7 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
       local.rotation = (p_ref.conjugate() * from.conjugate() *
                         Turn(j, scratch) * target_ref_[j])
                            .normalized();
-      ProjectIntoLimits(joint, &local.rotation);
+      ProjectIntoLimits(joint, before, &local.rotation);
       scratch.target_rotations[j] = (parent * local.rotation).normalized();
       continue;
     }
@@ -613,7 +620,7 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
     // Within the target joint's limits (the nearest rotation they allow);
     // its children then turn from where it is, so their own model-space
     // rotations stay the source's where their limits allow.
-    Quaterniond placed = ProjectIntoLimits(joint, &local.rotation)
+    Quaterniond placed = ProjectIntoLimits(joint, before, &local.rotation)
                              ? (parent * local.rotation).normalized()
                              : model;
     const int hinge = aim_hinge_[j];
@@ -642,7 +649,7 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
         local.rotation =
             (parent.conjugate() * Eigen::AngleAxisd(twist, b) * placed)
                 .normalized();
-        ProjectIntoLimits(joint, &local.rotation);
+        ProjectIntoLimits(joint, before, &local.rotation);
         placed = (parent * local.rotation).normalized();
       }
     }

@@ -78,7 +78,15 @@ class Transfer {
 
   // Writes the target's pose for the source's `source` (a pose of the
   // source skeleton) into `target` (resized to the target skeleton).
-  void Apply(const Pose& source, TransferScratch& scratch, Pose* target) const;
+  // `previous`, when given (the target's answer on the frame before, of
+  // the target skeleton), keeps limited joints continuous: a twist or hinge
+  // angle wanted beyond its range goes to the bound on `previous`'s side
+  // (ProjectIntoLimits with a previous rotation), not the bound nearest on
+  // the circle, which flips across the range as the wanted twist crosses
+  // the half turn (the limited humanoid's right wrist turned 141 degrees in
+  // a frame on the shoot clip, against the source's 55).
+  void Apply(const Pose& source, TransferScratch& scratch, Pose* target,
+             const Pose* previous = nullptr) const;
 
   // Per target joint: the source joint it follows (along a spine or neck,
   // the first of the two it is placed between; a finger joint, the source

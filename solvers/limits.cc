@@ -25,12 +25,31 @@ double NearestBound(double angle, double lo, double hi) {
   return CircleDistance(angle, lo) <= CircleDistance(angle, hi) ? lo : hi;
 }
 
+// The bound of [lo, hi] an angle outside it is brought to. Without `from`
+// (null), the bound nearest on the circle (NearestBound). With `from`, an
+// angle inside the range (the previous frame's answer), the bound met first
+// turning from `from` to `angle` the shorter way: the nearest bound flips
+// from one end of the range to the other as `angle` crosses the antipode
+// of the range's middle (a twist wanted near the half turn: 137.5 degrees
+// in a frame on a wrist's +-1.2 rad), this one only as `angle` crosses the
+// antipode of `from`, a bound's when `from` was held there.
+double BoundFor(double angle, double lo, double hi, const double* from) {
+  if (from == nullptr || !std::isfinite(lo) || !std::isfinite(hi) ||
+      !(*from >= lo && *from <= hi)) {
+    return NearestBound(angle, lo, hi);
+  }
+  const double turn = std::remainder(angle - *from, kTwoPi);
+  if (turn == 0.0) return NearestBound(angle, lo, hi);
+  return turn > 0.0 ? hi : lo;
+}
+
 // Picks, among the 2pi-equivalents of `angle` in (-2pi, 2pi], one inside
 // [lo, hi]; failing that, the bound nearest on the circle. A range with one
 // infinite bound holds every rotation: its equivalent nearest the finite
 // bound (a few turns away when that bound lies more than 2pi from `angle`).
 // The result is always inside [lo, hi].
-double ConstrainHingeAngle(double angle, double lo, double hi) {
+double ConstrainHingeAngle(double angle, double lo, double hi,
+                           const double* from = nullptr) {
   const double inside = TwistInRange(angle, lo, hi);
   if (inside >= lo && inside <= hi) return inside;
   if (!std::isfinite(lo) && std::isfinite(hi)) {
@@ -41,7 +60,7 @@ double ConstrainHingeAngle(double angle, double lo, double hi) {
   if (std::isfinite(lo) && !std::isfinite(hi)) {
     return std::max(angle + kTwoPi * std::ceil((lo - angle) / kTwoPi), lo);
   }
-  return NearestBound(angle, lo, hi);
+  return BoundFor(angle, lo, hi, from);
 }
 
 // Angle of a swing quaternion in [0, pi] and its unit axis.
@@ -112,10 +131,51 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
   return ConstrainRotation(joint, local, nullptr);
 }
 
+namespace {
+
+// How far outside its range a previous answer's twist may read and still
+// count as at the bound: a rotation written at a bound reads back a few ulp
+// beyond it (HingeAngleWithinLimits), and one held at a bound is the case
+// that matters.
+constexpr double kPreviousSlack = 1e-9;
+
+// The previous answer's twist (a hinge's angle, a ball's twist read in
+// [-pi, pi]), its representative in the joint's range, rounding past a
+// bound brought to it; NaN when it lies outside (BoundFor then takes the
+// nearest bound).
+double PreviousTwist(const Joint& joint, const Eigen::Quaterniond& previous) {
+  const double lo = joint.min_angle_rad;
+  const double hi = joint.max_angle_rad;
+  const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * previous;
+  Eigen::Quaterniond swing;
+  double angle = SwingTwist(delta, joint.axis, &swing);
+  if (joint.type != JointType::kHinge) angle = WrapPi(angle);
+  angle = TwistInRange(angle, lo - kPreviousSlack, hi + kPreviousSlack);
+  if (!(angle >= lo - kPreviousSlack && angle <= hi + kPreviousSlack)) {
+    return NAN;
+  }
+  return ClampAngle(angle, lo, hi);
+}
+
+}  // namespace
+
 Eigen::Quaterniond ConstrainRotation(const Joint& joint,
                                      const Eigen::Quaterniond& local,
                                      LimitExcess* excess) {
+  return ConstrainRotationFrom(joint, local, nullptr, excess);
+}
+
+Eigen::Quaterniond ConstrainRotationFrom(const Joint& joint,
+                                         const Eigen::Quaterniond& local,
+                                         const Eigen::Quaterniond* previous,
+                                         LimitExcess* excess) {
   if (excess != nullptr) *excess = LimitExcess();
+  double from_twist = 0.0;
+  const double* from = nullptr;
+  if (previous != nullptr && joint.type != JointType::kFixed) {
+    from_twist = PreviousTwist(joint, *previous);
+    from = &from_twist;
+  }
   switch (joint.type) {
     case JointType::kFixed:
       if (excess != nullptr) {
@@ -126,8 +186,8 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
       const Eigen::Quaterniond delta = joint.rest.rotation.conjugate() * local;
       Eigen::Quaterniond swing;
       const double angle = SwingTwist(delta, joint.axis, &swing);
-      const double clamped =
-          ConstrainHingeAngle(angle, joint.min_angle_rad, joint.max_angle_rad);
+      const double clamped = ConstrainHingeAngle(
+          angle, joint.min_angle_rad, joint.max_angle_rad, from);
       if (excess != nullptr) {
         excess->twist = std::abs(WrapPi(clamped - angle));
         Eigen::Vector3d unused;
@@ -143,7 +203,7 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
       const double clamped_twist =
           AngleWithin(twist, joint.min_angle_rad, joint.max_angle_rad, 0.0)
               ? twist
-              : NearestBound(twist, joint.min_angle_rad, joint.max_angle_rad);
+              : BoundFor(twist, joint.min_angle_rad, joint.max_angle_rad, from);
       Eigen::Vector3d swing_axis;
       const double swing_angle = SwingAngle(swing, &swing_axis);
       const double clamped_swing =
@@ -164,6 +224,11 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
 }
 
 bool ProjectIntoLimits(const Joint& joint, Eigen::Quaterniond* local) {
+  return ProjectIntoLimits(joint, nullptr, local);
+}
+
+bool ProjectIntoLimits(const Joint& joint, const Eigen::Quaterniond* previous,
+                       Eigen::Quaterniond* local) {
   if (!joint.IsConstrained()) return false;
   constexpr double kOutside = 1e-12;
   if (joint.type == JointType::kHinge) {
@@ -181,7 +246,8 @@ bool ProjectIntoLimits(const Joint& joint, Eigen::Quaterniond* local) {
     }
   }
   LimitExcess excess;
-  const Eigen::Quaterniond inside = ConstrainRotation(joint, *local, &excess);
+  const Eigen::Quaterniond inside =
+      ConstrainRotationFrom(joint, *local, previous, &excess);
   if (!(excess.twist > kOutside || excess.swing > kOutside)) return false;
   *local = inside.normalized();
   return true;

@@ -38,6 +38,26 @@ Eigen::Quaterniond ConstrainRotation(const Joint& joint,
 // untouched, bit for bit. An unconstrained ball joint is never moved.
 bool ProjectIntoLimits(const Joint& joint, Eigen::Quaterniond* local);
 
+// The same, continuous from frame to frame: a hinge's angle or a ball's
+// twist beyond a range with two finite bounds goes to the bound met first
+// turning from `previous`'s (the joint's answer on the frame before, within
+// its limits) toward the wanted one the shorter way, not to the bound
+// nearest on the circle, which flips from one end of the range to the other
+// as the wanted angle crosses the antipode of the range's middle (a wrist
+// twist of +-1.2 rad wanted near the half turn: 137.5 degrees in a frame).
+// It flips only as the wanted angle crosses the antipode of `previous`'s
+// (a bound's, when held there). Null `previous`: ProjectIntoLimits above.
+// Swing is clamped as there (along its own great circle).
+bool ProjectIntoLimits(const Joint& joint, const Eigen::Quaterniond* previous,
+                       Eigen::Quaterniond* local);
+
+// ConstrainRotation choosing a bound as ProjectIntoLimits(joint, previous,
+// local) does (null `previous`: ConstrainRotation's nearest bound).
+Eigen::Quaterniond ConstrainRotationFrom(const Joint& joint,
+                                         const Eigen::Quaterniond& local,
+                                         const Eigen::Quaterniond* previous,
+                                         LimitExcess* excess);
+
 // Moves a rotation held at a bound of the joint's limits into the middle
 // of its range, where an iterative solver stalled against it can start
 // again: a hinge within `within_rad` of a bound of its angle turns to the

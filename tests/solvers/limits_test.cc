@@ -252,6 +252,56 @@ TEST(ConstrainRotationTest, BallTwistCountsModuloTwoPi) {
   EXPECT_LT(QuatDistance(q, kRest * AxisAngle(kAxis, -0.2)), 1e-12);
 }
 
+// ProjectIntoLimits with the previous frame's answer: a twist wanted beyond
+// the range, swept across the half turn, stays at the bound it was held at
+// (the nearest bound on the circle flips from one end to the other there:
+// a wrist of +-1.2 rad turned 137.5 degrees in a frame), and moves to the
+// other bound only past the antipode of the one held.
+TEST(ProjectIntoLimitsTest, TwistSweptAcrossTheHalfTurnStaysAtItsBound) {
+  const Joint ball = MakeBall(kRest, kAxis, -1.2, 1.2, 0.9);
+  const Joint hinge = MakeHinge(kRest, kAxis, -1.2, 1.2);
+  const Vector3d perp = Perpendicular(kAxis);
+  for (const Joint* joint : {&ball, &hinge}) {
+    const double swing = joint == &ball ? 0.1 : 0.0;
+    auto wanted = [&](double twist) {
+      return Quaterniond(kRest * AxisAngle(perp, swing) *
+                         AxisAngle(kAxis, twist));
+    };
+    // From inside the range past its low end, on past the half turn.
+    Quaterniond previous = wanted(-1.0);
+    double largest = 0.0;
+    for (double twist = -1.0; twist > -kPi - 1.0; twist -= 0.01) {
+      Quaterniond q = wanted(twist);
+      ProjectIntoLimits(*joint, &previous, &q);
+      ASSERT_TRUE(WithinLimits(*joint, q, 1e-9)) << twist;
+      largest = std::max(largest, q.angularDistance(previous));
+      previous = q;
+    }
+    // The last wanted twist, -pi - 1 (pi - 1 on the circle), is nearer the
+    // high bound, yet the answer stays at the low one: no step larger than
+    // the sweep's 0.01 (the swing, 0.1, does not move).
+    EXPECT_LT(largest, 0.0101) << joint->name;
+    Quaterniond nearest = wanted(-kPi - 1.0);
+    ProjectIntoLimits(*joint, &nearest);
+    EXPECT_LT(QuatDistance(nearest, ConstrainRotation(*joint, wanted(1.2))),
+              1e-9)
+        << joint->name;
+    EXPECT_LT(QuatDistance(previous, ConstrainRotation(*joint, wanted(-1.2))),
+              1e-9)
+        << joint->name;
+    // Swept on past the antipode of the bound held (-1.2 - pi, which is
+    // -1.2 + pi on the circle), the high bound is met first turning from
+    // it the shorter way.
+    Quaterniond past = wanted(-1.2 + kPi - 0.05);
+    ProjectIntoLimits(*joint, &previous, &past);
+    EXPECT_LT(QuatDistance(past, ConstrainRotation(*joint, wanted(1.2))), 1e-9)
+        << joint->name;
+    // Inside the range the previous answer changes nothing.
+    Quaterniond inside = wanted(0.3);
+    EXPECT_FALSE(ProjectIntoLimits(*joint, &previous, &inside));
+  }
+}
+
 // A ball's twist is read in [-pi, pi]; a half turn may read as -pi while
 // the range ends at +pi (the same rotation). Found by the solve_request
 // fuzzer: the joint counted as outside its limits, so solvers "corrected"
