@@ -212,6 +212,15 @@ class VmcTest : public ::testing::Test {
     return bridge.ok() ? *std::move(bridge) : nullptr;
   }
 
+  // Options of a tracker-mode bridge onto the limited humanoid.
+  static client::VmcBridgeOptions LimitedTrackerOptions() {
+    client::VmcBridgeOptions options;
+    options.target =
+        absl::StrCat(REACH_EXAMPLES_DIR, "/humanoid_limited.skeleton.json");
+    options.trackers = true;
+    return options;
+  }
+
   // A rest-pose frame (every bone at identity) at `time`.
   std::string RestFrame(float time) {
     std::vector<Floats7> bones(vmc_.names.size());
@@ -798,6 +807,59 @@ std::string LoTrackerFrame(float time, const Floats7& hmd, const Floats7& left,
   return bytes;
 }
 
+// The performance `p` sent through `bridge` (tracker mode) from `in` frame
+// by frame, each waiting for its answer on `out`: per frame, the rig's
+// bone positions (the test's own forward kinematics of the bones
+// received) and the head's and hands' distances from their trackers.
+// False, with the failure recorded, if a frame is not answered.
+struct TrackerSessionFrame {
+  std::map<std::string, Vector3d> at;
+  std::array<double, 3> errors;  // Head, left hand, right hand.
+};
+bool RunTrackerSession(Udp& in, Udp& out, const client::VmcBridge& bridge,
+                       const TrackerPerformance& p,
+                       std::vector<TrackerSessionFrame>* frames) {
+  LoParser lo;
+  frames->clear();
+  for (size_t k = 0; k < p.times.size(); ++k) {
+    in.SendTo(bridge.port(), LoTrackerFrame(p.times[k], p.hmd[k], p.left[k],
+                                            p.right[k], false));
+    std::string bytes;
+    LoParsed parsed;
+    if (!out.Receive(&bytes) || !lo.Parse(bytes, &parsed)) {
+      ADD_FAILURE() << "frame " << k << " not answered";
+      return false;
+    }
+    TrackerSessionFrame frame;
+    frame.at = BonePositions(parsed);
+    Vector3d h, l, r;
+    Quaterniond unused;
+    FromUnity(p.hmd[k], &h, &unused);
+    FromUnity(p.left[k], &l, &unused);
+    FromUnity(p.right[k], &r, &unused);
+    frame.errors = {(frame.at.at("Head") - h).norm(),
+                    (frame.at.at("LeftHand") - l).norm(),
+                    (frame.at.at("RightHand") - r).norm()};
+    frames->push_back(std::move(frame));
+  }
+  return true;
+}
+
+// The 99th percentile and the largest of the sessions' head and hand
+// distances from their trackers.
+std::pair<double, double> TrackerErrorP99Max(
+    const std::vector<TrackerSessionFrame>& frames) {
+  std::vector<double> all;
+  for (const TrackerSessionFrame& f : frames) {
+    all.insert(all.end(), f.errors.begin(), f.errors.end());
+  }
+  if (all.empty()) return {0.0, 0.0};
+  std::sort(all.begin(), all.end());
+  return {all[std::min(all.size() - 1,
+                       static_cast<size_t>(0.99 * all.size()))],
+          all.back()};
+}
+
 v1::Skeleton LimitedHumanoid() {
   v1::Skeleton skeleton;
   const std::string json = Slurp(
@@ -823,11 +885,8 @@ TEST_F(VmcTest, TrackersDriveTheLimitedHumanoid) {
       reference[static_cast<size_t>(head)].translation.y() -
           reference[static_cast<size_t>(l_ankle)].translation.y());
 
-  client::VmcBridgeOptions options;
-  options.target =
-      absl::StrCat(REACH_EXAMPLES_DIR, "/humanoid_limited.skeleton.json");
-  options.trackers = true;
-  std::unique_ptr<client::VmcBridge> bridge = StartBridge(options);
+  std::unique_ptr<client::VmcBridge> bridge =
+      StartBridge(LimitedTrackerOptions());
   ASSERT_NE(bridge, nullptr);
   std::map<std::string, std::string> bones;  // HumanBodyBones -> joint.
   for (const auto& [bone, joint] : bridge->bones()) bones[bone] = joint;
@@ -1761,33 +1820,16 @@ TEST_F(VmcTest, TrackerSessionAgainstThePerformer) {
     const TrackerPerformance p =
         MakeTrackerPerformance(file, clip->num_frames, 30, height, 1, step);
     const size_t frames = p.times.size();
-    client::VmcBridgeOptions options;
-    options.target =
-        absl::StrCat(REACH_EXAMPLES_DIR, "/humanoid_limited.skeleton.json");
-    options.trackers = true;
-    std::unique_ptr<client::VmcBridge> bridge = StartBridge(options);
+    std::unique_ptr<client::VmcBridge> bridge =
+        StartBridge(LimitedTrackerOptions());
     ASSERT_NE(bridge, nullptr);
-    LoParser lo;
-    std::vector<double> effector;
+    std::vector<TrackerSessionFrame> session;
+    ASSERT_TRUE(RunTrackerSession(in_, out_, *bridge, p, &session)) << name;
     double pelvis_max = 0, pelvis_sum = 0, heading_max = 0;
     int chest_below = 0;
     double rig_hips0 = 0, performer_hips0 = 0;
     for (size_t k = 0; k < frames; ++k) {
-      in_.SendTo(bridge->port(), LoTrackerFrame(p.times[k], p.hmd[k], p.left[k],
-                                                p.right[k], false));
-      std::string bytes;
-      ASSERT_TRUE(out_.Receive(&bytes)) << name << " frame " << k;
-      LoParsed parsed;
-      ASSERT_TRUE(lo.Parse(bytes, &parsed));
-      const std::map<std::string, Vector3d> at = BonePositions(parsed);
-      Vector3d h, l, r;
-      Quaterniond unused;
-      FromUnity(p.hmd[k], &h, &unused);
-      FromUnity(p.left[k], &l, &unused);
-      FromUnity(p.right[k], &r, &unused);
-      effector.push_back((at.at("Head") - h).norm());
-      effector.push_back((at.at("LeftHand") - l).norm());
-      effector.push_back((at.at("RightHand") - r).norm());
+      const std::map<std::string, Vector3d>& at = session[k].at;
       if (k == 0) {
         rig_hips0 = at.at("Hips").y();
         performer_hips0 = p.hips[0].y();
@@ -1806,11 +1848,9 @@ TEST_F(VmcTest, TrackerSessionAgainstThePerformer) {
       if (at.at("Chest").y() < at.at("Hips").y()) ++chest_below;
     }
     ASSERT_TRUE(bridge->Stop().ok());
-    std::sort(effector.begin(), effector.end());
-    const double p99 = effector[std::min(
-        effector.size() - 1, static_cast<size_t>(0.99 * effector.size()))];
+    const auto [p99, worst] = TrackerErrorP99Max(session);
     std::printf("%-28s %6zu %12.3f %12.3f %12.2f %12.2f %8.1f° %6d\n", name,
-                frames, 1e3 * p99, 1e3 * effector.back(), 100 * pelvis_max,
+                frames, 1e3 * p99, 1e3 * worst, 100 * pelvis_max,
                 100 * pelvis_sum / static_cast<double>(frames),
                 heading_max * 180 / M_PI, chest_below);
     if (on_the_spot) {
@@ -1845,52 +1885,32 @@ TEST_F(VmcTest, TrackerSessionWalksAboutTheRoom) {
       MakeTrackerPerformance(file, 1000, 30, height, 1, 4, false);
   const size_t frames = p.times.size();
   ASSERT_GT(frames, 80u);
-  client::VmcBridgeOptions options;
-  options.target =
-      absl::StrCat(REACH_EXAMPLES_DIR, "/humanoid_limited.skeleton.json");
-  options.trackers = true;
-  std::unique_ptr<client::VmcBridge> bridge = StartBridge(options);
+  std::unique_ptr<client::VmcBridge> bridge =
+      StartBridge(LimitedTrackerOptions());
   ASSERT_NE(bridge, nullptr);
-  LoParser lo;
-  std::vector<double> effector;
+  std::vector<TrackerSessionFrame> session;
+  ASSERT_TRUE(RunTrackerSession(in_, out_, *bridge, p, &session));
   double hips_off = 0, floor = 0, both_up = 0;
-  std::map<std::string, Vector3d> last;
   for (size_t k = 0; k < frames; ++k) {
-    in_.SendTo(bridge->port(), LoTrackerFrame(p.times[k], p.hmd[k], p.left[k],
-                                              p.right[k], false));
-    std::string bytes;
-    ASSERT_TRUE(out_.Receive(&bytes)) << "frame " << k;
-    LoParsed parsed;
-    ASSERT_TRUE(lo.Parse(bytes, &parsed));
-    const std::map<std::string, Vector3d> at = BonePositions(parsed);
-    Vector3d h, l, r;
-    Quaterniond unused;
-    FromUnity(p.hmd[k], &h, &unused);
-    FromUnity(p.left[k], &l, &unused);
-    FromUnity(p.right[k], &r, &unused);
-    effector.push_back((at.at("Head") - h).norm());
-    effector.push_back((at.at("LeftHand") - l).norm());
-    effector.push_back((at.at("RightHand") - r).norm());
+    const std::map<std::string, Vector3d>& at = session[k].at;
     Vector3d along = at.at("Hips") - p.hips[k];
     along.y() = 0;
     hips_off = std::max(hips_off, along.norm());
     const double lf = at.at("LeftFoot").y(), rf = at.at("RightFoot").y();
     if (k == 0) floor = std::min(lf, rf);
     both_up = std::max(both_up, std::min(lf, rf) - floor);
-    last = at;
   }
   ASSERT_TRUE(bridge->Stop().ok());
-  std::sort(effector.begin(), effector.end());
-  const double p99 = effector[std::min(
-      effector.size() - 1, static_cast<size_t>(0.99 * effector.size()))];
+  const auto [p99, worst] = TrackerErrorP99Max(session);
+  const std::map<std::string, Vector3d>& last = session.back().at;
   Vector3d walked = p.hips.back() - p.hips.front();
   walked.y() = 0;
   std::printf(
       "walk about the room: %zu frames, %.2f m walked; head and hands p99 "
       "%.3f mm, max %.3f mm; hips %.1f cm from the performer's along the "
       "floor at most; the lower foot %.1f cm over the floor at most\n",
-      frames, walked.norm(), 1e3 * p99, 1e3 * effector.back(),
-      100 * hips_off, 100 * both_up);
+      frames, walked.norm(), 1e3 * p99, 1e3 * worst, 100 * hips_off,
+      100 * both_up);
   EXPECT_GT(walked.norm(), 2.0);
   EXPECT_LE(p99, 1e-3);
   EXPECT_LE(hips_off, 0.3 * leg);

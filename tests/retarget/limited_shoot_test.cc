@@ -76,40 +76,20 @@ TEST(LimitedShootTest, NoJointTurnsFasterThanItsSource) {
   const int frames = static_cast<int>(t_frames.size());
   ASSERT_GT(frames, 2);
 
-  std::vector<double> t_step(target.skeleton.num_joints(), 0.0);
-  std::vector<int> t_at(target.skeleton.num_joints(), 0);
-  std::vector<double> s_step(source.skeleton.num_joints(), 0.0);
-  double s_most = 0.0;
-  for (int f = 1; f < frames; ++f) {
-    for (size_t j = 0; j < t_step.size(); ++j) {
-      const double step = t_frames[f].rotation[j].angularDistance(
-          t_frames[f - 1].rotation[j]);
-      if (step > t_step[j]) t_step[j] = step, t_at[j] = f + 1;
-    }
-    for (size_t j = 0; j < s_step.size(); ++j) {
-      s_step[j] = std::max(s_step[j], s_frames[f].rotation[j].angularDistance(
-                                          s_frames[f - 1].rotation[j]));
-      s_most = std::max(s_most, s_step[j]);
-    }
-  }
-  double excess = -INFINITY;
-  std::string at;
+  std::vector<int> t_at;
+  const std::vector<double> t_step = testing::LargestSteps(t_frames, &t_at);
+  const std::vector<double> s_step = testing::LargestSteps(s_frames);
+  const double s_most = *std::max_element(s_step.begin(), s_step.end());
   std::string table;
-  for (const RoleAssignment& r : tc.roles) {
-    const int s = transfer.source_of()[r.joint];
-    if (s < 0) continue;
-    double allowed = s_step[s];
-    const int next = transfer.source_next_of(r.joint);
-    if (next >= 0) allowed = std::max(allowed, s_step[next]);
-    const double e = (t_step[r.joint] - allowed) / kDegree;
-    absl::StrAppend(&table, " ", r.role, " ", t_step[r.joint] / kDegree, "/",
-                    allowed / kDegree, " (frame ", t_at[r.joint], ")");
-    if (e > excess) {
-      excess = e;
-      at = absl::StrCat(r.role, " (", target.skeleton.joint(r.joint).name,
-                        ") frame ", t_at[r.joint]);
-    }
-  }
+  const testing::StepExcess worst =
+      testing::StepBeyondSource(transfer, tc, t_step, s_step, &table);
+  const double excess = worst.degrees;
+  const std::string at =
+      worst.joint < 0
+          ? std::string("-")
+          : absl::StrCat(worst.role, " (",
+                         target.skeleton.joint(worst.joint).name, ") frame ",
+                         t_at[worst.joint] + 1);
   std::printf(
       "shoot -> limited humanoid: largest step beyond the source's %.2f deg "
       "at %s (the source's largest step of any joint %.1f deg); %d limit "

@@ -238,32 +238,11 @@ TEST_P(PlantingTest, FeetStayWhileTheSourceStandsAndCatchUpGently) {
 
   // Per-frame steps (model-space rotations) against the source's largest
   // for the role.
-  std::vector<double> t_step(target.skeleton.num_joints(), 0.0);
-  std::vector<double> s_step(source.skeleton.num_joints(), 0.0);
-  for (int f = 1; f < frames; ++f) {
-    for (size_t j = 0; j < t_step.size(); ++j) {
-      t_step[j] = std::max(t_step[j], t_frames[f].rotation[j].angularDistance(
-                                          t_frames[f - 1].rotation[j]));
-    }
-    for (size_t j = 0; j < s_step.size(); ++j) {
-      s_step[j] = std::max(s_step[j], s_frames[f].rotation[j].angularDistance(
-                                          s_frames[f - 1].rotation[j]));
-    }
-  }
-  double step_excess = 0.0;
-  std::string step_role;
-  for (const RoleAssignment& r : tc.roles) {
-    const int s = transfer.source_of()[r.joint];
-    if (s < 0) continue;
-    double allowed = s_step[s];
-    const int next = transfer.source_next_of(r.joint);
-    if (next >= 0) allowed = std::max(allowed, s_step[next]);
-    const double e = (t_step[r.joint] - allowed) / kDegree;
-    if (e > step_excess) {
-      step_excess = e;
-      step_role = r.role;
-    }
-  }
+  const testing::StepExcess steps = testing::StepBeyondSource(
+      transfer, tc, testing::LargestSteps(t_frames),
+      testing::LargestSteps(s_frames));
+  const double step_excess = std::max(0.0, steps.degrees);
+  const std::string step_role = steps.degrees > 0.0 ? steps.role : "";
 
   std::printf(
       "%s -> %s: %d stances (%d frames), slide %.4f legs (%s); excess %.2f "

@@ -1,6 +1,7 @@
 #include "tests/testing/retarget_rigs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -85,6 +86,51 @@ double Jitter(const std::vector<IndependentGlobals>& frames,
     }
   }
   return count > 0 ? sum / count : 0.0;
+}
+
+std::vector<double> LargestSteps(const std::vector<IndependentGlobals>& frames,
+                                 std::vector<int>* at) {
+  const size_t n = frames.empty() ? 0 : frames[0].rotation.size();
+  std::vector<double> step(n, 0.0);
+  if (at != nullptr) at->assign(n, 0);
+  for (size_t f = 1; f < frames.size(); ++f) {
+    for (size_t j = 0; j < n; ++j) {
+      const double s =
+          frames[f].rotation[j].angularDistance(frames[f - 1].rotation[j]);
+      if (s > step[j]) {
+        step[j] = s;
+        if (at != nullptr) (*at)[j] = static_cast<int>(f);
+      }
+    }
+  }
+  return step;
+}
+
+StepExcess StepBeyondSource(const retarget::Transfer& transfer,
+                            const retarget::Characterization& target_roles,
+                            const std::vector<double>& target_steps,
+                            const std::vector<double>& source_steps,
+                            std::string* table) {
+  constexpr double kDegree = M_PI / 180.0;
+  StepExcess out;
+  for (const retarget::RoleAssignment& r : target_roles.roles) {
+    const int s = transfer.source_of()[r.joint];
+    if (s < 0) continue;
+    double allowed = source_steps[s];
+    const int next = transfer.source_next_of(r.joint);
+    if (next >= 0) allowed = std::max(allowed, source_steps[next]);
+    const double e = (target_steps[r.joint] - allowed) / kDegree;
+    if (table != nullptr) {
+      absl::StrAppend(table, " ", r.role, " ", target_steps[r.joint] / kDegree,
+                      "/", allowed / kDegree);
+    }
+    if (e > out.degrees) {
+      out.degrees = e;
+      out.role = r.role;
+      out.joint = r.joint;
+    }
+  }
+  return out;
 }
 
 }  // namespace reach::testing

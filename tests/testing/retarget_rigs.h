@@ -52,6 +52,27 @@ absl::StatusOr<retarget::Retargeter> MakeRetargeter(
 double Jitter(const std::vector<IndependentGlobals>& frames,
               const std::vector<int>& joints, double legs);
 
+// Each joint's largest per-frame turn (model space, radians) over
+// `frames`; with `at`, the index in `frames` of the frame that ends it.
+std::vector<double> LargestSteps(const std::vector<IndependentGlobals>& frames,
+                                 std::vector<int>* at = nullptr);
+
+// The largest per-frame step of a target role beyond its source's: each
+// role's joint's largest step (`target_steps`) less its source joint's,
+// or the larger of the two source joints it lies between
+// (`source_steps`), in degrees; the role and joint where it is largest.
+// With `table`, every role's "role target/source" steps in degrees.
+struct StepExcess {
+  double degrees = -1e300;
+  std::string role;
+  int joint = -1;
+};
+StepExcess StepBeyondSource(const retarget::Transfer& transfer,
+                            const retarget::Characterization& target_roles,
+                            const std::vector<double>& target_steps,
+                            const std::vector<double>& source_steps,
+                            std::string* table = nullptr);
+
 }  // namespace reach::testing
 
 #endif  // REACH_TESTS_TESTING_RETARGET_RIGS_H_
