@@ -342,6 +342,10 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
   absl::Span<GoalResult> results = request_results;
   scratch.soft.assign(request.size(), 0);
   scratch.pole_cone.assign(request.size(), 0.0);
+  // A new character (every joint below a root at rest; a stream's frame
+  // almost never is, and the check stops at its first joint off rest). The
+  // body model moves only the top root, so this holds after it too.
+  const bool from_rest = AtRest(skeleton, pose->local);
   if (model != nullptr) {
     scratch.body_goals.assign(request.begin(), request.end());
     scratch.body_stiffness.assign(body.stiffness.begin(), body.stiffness.end());
@@ -353,7 +357,7 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
       // planted feet's goals are soft like the pelvis' (held until reached,
       // they took solver_bench's sparse row from rest 14 -> 26 iterations
       // a solve).
-      if (AtRest(skeleton, pose->local)) {
+      if (from_rest) {
         for (char& soft : scratch.soft) {
           if (soft == 2) soft = 1;
         }
@@ -364,9 +368,6 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
     results = absl::MakeSpan(scratch.body_results);
   }
   {
-    // A new character (every joint below a root at rest; a stream's frame
-    // almost never is, and the check stops at its first joint off rest).
-    const bool from_rest = AtRest(skeleton, pose->local);
     // The start, for another attempt from it (a posture fallback needs
     // one only where the body model has a posture).
     if (from_rest || (model != nullptr && !model->relax.empty())) {
