@@ -66,6 +66,7 @@
 #include "retarget/quality.h"
 #include "retarget/retargeter.h"
 #include "tests/testing/full_body.h"
+#include "tests/testing/retarget_rigs.h"
 
 namespace reach::retarget {
 namespace {
@@ -130,6 +131,11 @@ struct Figures {
   double limb_mean = 0.0, limb_max = 0.0, jitter = 0.0, p50_us = 0.0;
   // Target over the source's motion on the target's own bones.
   double own_jitter = 0.0;
+  // The largest per-frame model-space turn of a mapped joint beyond its
+  // source's largest (testing::StepBeyondSource), degrees, and its role.
+  double step_excess = 0.0;
+  std::string step_role;
+  int step_frame = 0;  // The clip frame of that joint's largest step.
   // --detail: per limb bone, its mean direction error (degrees); per
   // mapped joint, its position's jitter over its source's and its model
   // turn's over its source's.
@@ -216,6 +222,9 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
   Pose sp, tp;
   std::vector<Transform> s(source.skeleton.num_joints()),
       t(target.skeleton.num_joints()), ps, pt;
+  std::vector<double> s_step(source.skeleton.num_joints(), 0.0),
+      t_step(target.skeleton.num_joints(), 0.0);
+  std::vector<int> t_step_frame(target.skeleton.num_joints(), 0);
   std::array<bool, 2> standing_before = {false, false};
   std::array<Vector3d, 2> t_start, s_start, toe_start;
   std::vector<double> times;
@@ -276,6 +285,19 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
         fig->source_slide = std::max(fig->source_slide, dsm.norm() / s_leg[k]);
       }
       standing_before[k] = standing;
+    }
+    if (f > 1) {
+      for (size_t j = 0; j < s.size(); ++j) {
+        s_step[j] = std::max(s_step[j],
+                             s[j].rotation.angularDistance(ps[j].rotation));
+      }
+      for (size_t j = 0; j < t.size(); ++j) {
+        const double step = t[j].rotation.angularDistance(pt[j].rotation);
+        if (step > t_step[j]) {
+          t_step[j] = step;
+          t_step_frame[j] = f;
+        }
+      }
     }
     ps = s;
     pt = t;
@@ -381,6 +403,11 @@ bool Measure(const Rig& source, const Rig& target, Figures* fig) {
                   s_legs
             : 0.0);
   }
+  const reach::testing::StepExcess steps =
+      reach::testing::StepBeyondSource(r.transfer(), tc, t_step, s_step);
+  fig->step_excess = steps.degrees;
+  fig->step_role = steps.role;
+  if (steps.joint >= 0) fig->step_frame = t_step_frame[steps.joint];
   fig->jitter = s_sum > 0.0 ? t_sum / s_sum : 0.0;
   fig->own_jitter = o_sum > 0.0 ? t_sum / o_sum : 0.0;
   const RetargetQuality q = meter.Result();
@@ -419,8 +446,8 @@ int main(int argc, char** argv) {
   std::printf(
       "| source | target | stance slide (legs) | source ankle's | source "
       "toe's | excess (legs/s) | limb bones mean/max (deg) | jitter | own "
-      "bones' | us/frame |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n");
+      "bones' | step beyond source's (deg) | us/frame |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n");
   Figures worst;
   int failed = 0;
   for (const char* sname : sources) {
@@ -443,10 +470,10 @@ int main(int argc, char** argv) {
       }
       std::printf(
           "| %s | %s | %.4f | %.4f | %.4f | %.2f | %.2f / %.1f | %.2f | %.2f "
-          "| %.1f |\n",
+          "| %.2f (%s, frame %d) | %.1f |\n",
           sname, tname, fig.slide, fig.source_slide, fig.source_toe_slide,
           fig.excess, fig.limb_mean, fig.limb_max, fig.jitter, fig.own_jitter,
-          fig.p50_us);
+          fig.step_excess, fig.step_role.c_str(), fig.step_frame, fig.p50_us);
       if (detail) {
         std::printf("|   | limb bones' mean error (deg):");
         for (const auto& [name, e] : fig.bones) {
@@ -469,10 +496,12 @@ int main(int argc, char** argv) {
       worst.limb_max = std::max(worst.limb_max, fig.limb_max);
       worst.jitter = std::max(worst.jitter, fig.jitter);
       worst.own_jitter = std::max(worst.own_jitter, fig.own_jitter);
+      worst.step_excess = std::max(worst.step_excess, fig.step_excess);
     }
   }
-  std::printf("| worst | | %.4f | | | %.2f | %.2f / %.1f | %.2f | %.2f | |\n",
-              worst.slide, worst.excess, worst.limb_mean, worst.limb_max,
-              worst.jitter, worst.own_jitter);
+  std::printf(
+      "| worst | | %.4f | | | %.2f | %.2f / %.1f | %.2f | %.2f | %.2f | |\n",
+      worst.slide, worst.excess, worst.limb_mean, worst.limb_max, worst.jitter,
+      worst.own_jitter, worst.step_excess);
   return failed == 0 ? 0 : 1;
 }
