@@ -89,7 +89,10 @@ struct BodyModel {
   // in the goals' null space (kRelaxGain, kPostureRounds): left alone,
   // what the goals do not fix drifts from frame to frame of a stream
   // (the jump's chest 55 degrees off the performer's, clavicles 25-34
-  // degrees where the performers' never turn).
+  // degrees where the performers' never turn). A warm solve also keeps
+  // them where they were wherever the goals allow: they turn as the goals
+  // need and as the posture draws them, not by their share of the goals'
+  // least-norm step (a hand's wave swung the chest).
   std::vector<int> relax;
   std::vector<Eigen::Quaterniond> relax_to;
   // Path lengths of the rest pose: hip socket (thigh) to ankle (foot),

@@ -134,12 +134,14 @@ class FullBodySolve {
   void Factor(double damping);
   void SolveLevels();
   // The first accepted step of every solve (relax_pending_) carries
-  // kRelaxGain of the posture's step.
+  // kRelaxGain of the posture's step; a warm solve's also holds the
+  // posture's joints where the goals do not need them (steps.cc).
   void Relax();
   // The posture's step (toward BodyModel::relax_to, `gain` of the way, in
   // the goals' null space) in s_.delta, from the current factorisation;
-  // false when no joint relaxes.
-  bool PostureDelta(double gain);
+  // false when no joint relaxes. With `hold`, each posture joint's turn in
+  // s_.step (the step about to be taken) is taken back too.
+  bool PostureDelta(double gain, bool hold);
   // After convergence: factors at the pose and takes the posture's step.
   bool ApplyPosture(double gain, double damping);
   // The posture joints' summed angle from their natural rotations.

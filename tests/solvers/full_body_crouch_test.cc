@@ -291,10 +291,12 @@ TEST_P(FullBodyCrouchTest, FarHandAndWarmAgainstCold) {
   }
   std::printf("%s warm against cold: largest joint distance %.4f m\n",
               GetParam(), worst / r.metre);
-  // The bar is 1 cm; BCN's answers are 1.8 cm apart (its spine of
-  // four joints settles differently from rest and from a stream).
-  EXPECT_LE(worst / r.metre,
-            std::string(GetParam()) == "BCN_Epileptic" ? 0.025 : 0.01);
+  // The bar, 1 cm. BCN's answers were 1.35 cm apart while a
+  // stream's spine and clavicles took their share of every hand's step
+  // (its elbows ended within their free cones where the spine left
+  // them); a warm solve now holds them where the goals allow (steps.cc,
+  // Relax): 0.96 cm.
+  EXPECT_LE(worst / r.metre, 0.01);
 }
 
 // No elbow bends backwards: a stream's start (the last answer, or a
