@@ -3,6 +3,7 @@
 #ifndef REACH_SOLVERS_GOAL_H_
 #define REACH_SOLVERS_GOAL_H_
 
+#include <limits>
 #include <optional>
 
 #include "absl/strings/string_view.h"
@@ -179,6 +180,13 @@ struct FullBodyOptions {
   // the body leaves it; then it steps after the body, one foot at a time
   // (docs/full-body.md).
   bool plant_feet = false;
+  // With plant_feet: the floor, as the height along the body's up axis
+  // (the model axis nearest the feet-to-head direction) of a standing
+  // foot's joint (a session's calibration: where the feet stood). A foot
+  // no goal places that is above it (after a jump, or crept up) steps
+  // down to it, and steps land on it. NaN (the default): no floor; the
+  // lower foot stands for it, and feet carried up stay up.
+  double plant_height = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Outcome of one goal. Errors are measured by forward kinematics of the

@@ -341,6 +341,14 @@ absl::Status FromProto(const Skeleton& skeleton,
   out->body = options.body() == v1::BODY_MODEL_NONE ? BodyMode::kNone
                                                     : BodyMode::kHuman;
   out->plant_feet = options.plant_feet();
+  if (options.has_plant_height()) {
+    if (!std::isfinite(options.plant_height())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("full_body.plant_height = ", options.plant_height(),
+                       " is not finite"));
+    }
+    out->plant_height = options.plant_height();
+  }
   out->root_translation_stiffness = options.root_translation_stiffness();
   out->max_iterations = options.max_iterations();
   out->time_budget_ms = options.time_budget_ms();

@@ -242,18 +242,34 @@ void StepFeet(const BodyModel& model, const Vector3d& up,
               const Vector3d& heading, const Vector3d& pelvis_from,
               const Vector3d& pelvis_to, const Quaterniond& spin,
               const std::array<Vector3d, 2>& sockets,
-              const std::array<bool, 2>& placed,
-              std::array<Vector3d, 2>& feet,
+              const std::array<bool, 2>& placed, double plant_height,
+              double pelvis_lowest, std::array<Vector3d, 2>& feet,
               std::array<Quaterniond, 2>& stands) {
   const double leg = model.leg_length[0];
   const Vector3d forward = Flat(heading, up);
   if (!(leg > 0.0) || !(forward.norm() > 1e-9)) return;
   const Vector3d ahead = forward.normalized();
-  const double floor = std::min(feet[0].dot(up), feet[1].dot(up));
+  // The floor: the caller's, else the lower foot's height.
+  const double floor = std::isnan(plant_height)
+                           ? std::min(feet[0].dot(up), feet[1].dot(up))
+                           : plant_height;
   // A foot more than this above the lower one is in a step (a stance's
   // feet differ by up to 1.5% of a leg on the CMU clips; a stepping foot
   // stays above it until it lands).
   const double raised_above = kStepRaised * leg;
+  // Where each foot stands: on the floor, or with a floor given and a
+  // head that holds the pelvis higher than the legs reach down to it (a
+  // jump), as low as its leg reaches from there (kStepSink short of
+  // straight); a foot below that rises with the body.
+  std::array<double, 2> ground{floor, floor};
+  if (!std::isnan(plant_height) && std::isfinite(pelvis_lowest)) {
+    for (int side = 0; side < 2; ++side) {
+      ground[side] = std::max(floor, pelvis_lowest + sockets[side].dot(up) -
+                                         (1.0 - kStepSink) * leg);
+      const double below = ground[side] - feet[side].dot(up);
+      if (!placed[side] && below > 0.0) feet[side] += below * up;
+    }
+  }
   std::array<Vector3d, 2> aim;
   std::array<double, 2> outside{0.0, 0.0}, moved{0.0, 0.0};
   std::array<bool, 2> raised{false, false}, leaving{false, false};
@@ -285,7 +301,8 @@ void StepFeet(const BodyModel& model, const Vector3d& up,
         kStepLead * kStepReach * leg * std::min(1.0, moved[side] / (1e-2 * leg));
     aim[side] = moved[side] > 0.0 ? home + lead * way / moved[side] : home;
     leaving[side] = (home - at).norm() > (from - at).norm();
-    raised[side] = !placed[side] && feet[side].dot(up) - floor > raised_above;
+    raised[side] =
+        !placed[side] && feet[side].dot(up) - ground[side] > raised_above;
   }
   // Which foot steps: a raised one goes on; else the one furthest outside
   // its region as home leaves it, if the other stands on the floor or a
@@ -304,6 +321,18 @@ void StepFeet(const BodyModel& model, const Vector3d& up,
       }
     }
   }
+  // With a floor given, a raised foot that does not step comes straight
+  // down, kStepSettle of its height a solve (both feet of a landing).
+  if (!std::isnan(plant_height)) {
+    for (int other = 0; other < 2; ++other) {
+      if (other == stepping || !raised[other]) continue;
+      const double above = feet[other].dot(up) - ground[other];
+      const double drop =
+          above - kStepSettle * above < raised_above ? above
+                                                     : kStepSettle * above;
+      feet[other] -= drop * up;
+    }
+  }
   if (stepping < 0) return;
   const int side = stepping;
   const Vector3d at = Flat(feet[side], up);
@@ -314,9 +343,18 @@ void StepFeet(const BodyModel& model, const Vector3d& up,
   const double share = d > 0.0 ? advance / d : 1.0;
   const Vector3d next = at + share * (aim[side] - at);
   const double left = d - advance;
-  const double lift =
+  double lift =
       left > 0.0 ? std::min(kStepLift * leg, raised_above + 0.5 * left) : 0.0;
-  feet[side] = next + (floor + lift) * up;
+  // A foot higher than its step lifts it (one the body carried up, over a
+  // floor the caller gives) comes down as a step moves along: kStepSpeed
+  // times home's move, at least kStepSettle of the height left.
+  const double above = feet[side].dot(up) - ground[side];
+  if (!std::isnan(plant_height) && above > lift) {
+    lift = std::max(lift, above - std::max(kStepSpeed * moved[side],
+                                           kStepSettle * above));
+    if (lift < raised_above) lift = 0.0;  // It lands.
+  }
+  feet[side] = next + (ground[side] + lift) * up;
   // Turned about up toward the heading by the same share.
   const Vector3d toe = Flat(stands[side] * model.foot_forward[side], up);
   if (toe.norm() > 1e-9) {
@@ -503,7 +541,8 @@ BodyModel BuildBodyModel(const Skeleton& skeleton, const RoleStiffness& roles) {
 }
 
 void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
-                  bool plant_feet, std::vector<Transform>& scratch,
+                  bool plant_feet, double plant_height,
+                  std::vector<Transform>& scratch,
                   std::vector<char>& known, std::vector<Goal>& goals,
                   std::vector<char>& soft, std::vector<double>& cone,
                   std::vector<double>& stiffness, Pose* pose) {
@@ -768,8 +807,13 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                               facing.normalized().dot(heading));
     const Quaterniond spin(Eigen::AngleAxisd(turn, up));
     if (plant && (head >= 0 || lower)) {
+      // The lowest the pelvis can be: under the head with the trunk
+      // upright (with a head goal).
       StepFeet(model, up, heading, pelvis.translation, target, spin, sockets,
-               placed, feet, stands);
+               placed, plant_height,
+               head >= 0 ? goals[head].target.dot(up) - model.trunk_height
+                         : std::numeric_limits<double>::quiet_NaN(),
+               feet, stands);
     }
     double lowest = -std::numeric_limits<double>::infinity();
     for (int side = 0; side < 2; ++side) {

@@ -154,9 +154,13 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 //   pelvis goes) and the hip reaches it; otherwise, as the body leaves
 //   it, it steps home, one foot at a time (a goal after every request
 //   goal and before the pelvis', that keeps the solve going until it is
-//   reached: soft 2, where the pelvis' are soft 1).
+//   reached: soft 2, where the pelvis' are soft 1). With a `plant_height`
+//   (not NaN: FullBodyOptions::plant_height) that is the floor: a foot
+//   above it steps down to it, and steps land on it; without, the lower
+//   foot is.
 void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
-                  bool plant_feet, std::vector<Transform>& globals,
+                  bool plant_feet, double plant_height,
+                  std::vector<Transform>& globals,
                   std::vector<char>& known, std::vector<Goal>& goals,
                   std::vector<char>& soft, std::vector<double>& cone,
                   std::vector<double>& stiffness, Pose* pose);

@@ -128,6 +128,11 @@ absl::Status ValidateFullBody(const Skeleton& skeleton,
         absl::StrCat("full_body.time_budget_ms = ", options.time_budget_ms,
                      " is outside [0, 60000]"));
   }
+  if (std::isinf(options.plant_height)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("full_body.plant_height = ", options.plant_height,
+                     " is not finite (NaN: no floor)"));
+  }
   const int root = ResolveRoot(skeleton, goals, options);
   for (int i = 0; i < static_cast<int>(goals.size()); ++i) {
     const Goal& goal = goals[i];

@@ -350,7 +350,8 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
     scratch.body_goals.assign(request.begin(), request.end());
     scratch.body_stiffness.assign(body.stiffness.begin(), body.stiffness.end());
     if (options.root_joint < 0 && options.root_mode != RootMode::kPinned) {
-      AddBodyGoals(skeleton, body, options.plant_feet, scratch.globals,
+      AddBodyGoals(skeleton, body, options.plant_feet, options.plant_height,
+                   scratch.globals,
                    scratch.body_known, scratch.body_goals, scratch.soft,
                    scratch.pole_cone, scratch.body_stiffness, pose);
       // A new character's feet (at rest) have stood nowhere yet: its

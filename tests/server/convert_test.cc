@@ -1,6 +1,7 @@
 #include "wire/convert.h"
 
 #include <cmath>
+#include <limits>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -184,6 +185,15 @@ TEST(ConvertTest, FullBodyOptionsResolveTheRootAndRejectUnknownValues) {
   ASSERT_TRUE(FromProto(skeleton, in, &out).ok());
   EXPECT_EQ(out.body, BodyMode::kNone);
   EXPECT_TRUE(out.plant_feet);
+  EXPECT_TRUE(std::isnan(out.plant_height));  // Unset: no floor.
+  in.set_plant_height(0.08);
+  ASSERT_TRUE(FromProto(skeleton, in, &out).ok());
+  EXPECT_EQ(out.plant_height, 0.08);
+  in.set_plant_height(std::numeric_limits<double>::quiet_NaN());
+  absl::Status floor_status = FromProto(skeleton, in, &out);
+  EXPECT_EQ(floor_status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(floor_status.message(), HasSubstr("full_body.plant_height"));
+  in.clear_plant_height();
   in.set_plant_feet(false);
   in.set_body(static_cast<v1::BodyModel>(9));
   absl::Status body_status = FromProto(skeleton, in, &out);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -488,6 +489,12 @@ TEST_F(FullBodyServiceTest, BadInputIsNamedByField) {
          r->mutable_full_body()->set_time_budget_ms(1e9);
        },
        grpc::StatusCode::INVALID_ARGUMENT, "full_body.time_budget_ms"},
+      {"floor",
+       [](v1::SolveRequest* r) {
+         r->mutable_full_body()->set_plant_height(
+             std::numeric_limits<double>::infinity());
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "full_body.plant_height"},
       {"priority 99",
        [](v1::SolveRequest* r) { r->mutable_goals(1)->set_priority(99); },
        grpc::StatusCode::INVALID_ARGUMENT, "goals[1].priority"},

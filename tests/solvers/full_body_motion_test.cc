@@ -143,9 +143,10 @@ TEST(FullBodyMotionWalkTest, ElbowsBendAsThePerformersDo) {
 // performer left it behind and the pelvis sank to keep the hands (the walk
 // 33 cm from the performer on average, the pelvis 33 cm low; the hop 30
 // cm, 41 cm). Now the body's mean error is within the 8 cm on
-// the walk, the hop and the wave at both rates (5.0-7.9; the jump's
-// 8.9-9.2 and the Character Creator clip's 13.2-13.7 are printed, not
-// asserted: docs/full-body.md).
+// the walk, the hop and the wave at both rates (5.0-7.9; the jump below;
+// the Character Creator clip's 12.4-12.8 are printed, not asserted:
+// docs/full-body.md). The sessions know the floor from their first frame
+// (FullBodyOptions::plant_height).
 TEST(FullBodyTrackersTest, FeetStepAfterTheBody) {
   for (const char* clip :
        {"cmu_02_01_walk.bvh", "cmu_131_03_hop.bvh", "cmu_141_16_wave.bvh"}) {
@@ -156,6 +157,39 @@ TEST(FullBodyTrackersTest, FeetStepAfterTheBody) {
       EXPECT_LE(r.mpjpe_cm, 8.0) << clip << " " << mode;
       EXPECT_LE(r.pelvis_height_max_cm, 8.0) << clip << " " << mode;
       EXPECT_EQ(r.chest_below_pelvis, 0) << clip << " " << mode;
+    }
+  }
+}
+
+// A jump in a tracker session: the head rises beyond what standing legs
+// reach, the feet leave the floor with the body and come back down to it
+// (FullBodyOptions::plant_height, the floor the session calibrated on its
+// first frame). Without the floor the body carried its feet up on the
+// first jump and stood on air for the rest of the clip: the lower foot
+// 26-27 cm above the performer's while the performer stood (printed), legs
+// folded under a pelvis the head held down; the body's mean error 8.9 /
+// 9.5 cm at the clip's rate / 30 Hz against 7.0 / 7.8 now (the issue's
+// sparse bar, 8 cm). Its pelvis height (11.2 cm off at most: the model
+// has no crouch before a jump) is printed.
+TEST(FullBodyTrackersTest, FeetComeBackToTheFloorAfterAJump) {
+  for (const std::string mode : {"trackers", "trackers-30hz"}) {
+    for (const bool floor : {false, true}) {
+      MotionEvalOptions options = *testing::ModeOptions(mode);
+      options.tracker_floor = floor;
+      options.cold_every = 0;
+      const absl::StatusOr<MotionReport> r = EvaluateClip(
+          absl::StrCat(REACH_TEST_DATA, "/mocap/cmu_01_01_jump.bvh"), options);
+      ASSERT_TRUE(r.ok()) << r.status();
+      std::printf("%s, floor %s: lower foot above the performer's while one "
+                  "stands %.2f cm, MPJPE %.2f cm, pelvis height max %.2f cm\n",
+                  mode.c_str(), floor ? "given" : "none",
+                  r->stand_height_max_cm, r->mpjpe_cm,
+                  r->pelvis_height_max_cm);
+      if (!floor) continue;
+      EXPECT_LE(r->effector_p99_cm, 0.1) << mode;
+      EXPECT_LE(r->stand_height_max_cm, 8.0) << mode;
+      EXPECT_LE(r->mpjpe_cm, 8.0) << mode;
+      EXPECT_EQ(r->chest_below_pelvis, 0) << mode;
     }
   }
 }

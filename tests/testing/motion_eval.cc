@@ -434,6 +434,15 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
       const Effector& e = effectors[k];
       if (options.sparse && e.foot_side >= 0 && !planted[f][e.foot_side]) continue;
       if (options.trackers && e.foot_side >= 0 && i > 0) continue;
+      if (options.trackers && e.foot_side >= 0 && i == 0 &&
+          options.tracker_floor) {
+        // The session's calibration: the floor, where the feet stand on
+        // the first frame (the lower one).
+        const double h0 = Height(up, want.position[e.joint]);
+        solver.plant_height = std::isnan(solver.plant_height)
+                                  ? h0
+                                  : std::min(solver.plant_height, h0);
+      }
       Goal g = FullBodyGoal(e.joint, want.position[e.joint], e.priority);
       g.options.tolerance = tolerance;
       if (options.orientation || options.sparse || options.trackers) {
@@ -483,6 +492,16 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
       report.pelvis_height_worst_frame = f;
     }
     pelvis_sum += pelvis_err;
+    if (planted[f][kLeft] || planted[f][kRight]) {
+      const double got_low =
+          std::min(Height(up, got.position[roles.legs[kLeft][2]]),
+                   Height(up, got.position[roles.legs[kRight][2]]));
+      const double want_low =
+          std::min(Height(up, want.position[roles.legs[kLeft][2]]),
+                   Height(up, want.position[roles.legs[kRight][2]]));
+      report.stand_height_max_cm =
+          std::max(report.stand_height_max_cm, (got_low - want_low) * cm);
+    }
 
     // 3. Hip-line heading.
     const Vector3d want_hips = OnFloor(
@@ -785,7 +804,8 @@ std::string FormatReport(const MotionReport& r) {
       "excess %.1f deg/s (%s: %.1f vs %.1f); step ratio %.2f (%s, %s) [legs "
       "%.2f spine %.2f arms %.2f/%.2f]; MPJPE %.2f cm (worst frame %d: %.2f); "
       "warm-cold max %.2f cm, mean %.2f cm (%d, %.1f it); %.2f it, "
-      "%.1f us/frame",
+      "%.1f us/frame; lower foot above the performer's while one stands "
+      "%.2f cm",
       r.unreached, r.pelvis_height_max_cm, r.pelvis_height_mean_cm,
       r.pelvis_height_worst_frame, r.heading_max_deg, r.heading_worst_frame,
       r.heading_over_45, r.chest_below_pelvis, r.performer_chest_below_pelvis,
@@ -799,7 +819,7 @@ std::string FormatReport(const MotionReport& r) {
       r.region_step_ratio[2], r.region_step_ratio[3], r.mpjpe_cm,
       r.mpjpe_worst_frame, r.mpjpe_max_frame_cm, r.warm_cold_max_cm, r.warm_cold_mean_cm,
       r.cold_frames, r.cold_iterations_mean, r.iterations_mean,
-      r.solve_us_mean);
+      r.solve_us_mean, r.stand_height_max_cm);
   if (r.solve_errors > 0) {
     absl::StrAppendFormat(&line, "; %d SOLVE ERRORS", r.solve_errors);
   }

@@ -91,6 +91,10 @@ struct MotionEvalOptions {
   // on the first evaluated frame alone (a tracker session's calibration,
   // standing where the performer stands), FullBodyOptions::plant_feet set.
   bool trackers = false;
+  // Trackers: the floor (FullBodyOptions::plant_height) is the calibration
+  // frame's lower foot, as a tracker session that calibrates on its first
+  // frame knows it.
+  bool tracker_floor = true;
   int max_iterations = 0;    // FullBodyOptions::max_iterations (0: 64).
   int cold_every = 50;       // Cold solve every N evaluated frames; 0: none.
   FullBodyOptions solver;    // max_iterations above replaces its own.
@@ -187,6 +191,10 @@ struct MotionReport {
   double pelvis_height_max_cm = 0.0;
   double pelvis_height_mean_cm = 0.0;
   int pelvis_height_worst_frame = -1;  // Clip frame.
+  // On frames where a performer's foot is planted (low and slow), the
+  // lower solved foot's height above the performer's lower foot, max
+  // (a body that stands where the performer stands).
+  double stand_height_max_cm = 0.0;
 
   // 3. Hip line (left socket - right socket) on the floor plane.
   double heading_max_deg = 0.0;
