@@ -250,19 +250,27 @@ void StepFeet(const BodyModel& model, const Vector3d& up,
   if (!(leg > 0.0) || !(forward.norm() > 1e-9)) return;
   const Vector3d ahead = forward.normalized();
   // The floor: the caller's, else the lower foot's height.
-  const double floor = std::isnan(plant_height)
-                           ? std::min(feet[0].dot(up), feet[1].dot(up))
-                           : plant_height;
+  const bool has_floor = !std::isnan(plant_height);
+  const double floor = has_floor
+                           ? plant_height
+                           : std::min(feet[0].dot(up), feet[1].dot(up));
   // A foot more than this above the lower one is in a step (a stance's
   // feet differ by up to 1.5% of a leg on the CMU clips; a stepping foot
   // stays above it until it lands).
   const double raised_above = kStepRaised * leg;
+  // How far a foot `above` its ground comes down in a solve over a floor
+  // the caller gives: `speed`, at least kStepSettle of the height left, and
+  // the rest once what would be left is within raised_above (it lands).
+  auto drop = [&](double above, double speed) {
+    const double d = std::max(speed, kStepSettle * above);
+    return above - d < raised_above ? above : d;
+  };
   // Where each foot stands: on the floor, or with a floor given and a
   // head that holds the pelvis higher than the legs reach down to it (a
   // jump), as low as its leg reaches from there (kStepSink short of
   // straight); a foot below that rises with the body.
   std::array<double, 2> ground{floor, floor};
-  if (!std::isnan(plant_height) && std::isfinite(pelvis_lowest)) {
+  if (has_floor && std::isfinite(pelvis_lowest)) {
     for (int side = 0; side < 2; ++side) {
       ground[side] = std::max(floor, pelvis_lowest + sockets[side].dot(up) -
                                          (1.0 - kStepSink) * leg);
@@ -322,15 +330,11 @@ void StepFeet(const BodyModel& model, const Vector3d& up,
     }
   }
   // With a floor given, a raised foot that does not step comes straight
-  // down, kStepSettle of its height a solve (both feet of a landing).
-  if (!std::isnan(plant_height)) {
+  // down (both feet of a landing).
+  if (has_floor) {
     for (int other = 0; other < 2; ++other) {
       if (other == stepping || !raised[other]) continue;
-      const double above = feet[other].dot(up) - ground[other];
-      const double drop =
-          above - kStepSettle * above < raised_above ? above
-                                                     : kStepSettle * above;
-      feet[other] -= drop * up;
+      feet[other] -= drop(feet[other].dot(up) - ground[other], 0.0) * up;
     }
   }
   if (stepping < 0) return;
@@ -347,12 +351,10 @@ void StepFeet(const BodyModel& model, const Vector3d& up,
       left > 0.0 ? std::min(kStepLift * leg, raised_above + 0.5 * left) : 0.0;
   // A foot higher than its step lifts it (one the body carried up, over a
   // floor the caller gives) comes down as a step moves along: kStepSpeed
-  // times home's move, at least kStepSettle of the height left.
+  // times home's move. (A step's lift is 0 or more than raised_above.)
   const double above = feet[side].dot(up) - ground[side];
-  if (!std::isnan(plant_height) && above > lift) {
-    lift = std::max(lift, above - std::max(kStepSpeed * moved[side],
-                                           kStepSettle * above));
-    if (lift < raised_above) lift = 0.0;  // It lands.
+  if (has_floor && above > lift) {
+    lift = std::max(lift, above - drop(above, kStepSpeed * moved[side]));
   }
   feet[side] = next + (ground[side] + lift) * up;
   // Turned about up toward the heading by the same share.
