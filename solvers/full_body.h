@@ -127,12 +127,18 @@ struct FullBodyScratch {
   std::vector<Transform> first_locals;
   std::vector<double> first_excess;
   std::vector<double> second_excess;
+  // Whose a goal of body_goals is (`soft`): the request's, or the body
+  // model's (never demoted), either never keeping a solve going or, as a
+  // planted foot's, keeping it going until reached.
+  enum GoalKind : char {
+    kRequestGoal = 0,
+    kModelGoal = 1,
+    kFirmModelGoal = 2,
+  };
   // The body model's goals (BodyMode::kHuman): the request's, with
   // preferred bends where they give no pole, then the pelvis' own; their
-  // results; and per goal of those, whether it is the model's (soft: 0 the
-  // request's; 1 the model's, never keeping a solve going; 2 the model's,
-  // keeping it going until reached, as a planted foot's: both never
-  // demoted), and the cone (radians) its pole leaves free.
+  // results; and per goal of those, its GoalKind and the cone (radians)
+  // its pole leaves free.
   std::vector<Goal> body_goals;
   std::vector<GoalResult> body_results;
   std::vector<char> soft;

@@ -543,7 +543,7 @@ BodyModel BuildBodyModel(const Skeleton& skeleton, const RoleStiffness& roles) {
 }
 
 void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
-                  bool plant_feet, double plant_height,
+                  const FullBodyOptions& options, bool new_character,
                   std::vector<Transform>& scratch,
                   std::vector<char>& known, std::vector<Goal>& goals,
                   std::vector<char>& soft, std::vector<double>& cone,
@@ -703,7 +703,7 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
   // The body model's levels: planted feet first (sparse trackers), then
   // the pelvis.
   int soft_priority = last_priority + 1;
-  const bool plant = plant_feet && (foot[0] < 0 || foot[1] < 0) &&
+  const bool plant = options.plant_feet && (foot[0] < 0 || foot[1] < 0) &&
                      soft_priority <= kMaxPriority;
   const int stand_priority = soft_priority;
   if (plant) ++soft_priority;
@@ -720,7 +720,11 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       stand.priority = stand_priority;
       foot[side] = static_cast<int>(goals.size());
       goals.push_back(stand);
-      soft.push_back(2);
+      // A new character's feet (at rest) have stood nowhere yet: soft like
+      // the pelvis' (held until reached, they took solver_bench's sparse
+      // row from rest 14 -> 26 iterations a solve).
+      soft.push_back(new_character ? FullBodyScratch::kModelGoal
+                                   : FullBodyScratch::kFirmModelGoal);
       cone.push_back(0.0);
     }
   };
@@ -812,7 +816,7 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
       // The lowest the pelvis can be: under the head with the trunk
       // upright (with a head goal).
       StepFeet(model, up, heading, pelvis.translation, target, spin, sockets,
-               placed, plant_height,
+               placed, options.plant_height,
                head >= 0 ? goals[head].target.dot(up) - model.trunk_height
                          : std::numeric_limits<double>::quiet_NaN(),
                feet, stands);
@@ -857,8 +861,8 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                                   .normalized());
       goals.push_back(place);
       goals.push_back(face);
-      soft.push_back(1);
-      soft.push_back(1);
+      soft.push_back(FullBodyScratch::kModelGoal);
+      soft.push_back(FullBodyScratch::kModelGoal);
       cone.push_back(0.0);
       cone.push_back(0.0);
       // A free joint below the pelvis that carries both hip sockets faces
@@ -871,7 +875,7 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
         hips.aim_axis = model.hips_forward;
         hips.target = target + model.leg_length[0] * heading;
         goals.push_back(hips);
-        soft.push_back(1);
+        soft.push_back(FullBodyScratch::kModelGoal);
         cone.push_back(0.0);
       }
     }

@@ -127,8 +127,8 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 // The body model's part of a full-body solve whose root is the skeleton's
 // top root (free), from `pose` (the start; `globals` and `known` are
 // scratch for its model-space transforms). `goals` holds the request's
-// goals on entry, `soft` and `cone` one entry each (0); the goals the model
-// adds get theirs appended.
+// goals on entry, `soft` and `cone` one entry each (kRequestGoal, 0); the
+// goals the model adds get theirs appended (FullBodyScratch::GoalKind).
 //
 // - The pelvis pass, when a goal puts the head or a hand somewhere: up is
 //   the model axis nearest the feet-to-head direction; the pelvis goes
@@ -154,12 +154,14 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 //   pelvis goes) and the hip reaches it; otherwise, as the body leaves
 //   it, it steps home, one foot at a time (a goal after every request
 //   goal and before the pelvis', that keeps the solve going until it is
-//   reached: soft 2, where the pelvis' are soft 1). With a `plant_height`
+//   reached: kFirmModelGoal, where the pelvis' are kModelGoal; a
+//   `new_character`'s, at rest, kModelGoal too). With a `plant_height`
 //   (not NaN: FullBodyOptions::plant_height) that is the floor: a foot
 //   above it steps down to it, and steps land on it; without, the lower
 //   foot is.
+// `options`: the request's plant_feet and plant_height.
 void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
-                  bool plant_feet, double plant_height,
+                  const FullBodyOptions& options, bool new_character,
                   std::vector<Transform>& globals,
                   std::vector<char>& known, std::vector<Goal>& goals,
                   std::vector<char>& soft, std::vector<double>& cone,

@@ -129,7 +129,9 @@ bool FullBodySolve::Evaluate() {
         excess += std::max(0.0, angle - s_.orientation_tolerance[i]);
       }
     }
-    if (excess > 0.0 && s_.soft[i] != 1) all_reached = false;
+    if (excess > 0.0 && s_.soft[i] != FullBodyScratch::kModelGoal) {
+      all_reached = false;
+    }
     s_.goal_excess[k] = goal.weight * excess * excess;
     level_excess_[level] += s_.goal_excess[k];
   }
@@ -145,7 +147,8 @@ bool FullBodySolve::Evaluate() {
 
 bool FullBodySolve::RequestsReached() const {
   for (size_t k = 0; k < s_.goal_order.size(); ++k) {
-    if (s_.goal_excess[k] > 0.0 && s_.soft[s_.goal_order[k]] == 0) {
+    if (s_.goal_excess[k] > 0.0 &&
+        s_.soft[s_.goal_order[k]] == FullBodyScratch::kRequestGoal) {
       return false;
     }
   }
@@ -156,7 +159,9 @@ bool FullBodySolve::NearlyReached() const {
   bool outside = false;
   for (size_t k = 0; k < s_.goal_order.size(); ++k) {
     const int i = s_.goal_order[k];
-    if (!(s_.goal_excess[k] > 0.0) || s_.soft[i] == 1) continue;
+    if (!(s_.goal_excess[k] > 0.0) || s_.soft[i] == FullBodyScratch::kModelGoal) {
+      continue;
+    }
     outside = true;
     const Goal& goal = goals_[i];
     const Transform& ge = s_.globals[s_.effector[k]];

@@ -38,7 +38,9 @@ bool FullBodySolve::DemoteOutOfReach() {
               s_.start_excess[s_.goal_order[b]]) {
         later = a;
       }
-      if (s_.soft[s_.goal_order[later]]) continue;
+      if (s_.soft[s_.goal_order[later]] != FullBodyScratch::kRequestGoal) {
+        continue;
+      }
       s_.demoted[s_.goal_order[later]] = 1;
       any = true;
       if (later == a) break;
@@ -96,7 +98,7 @@ bool FullBodySolve::OnStall(const Levels& excess) {
     int begin = 0;
     while (s_.goal_row[begin] < level_start_[level]) ++begin;
     // The body model's own goals come last and never change the problem.
-    if (s_.soft[s_.goal_order[begin]]) break;
+    if (s_.soft[s_.goal_order[begin]] != FullBodyScratch::kRequestGoal) break;
     int end = begin;
     while (end < m && s_.goal_row[end] < level_start_[level + 1]) ++end;
     if (end - begin >= 2 && !s_.demoted[s_.goal_order[begin]]) {

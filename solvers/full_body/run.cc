@@ -340,7 +340,7 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
       options.body == BodyMode::kHuman && body.human ? &body : nullptr;
   absl::Span<const Goal> goals = request;
   absl::Span<GoalResult> results = request_results;
-  scratch.soft.assign(request.size(), 0);
+  scratch.soft.assign(request.size(), FullBodyScratch::kRequestGoal);
   scratch.pole_cone.assign(request.size(), 0.0);
   // A new character (every joint below a root at rest; a stream's frame
   // almost never is, and the check stops at its first joint off rest). The
@@ -350,19 +350,9 @@ int SolveFullBody(const Skeleton& skeleton, absl::Span<const Goal> request,
     scratch.body_goals.assign(request.begin(), request.end());
     scratch.body_stiffness.assign(body.stiffness.begin(), body.stiffness.end());
     if (options.root_joint < 0 && options.root_mode != RootMode::kPinned) {
-      AddBodyGoals(skeleton, body, options.plant_feet, options.plant_height,
-                   scratch.globals,
+      AddBodyGoals(skeleton, body, options, from_rest, scratch.globals,
                    scratch.body_known, scratch.body_goals, scratch.soft,
                    scratch.pole_cone, scratch.body_stiffness, pose);
-      // A new character's feet (at rest) have stood nowhere yet: its
-      // planted feet's goals are soft like the pelvis' (held until reached,
-      // they took solver_bench's sparse row from rest 14 -> 26 iterations
-      // a solve).
-      if (from_rest) {
-        for (char& soft : scratch.soft) {
-          if (soft == 2) soft = 1;
-        }
-      }
     }
     scratch.body_results.resize(scratch.body_goals.size());
     goals = scratch.body_goals;
