@@ -225,11 +225,8 @@ TEST(LimitedCrouchTest, HeldFeetStayWhereTheKneesCannotFoldAsFar) {
     return std::find(v.begin(), v.end(), j) != v.end();
   };
   for (const RoleAssignment& r : tc.roles) {
-    const int s = transfer.source_of()[r.joint];
-    if (s < 0) continue;
-    double allowed = s_step[s];
-    const int next = transfer.source_next_of(r.joint);
-    if (next >= 0) allowed = std::max(allowed, s_step[next]);
+    const double allowed = testing::AllowedStep(transfer, r.joint, s_step);
+    if (allowed < 0.0) continue;
     const double e = (t_step[r.joint] - allowed) / kDegree;
     if (among(arms, r.joint)) {
       arm_excess = std::max(arm_excess, e);

@@ -106,6 +106,15 @@ std::vector<double> LargestSteps(const std::vector<IndependentGlobals>& frames,
   return step;
 }
 
+double AllowedStep(const retarget::Transfer& transfer, int joint,
+                   const std::vector<double>& source_steps) {
+  const int s = transfer.source_of()[joint];
+  if (s < 0) return -1.0;
+  const int next = transfer.source_next_of(joint);
+  return next >= 0 ? std::max(source_steps[s], source_steps[next])
+                   : source_steps[s];
+}
+
 StepExcess StepBeyondSource(const retarget::Transfer& transfer,
                             const retarget::Characterization& target_roles,
                             const std::vector<double>& target_steps,
@@ -114,11 +123,8 @@ StepExcess StepBeyondSource(const retarget::Transfer& transfer,
   constexpr double kDegree = M_PI / 180.0;
   StepExcess out;
   for (const retarget::RoleAssignment& r : target_roles.roles) {
-    const int s = transfer.source_of()[r.joint];
-    if (s < 0) continue;
-    double allowed = source_steps[s];
-    const int next = transfer.source_next_of(r.joint);
-    if (next >= 0) allowed = std::max(allowed, source_steps[next]);
+    const double allowed = AllowedStep(transfer, r.joint, source_steps);
+    if (allowed < 0.0) continue;
     const double e = (target_steps[r.joint] - allowed) / kDegree;
     if (table != nullptr) {
       absl::StrAppend(table, " ", r.role, " ", target_steps[r.joint] / kDegree,

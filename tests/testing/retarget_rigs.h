@@ -57,6 +57,12 @@ double Jitter(const std::vector<IndependentGlobals>& frames,
 std::vector<double> LargestSteps(const std::vector<IndependentGlobals>& frames,
                                  std::vector<int>* at = nullptr);
 
+// The largest per-frame step (`source_steps`, by source joint) that target
+// joint `joint` may take: its source joint's, or the larger of the two
+// source joints it lies between; -1 for a joint no source joint drives.
+double AllowedStep(const retarget::Transfer& transfer, int joint,
+                   const std::vector<double>& source_steps);
+
 // The largest per-frame step of a target role beyond its source's: each
 // role's joint's largest step (`target_steps`) less its source joint's,
 // or the larger of the two source joints it lies between
