@@ -304,7 +304,14 @@ absl::Status Retargeter::Apply(const Pose& source, double dt,
   }
   // The frame before's answer, for limited joints' sides (RetargetState).
   const Pose* previous = state.started ? &state.previous : nullptr;
-  transfer_.Apply(source, scratch.transfer, target, previous);
+  // The frame before's source and transfer (the limbs' aim, Transfer::Apply).
+  const FrameBefore before =
+      state.started
+          ? FrameBefore{&state.previous_source, &state.previous_transferred, dt}
+          : FrameBefore{};
+  transfer_.Apply(source, scratch.transfer, target, previous, before);
+  state.previous_transferred.local = target->local;
+  state.previous_source = scratch.transfer.source_globals;
   const std::vector<Transform>& sg = scratch.transfer.source_globals;
   const std::vector<Transform>& tg = scratch.transfer.target_globals;
   const Quaterniond& align = transfer_.align();

@@ -183,6 +183,11 @@ struct RetargetState {
   // wanted beyond its range stays on this answer's side of it
   // (Transfer::Apply's `previous`).
   Pose previous;
+  // The frame before's source model-space transforms and the transfer's
+  // answer (before the solve), sized once: Transfer::Apply's
+  // `frame_before`, which bounds how fast a limb's hinge plane turns.
+  std::vector<Transform> previous_source;
+  Pose previous_transferred;
 };
 
 // Reused per call (no allocation once sized).

@@ -555,11 +555,20 @@ Quaterniond Transfer::Wanted(int j, const TransferScratch& scratch) const {
 }
 
 void Transfer::Apply(const Pose& source, TransferScratch& scratch,
-                     Pose* target, const Pose* previous) const {
+                     Pose* target, const Pose* previous,
+                     const FrameBefore& given_before) const {
   const int n = target_->num_joints();
   if (previous != nullptr && static_cast<int>(previous->local.size()) != n) {
     previous = nullptr;
   }
+  // Used only whole and of these skeletons' sizes.
+  const bool fits =
+      given_before.transferred != nullptr &&
+      given_before.source_globals != nullptr &&
+      static_cast<int>(given_before.transferred->local.size()) == n &&
+      static_cast<int>(given_before.source_globals->size()) ==
+          source_->num_joints();
+  const FrameBefore frame_before = fits ? given_before : FrameBefore{};
   scratch.source_globals.resize(source_->num_joints());
   ComputeGlobals(*source_, source, absl::MakeSpan(scratch.source_globals));
   scratch.target_rotations.resize(n);
@@ -631,6 +640,10 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
       // bend: a limb near straight points the same whatever its twist,
       // and the plane of a small bend turns fast with noise.
       constexpr double kAimBend = 10.0 * M_PI / 180.0;
+      // How fast a twist held back from its aim (below) catches up while
+      // the source holds still: 45 degrees a second, 1.5 a frame at 30 Hz
+      // (within the 2 a frame beyond the source's the issue allows).
+      constexpr double kAimCatchUp = M_PI / 4.0;
       const Joint& h = target_->joint(hinge);
       const int c = aim_child_[hinge];
       const Vector3d& bone = target_reference_.local[c].translation;
@@ -651,6 +664,37 @@ void Transfer::Apply(const Pose& source, TransferScratch& scratch,
                 .normalized();
         ProjectIntoLimits(joint, before, &local.rotation);
         placed = (parent * local.rotation).normalized();
+      }
+      if (frame_before.transferred != nullptr) {
+        // Its twist turns from the transfer's answer on the frame before
+        // no more than the source's limb turned, plus kAimCatchUp a second
+        // (Apply's comment).
+        const std::vector<Transform>& was_source =
+            *frame_before.source_globals;
+        auto step = [&](int s) {
+          return scratch.source_globals[s].rotation.angularDistance(
+              was_source[s].rotation);
+        };
+        const double allowed =
+            std::max(step(source_of_[j]), step(source_of_[hinge])) +
+            kAimCatchUp * frame_before.dt;
+        Quaterniond swing;
+        const Quaterniond rest_inverse = joint.rest.rotation.conjugate();
+        const double turn = std::remainder(
+            SwingTwist(rest_inverse * local.rotation, joint.axis, &swing) -
+                SwingTwist(
+                    rest_inverse * frame_before.transferred->local[j].rotation,
+                    joint.axis, &swing),
+            2.0 * M_PI);
+        if (std::abs(turn) > allowed) {
+          local.rotation =
+              (local.rotation *
+               Eigen::AngleAxisd(std::copysign(allowed, turn) - turn,
+                                 joint.axis))
+                  .normalized();
+          ProjectIntoLimits(joint, before, &local.rotation);
+          placed = (parent * local.rotation).normalized();
+        }
       }
     }
     scratch.target_rotations[j] = placed;

@@ -67,6 +67,15 @@ Eigen::Vector3d Vertical(const Eigen::Vector3d& up);
 absl::StatusOr<Pose> AlignLimbs(const RetargetSide& source,
                                 const RetargetSide& target);
 
+// The frame before, for Transfer::Apply's `frame_before`: the source's
+// model-space transforms then, the transfer's own answer then (its Apply's
+// `target`, before any solve), and the seconds since.
+struct FrameBefore {
+  const std::vector<Transform>* source_globals = nullptr;
+  const Pose* transferred = nullptr;
+  double dt = 0.0;
+};
+
 class Transfer {
  public:
   // Errors: InvalidArgument when a reference pose does not fit its
@@ -85,8 +94,23 @@ class Transfer {
   // the circle, which flips across the range as the wanted twist crosses
   // the half turn (the limited humanoid's right wrist turned 141 degrees in
   // a frame on the shoot clip, against the source's 55).
+  //
+  // `frame_before`, when given (both pointers), bounds how fast the ball
+  // above a hinge (a hip, a shoulder) twists about its bone to aim the
+  // hinge's plane (AimHinge in transfer.cc): from its twist in the
+  // transfer's answer on the frame before, per frame no more than the
+  // source's thigh or shin (upper arm or forearm) turned in it, plus 45
+  // degrees a second (a twist held back catches up while the source holds
+  // still; 1.5 degrees a frame at 30 Hz). The plane of a limb bent a
+  // little turns as 1/sin(bend) of its bone's move across it: on the wave
+  // the limited humanoid's thigh twisted 3-4 degrees a frame at an 11
+  // degree knee where the performer's thigh and shin turned 1 (2.4 beyond
+  // the source's largest step; the Boxing clip's upper arms 21). The bone
+  // lags the source's direction while the plane is held back (the hop's
+  // forearm up to 10 degrees; the goals' solve still reaches the hand).
   void Apply(const Pose& source, TransferScratch& scratch, Pose* target,
-             const Pose* previous = nullptr) const;
+             const Pose* previous = nullptr,
+             const FrameBefore& frame_before = {}) const;
 
   // Per target joint: the source joint it follows (along a spine or neck,
   // the first of the two it is placed between; a finger joint, the source

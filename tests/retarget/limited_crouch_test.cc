@@ -17,7 +17,7 @@
 //   largest, and every knee within its range;
 // - per-frame steps: no mapped joint's largest model-space turn in a frame
 //   more than 2 degrees beyond its source's largest, but the limbs' upper
-//   bones (printed; see the test's end).
+//   bones and hinges (8; see the test's end).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -197,15 +197,16 @@ TEST(LimitedCrouchTest, HeldFeetStayWhereTheKneesCannotFoldAsFar) {
                                   s_leg[0]);
   }
   // Steps beyond the source's largest for the role. The limbs' upper
-  // bones and hinges are apart (printed, and the legs' bounded):
-  // - upper arms and forearms turn up to 21 degrees in a frame beyond the
+  // bones and hinges are apart (printed, and bounded):
+  // - upper arms and forearms turn up to 5.9 degrees in a frame beyond the
   //   source's: the transfer twists a shoulder about its bone so the hinge
   //   elbow's plane holds the source's forearm (transfer.h), and that plane
   //   turns 1/sin(bend) times as fast as the source's forearm moves across
-  //   it (24 degrees in a frame at a 20 degree bend on frame 2419). Fading
-  //   the twist in over the bend instead (least squares, or over 20-30
-  //   degrees) left 4-13 degrees and took the wave's limb bones from 2.94
-  //   to 3.4-5.6 degrees.
+  //   it. Before the twist's turn was bounded by the source's (Transfer::
+  //   Apply's frame_before): 21 degrees (24 in a frame at a 20 degree bend
+  //   on frame 2419). Fading the twist in over the bend instead (least
+  //   squares, or over 20-30 degrees) left 4-13 degrees and took the wave's
+  //   limb bones from 2.94 to 3.4-5.6 degrees.
   // - thighs and shins: the solve chased a foot turn its ankle's limits
   //   stopped by swinging the whole leg's plane, 24.5 degrees beyond the
   //   source's with the knee at its bound (the ankle alone turns a foot
@@ -256,8 +257,9 @@ TEST(LimitedCrouchTest, HeldFeetStayWhereTheKneesCannotFoldAsFar) {
   EXPECT_LE(jitter, kJitterBar);
   EXPECT_LE(step_excess, kStepBar) << step_role;
   // The legs: 24.5 degrees when the foot's turn swung them (left thigh,
-  // frame 2885), 7.1 left (above).
+  // frame 2885), 7.1 left (above). The arms: 21 before the twist's bound.
   EXPECT_LE(leg_excess, 4.0 * kStepBar) << leg_role;
+  EXPECT_LE(arm_excess, 4.0 * kStepBar);
   // The hips move no faster than the source's fastest (a move that popped
   // would shift them by up to its whole 0.18 leg lengths at once; a rise
   // straight up moved them 0.091 in a frame against the source's 0.033).

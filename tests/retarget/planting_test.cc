@@ -270,7 +270,8 @@ std::vector<Scenario> Scenarios() {
       "mocap/cmu_06_15_shoot_ccrig.bvh", "mocap/cmu_131_03_hop.bvh",
       "mocap/cmu_141_16_wave.bvh"};
   const char* targets[] = {"rigs/Boxing_Toes.bvh", "rigs/BCN_Epileptic.glb",
-                           "gltf/RiggedFigure.glb", "humanoid.skeleton.json"};
+                           "gltf/RiggedFigure.glb", "humanoid.skeleton.json",
+                           "humanoid_limited.skeleton.json"};
   std::vector<Scenario> out;
   for (const char* s : sources) {
     for (const char* t : targets) out.push_back({s, t});

@@ -15,6 +15,7 @@
 #include "importers/gltf.h"
 #include "retarget/characterize.h"
 #include "tests/testing/full_body.h"
+#include "tests/testing/retarget_rigs.h"
 #include "tests/testing/sweep.h"
 
 namespace reach::retarget {
@@ -258,6 +259,102 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
+
+// A hip or shoulder above a hinge knee or elbow twists about its bone so
+// that the hinge's plane holds the source's shin or forearm; near straight
+// that plane turns as 1/sin(bend) of the bone's move across it. With the
+// frame before given, the twist turns per frame no more than the source's
+// thigh or shin (upper arm or forearm) did, plus 45 degrees a second. The
+// wave onto the limited humanoid (hinge knees and elbows), twist measured
+// here (about the joint's axis, from its rest): without the frame before,
+// its left thigh twisted 3-4 degrees a frame at an 11 degree knee where
+// the performer's leg turned about 1.
+TEST(TransferTest, AHingesPlaneTurnsNoFasterThanTheSourcesLimb) {
+  const testing::RetargetRig source =
+      testing::LoadRetargetRig("mocap/cmu_141_16_wave.bvh");
+  const testing::RetargetRig target =
+      testing::LoadRetargetRig("humanoid_limited.skeleton.json");
+  const RetargetSide from{&source.skeleton, &source.roles, source.reference};
+  const absl::StatusOr<Pose> aligned =
+      AlignLimbs(from, {&target.skeleton, &target.roles, target.reference});
+  ASSERT_TRUE(aligned.ok()) << aligned.status();
+  const absl::StatusOr<Transfer> made =
+      Transfer::Create(from, {&target.skeleton, &target.roles, *aligned});
+  ASSERT_TRUE(made.ok()) << made.status();
+  const Transfer& transfer = *made;
+  // The balls above a hinge, and the joints that drive them and their hinge.
+  struct Limb {
+    int ball, hinge;
+  };
+  std::vector<Limb> limbs;
+  for (int k = 0; k < 2; ++k) {
+    for (const auto& [ball, hinge] :
+         {std::pair{target.roles.legs[k].thigh, target.roles.legs[k].shin},
+          std::pair{target.roles.arms[k].upper_arm,
+                    target.roles.arms[k].forearm}}) {
+      ASSERT_EQ(target.skeleton.joint(hinge).type, JointType::kHinge);
+      limbs.push_back({ball, hinge});
+    }
+  }
+  auto twist = [&](const Pose& pose, int j) {
+    const Joint& joint = target.skeleton.joint(j);
+    const Quaterniond d = joint.rest.rotation.conjugate() * pose.local[j].rotation;
+    return 2.0 * std::atan2(d.vec().dot(joint.axis), d.w());
+  };
+  const double dt = source.clip.frame_time;
+  // The largest twist step beyond what the bound allows, over the clip.
+  auto largest_excess = [&](bool bounded, std::string* where) {
+    TransferScratch scratch;
+    Pose pose, target_pose, before;
+    std::vector<Transform> source_before;
+    std::vector<IndependentGlobals> fk;
+    double worst = -INFINITY;
+    for (int f = 1; f < source.clip.num_frames; ++f) {
+      source.clip.FramePose(f, &pose);
+      const bool first = f == 1;
+      transfer.Apply(pose, scratch, &target_pose, first ? nullptr : &before,
+                     bounded && !first
+                         ? FrameBefore{&source_before, &before, dt}
+                         : FrameBefore{});
+      fk.push_back(IndependentFk(source.skeleton, pose));
+      if (!first) {
+        const IndependentGlobals& now = fk[fk.size() - 1];
+        const IndependentGlobals& was = fk[fk.size() - 2];
+        for (const Limb& l : limbs) {
+          double allowed = M_PI / 4.0 * dt;
+          double source_step = 0.0;
+          for (int j : {l.ball, l.hinge}) {
+            const int s = transfer.source_of()[j];
+            source_step = std::max(
+                source_step, now.rotation[s].angularDistance(was.rotation[s]));
+          }
+          allowed += source_step;
+          const double step = std::abs(std::remainder(
+              twist(target_pose, l.ball) - twist(before, l.ball), 2.0 * M_PI));
+          if (step - allowed > worst) {
+            worst = step - allowed;
+            *where = absl::StrCat(target.skeleton.joint(l.ball).name, " frame ",
+                                  f, ": ", step * 180.0 / M_PI, " deg against ",
+                                  allowed * 180.0 / M_PI);
+          }
+        }
+      }
+      before = target_pose;
+      source_before = scratch.source_globals;
+    }
+    return worst;
+  };
+  std::string bounded_at, free_at;
+  const double bounded = largest_excess(true, &bounded_at);
+  const double free = largest_excess(false, &free_at);
+  std::printf("twist step beyond the source's limb: bounded %.4f deg (%s), "
+              "without the frame before %.2f deg (%s)\n",
+              bounded * 180.0 / M_PI, bounded_at.c_str(), free * 180.0 / M_PI,
+              free_at.c_str());
+  EXPECT_LE(bounded, 1e-9) << bounded_at;
+  // The clip turns a plane faster than that somewhere.
+  EXPECT_GT(free, 1.0 * M_PI / 180.0) << free_at;
+}
 
 // An override can take a role the transfer needs away: refused, naming
 // it, instead of reading joint -1.
