@@ -47,6 +47,32 @@ Vector3d Flat(const Vector3d& v, const Vector3d& up) {
   return v - v.dot(up) * up;
 }
 
+// How far beyond its ankle's cone a leg's shin must tilt for its hip
+// socket to be at `socket` over its ankle at `ankle`, the foot turned by
+// `foot` (radians; <= 0 within it): the knee lies on a cone about the
+// ankle-to-socket line (the two bones' lengths fix its half-angle), and
+// the nearest of its directions to the shin's rest direction over the foot
+// is that half-angle less the line's own angle from it. 0 where the leg
+// is straight or folded beyond its bones (the reach is judged elsewhere).
+double AnkleExcess(const BodyModel& model, int side, const Vector3d& socket,
+                   const Vector3d& ankle, const Quaterniond& foot) {
+  const double cone = model.ankle_cone[side];
+  const double shin = model.shin_length[side];
+  const double thigh = model.thigh_length[side];
+  const Vector3d line = socket - ankle;
+  const double d = line.norm();
+  if (!std::isfinite(cone) || !(d < shin + thigh) ||
+      !(d > std::abs(shin - thigh))) {
+    return 0.0;
+  }
+  const double along = (shin * shin - thigh * thigh + d * d) / (2.0 * d);
+  const double half = std::acos(std::clamp(along / shin, -1.0, 1.0));
+  const Vector3d rest = foot * model.shin_in_foot[side];
+  const double off =
+      std::atan2(line.cross(rest).norm(), line.dot(rest));
+  return std::abs(half - off) - cone;
+}
+
 // The unit model axis nearest `v` (zero when `v` is zero).
 Vector3d NearestAxis(const Vector3d& v) {
   Eigen::Index axis = 0;
@@ -149,6 +175,11 @@ constexpr double kStepRaised = 0.02;
 // The share of the body's mass that moves along with the pelvis (most
 // of the trunk and the thighs, a little of the arms).
 constexpr double kMovesWithPelvis = 0.6;
+
+// The most the trunk leans forward about the head so that legs whose
+// ankles cannot tilt the shins further still reach the pelvis (a person's
+// deep squat leans the trunk 40-50 degrees): 60 degrees, radians.
+constexpr double kMostLean = M_PI / 3.0;
 
 // Segment masses as shares of the body's (de Leva 1996, "Adjustments to
 // Zatsiorsky-Seluyanov's segment inertia parameters", J. Biomech. 29(9),
@@ -510,6 +541,16 @@ BodyModel BuildBodyModel(const Skeleton& skeleton, const RoleStiffness& roles) {
         PathLength(skeleton, c.arms[side].upper_arm, c.arms[side].hand);
     model.foot_forward[side] =
         at[c.legs[side].foot].rotation.conjugate() * c.forward;
+    const Vector3d shin =
+        at[c.legs[side].shin].translation - at[c.legs[side].foot].translation;
+    if (shin.norm() > 0.0) {
+      model.shin_in_foot[side] =
+          at[c.legs[side].foot].rotation.conjugate() * shin.normalized();
+    }
+    const Joint& ankle = skeleton.joint(c.legs[side].foot);
+    if (ankle.type == JointType::kBall) {
+      model.ankle_cone[side] = ankle.max_swing_rad;
+    }
   }
   const double trunk_length = PathLength(skeleton, c.pelvis, c.head);
   for (int side = 0; side < 2; ++side) {
@@ -820,6 +861,53 @@ void AddBodyGoals(const Skeleton& skeleton, const BodyModel& model,
                head >= 0 ? goals[head].target.dot(up) - model.trunk_height
                          : std::numeric_limits<double>::quiet_NaN(),
                feet, stands);
+    }
+    if (head >= 0) {
+      // The ankles' limits: a crouch deeper than they let the shins tilt
+      // over feet whose turn is fixed left the pelvis above where the legs
+      // reach it, and the trunk between it and the head folded to make up
+      // the height (the limited humanoid's VR crouch: 50-65 degrees of
+      // spine, its ankles at their 45.8-degree cones). The pelvis goes
+      // back instead, the upright trunk leaning about the shoulders (the
+      // arms keep their reach; the neck takes the head), as far as the
+      // legs need (up to kMostLean). A foot without a fixed turn (no
+      // orientation goal, not planted by the model) sets no bound.
+      std::array<const Quaterniond*, 2> turned = {nullptr, nullptr};
+      for (int side = 0; side < 2; ++side) {
+        if (foot[side] >= 0 && goals[foot[side]].target_orientation) {
+          turned[side] = &*goals[foot[side]].target_orientation;
+        } else if (foot[side] < 0 && plant) {
+          turned[side] = &stands[side];
+        }
+      }
+      const double t =
+          0.5 * (model.shoulder_height[0] + model.shoulder_height[1]);
+      const Vector3d back = -heading;
+      auto at_lean = [&](double lean) {
+        return Vector3d(target + t * std::sin(lean) * back +
+                        (height + t * (1.0 - std::cos(lean))) * up);
+      };
+      auto excess = [&](double lean) {
+        const Vector3d place = at_lean(lean);
+        double most = -std::numeric_limits<double>::infinity();
+        for (int side = 0; side < 2; ++side) {
+          if (turned[side] == nullptr) continue;
+          most = std::max(most,
+                          AnkleExcess(model, side, place + spin * sockets[side],
+                                      feet[side], turned[side]->normalized()));
+        }
+        return most;
+      };
+      if (excess(0.0) > 0.0 && excess(kMostLean) <= 0.0) {
+        double lo = 0.0, hi = kMostLean;
+        for (int i = 0; i < 30; ++i) {
+          const double mid = 0.5 * (lo + hi);
+          (excess(mid) > 0.0 ? lo : hi) = mid;
+        }
+        const Vector3d place = at_lean(hi);
+        target = Flat(place, up);
+        height = place.dot(up);
+      }
     }
     double lowest = -std::numeric_limits<double>::infinity();
     for (int side = 0; side < 2; ++side) {

@@ -20,6 +20,7 @@
 
 #include <Eigen/Core>
 #include <array>
+#include <limits>
 #include <vector>
 
 #include "solvers/characterize.h"
@@ -102,6 +103,15 @@ struct BodyModel {
   // Hip socket to knee, knee to ankle (thigh to shin, shin to foot).
   std::array<double, 2> thigh_length{};
   std::array<double, 2> shin_length{};
+  // Per side: the shin's rest direction (ankle to knee) in the foot's rest
+  // frame, and how far the ankle lets the shin tilt from it over a foot
+  // whose turn is fixed (the foot joint's swing cone; +inf where the ankle
+  // is no limited ball).
+  std::array<Eigen::Vector3d, 2> shin_in_foot{
+      {Eigen::Vector3d::UnitY(), Eigen::Vector3d::UnitY()}};
+  std::array<double, 2> ankle_cone{
+      {std::numeric_limits<double>::infinity(),
+       std::numeric_limits<double>::infinity()}};
   // The rest pose's standing height (lowest foot to head along up).
   double height = 0.0;
   // The rest pose's head above the pelvis along its own up (the trunk
@@ -135,7 +145,9 @@ BodyModel BuildBodyModel(const Skeleton& skeleton,
 //   under the head by the rest pose's trunk height (the trunk upright: a
 //   lower head lowers the pelvis and bends the knees) and low enough for
 //   the upright trunk's shoulders to reach the hands, but no higher than
-//   the legs reach the feet, and turns toward the heading: a mean of cues
+//   the legs reach the feet, and back, the trunk leaning about the
+//   shoulders, where the ankles' cones do not let the shins tilt over
+//   planted feet as far as the crouch needs; it turns toward the heading: a mean of cues
 //   weighted by what each says at the frame (where the hips face now,
 //   carried along as far as the lines across the feet and the hands turned
 //   from the start pose; the feet's and the head's forward; the lines

@@ -119,8 +119,9 @@ Goal Hold(const Rig& r, int joint, const Vector3d& offset, int priority) {
 }
 
 // Feet where they stand (priority 0); head and hands `metres` lower
-// (priority 1): goals 2 on are the lowered ones.
-std::vector<Goal> Crouch(const Rig& r, double metres) {
+// (priority 1): goals 2 on are the lowered ones. The hands also come
+// `hands_in` metres nearer the shoulders than the rest pose holds them.
+std::vector<Goal> Crouch(const Rig& r, double metres, double hands_in = 0.0) {
   std::vector<Goal> goals;
   for (int side = 0; side < 2; ++side) {
     goals.push_back(Hold(r, r.roles.legs[side].foot, Vector3d::Zero(), 0));
@@ -128,16 +129,20 @@ std::vector<Goal> Crouch(const Rig& r, double metres) {
   const Vector3d down = -metres * r.metre * r.up;
   goals.push_back(Hold(r, r.roles.head, down, 1));
   for (int side = 0; side < 2; ++side) {
-    goals.push_back(Hold(r, r.roles.arms[side].hand, down, 1));
+    const Arm& arm = r.roles.arms[side];
+    const Vector3d in =
+        (r.at.position[arm.upper_arm] - r.at.position[arm.hand]).normalized();
+    goals.push_back(Hold(r, arm.hand, down + hands_in * r.metre * in, 1));
   }
   return goals;
 }
 
 // A stream from the standing pose whose frame f of `frames` lowers the
 // crouch's head and hands f / frames of the way; the last frame's pose and
-// results.
+// results, and (when given) each goal any frame left unreached.
 Pose Lower(const Rig& r, const std::vector<Goal>& goals, double metres,
-           int frames, std::vector<GoalResult>& results) {
+           int frames, std::vector<GoalResult>& results,
+           std::string* misses = nullptr) {
   const Vector3d down = -metres * r.metre * r.up;
   Pose pose = r.rest;
   Workspace ws;
@@ -150,6 +155,12 @@ Pose Lower(const Rig& r, const std::vector<Goal>& goals, double metres,
     EXPECT_TRUE(
         Solve(r.skeleton, frame, ws, &pose, absl::MakeSpan(results), {}, {}, {})
             .ok());
+    for (size_t k = 0; misses != nullptr && k < results.size(); ++k) {
+      if (results[k].reached) continue;
+      absl::StrAppend(misses, " frame ", f, " goal ", k, " off by ",
+                      results[k].position_error / r.metre, " m, ",
+                      Degrees(results[k].orientation_error_rad), " deg;");
+    }
   }
   return pose;
 }
@@ -167,15 +178,18 @@ Pose SolveOnce(const Rig& r, const std::vector<Goal>& goals, Pose start,
 
 class FullBodyCrouchTest : public ::testing::TestWithParam<const char*> {};
 
-// VR crouch: feet where they stand, head and hands 0.4 m lower. The
-// pelvis goes down with bent knees and the spine stays upright.
+// VR crouch: feet where they stand, head and hands 0.4 m lower, the
+// hands a centimetre in from the rest pose's (arms that hold controllers
+// are not locked straight). The pelvis goes down with bent knees and the
+// spine stays upright; every goal is reached on every frame.
 TEST_P(FullBodyCrouchTest, VrCrouchBendsTheKneesNotTheSpine) {
   const Rig r = MakeRig(GetParam());
-  const std::vector<Goal> goals = Crouch(r, 0.4);
+  const std::vector<Goal> goals = Crouch(r, 0.4, 0.01);
   // From the standing pose, in one solve and as a 30-frame stream.
   for (const int frames : {1, 30}) {
     std::vector<GoalResult> results;
-    const Pose pose = Lower(r, goals, 0.4, frames, results);
+    std::string misses;
+    const Pose pose = Lower(r, goals, 0.4, frames, results, &misses);
     const IndependentGlobals g = IndependentFk(r.skeleton, pose);
     const double drop =
         (r.at.position[r.roles.pelvis] - g.position[r.roles.pelvis]).dot(r.up) /
@@ -188,16 +202,15 @@ TEST_P(FullBodyCrouchTest, VrCrouchBendsTheKneesNotTheSpine) {
         "%s VR crouch (%d frames): pelvis drop %.3f m, knees %.1f deg, "
         "spine %.1f deg, %d of %zu goals reached\n",
         GetParam(), frames, drop, knees, spine, reached, goals.size());
-    EXPECT_EQ(reached, static_cast<int>(goals.size())) << frames;
+    EXPECT_EQ(misses, "") << frames;
     // The bars: pelvis drop >= 0.3 m, knees >= 60 deg, spine
-    // <= 30 deg. The limited humanoid's spine bends 38 deg in one solve
-    // and 65 deg on the stream (its hips' cones hold the thighs from
-    // following the pelvis down): held to what it does, not the bar.
+    // <= 30 deg. The limited humanoid's spine bent 38 deg in one solve and
+    // 65 deg on the stream before the pelvis pass honoured its ankles'
+    // cones (the pelvis stayed where the legs could not reach, and the
+    // trunk folded to make up the height).
     EXPECT_GE(drop, 0.3) << frames;
     EXPECT_GE(knees, 60.0) << frames;
-    EXPECT_LE(spine,
-              std::string(GetParam()) == "humanoid_limited" ? 70.0 : 30.0)
-        << frames;
+    EXPECT_LE(spine, 30.0) << frames;
   }
 }
 
