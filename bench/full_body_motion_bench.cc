@@ -7,9 +7,12 @@
 //   full_body_motion_bench [--clips DIR] [--clip NAME[,NAME...]]
 //       [--mode all|clip|30hz|noorient|30hz-noorient|sparse|sparse-30hz|
 //               trackers|trackers-30hz[,...]]
-//       [--max_iterations N] [--cold_every N] [--body human|none] [--verbose]
+//       [--max_iterations N] [--cold_every N] [--body human|none]
+//       [--standing_rest] [--verbose]
 //   --body none: the full-body solver without its body model (the goals
 //   alone), for comparison.
+//   --standing_rest: a clip whose all-zero pose does not stand takes its
+//   first frame as the rest pose (MotionEvalOptions::standing_rest).
 //   full_body_motion_bench --picture OUT.svg --clip NAME --frame F [--mode M]
 //
 // --clips: the folder of *.bvh (default: the source tree's
@@ -49,6 +52,7 @@ struct Config {
   std::string picture;  // SVG path.
   int frame = -1;
   BodyMode body = BodyMode::kHuman;
+  bool standing_rest = false;
 };
 
 int Usage(const char* argv0) {
@@ -57,7 +61,8 @@ int Usage(const char* argv0) {
       "usage: %s [--clips DIR] [--clip NAME[,NAME...]] [--mode "
       "all|clip|30hz|noorient|30hz-noorient|sparse|sparse-30hz|trackers|"
       "trackers-30hz[,...]] "
-      "[--max_iterations N] [--cold_every N] [--body human|none] [--verbose]\n"
+      "[--max_iterations N] [--cold_every N] [--body human|none] "
+      "[--standing_rest] [--verbose]\n"
       "       %s --picture OUT.svg --clip NAME --frame F [--mode M]\n",
       argv0, argv0);
   return 2;
@@ -87,6 +92,10 @@ int Main(int argc, char** argv) {
     const char* v = nullptr;
     if (arg == "--verbose") {
       config.verbose = true;
+      continue;
+    }
+    if (arg == "--standing_rest") {
+      config.standing_rest = true;
       continue;
     }
     if (arg == "--help" || arg == "-h") return Usage(argv[0]);
@@ -141,6 +150,7 @@ int Main(int argc, char** argv) {
         *testing::ModeOptions(config.modes.empty() ? "clip" : config.modes[0]);
     options.max_iterations = config.max_iterations;
     options.solver.body = config.body;
+    options.standing_rest = config.standing_rest;
     options.cold_every = 0;
     options.last_frame = config.frame;
     const absl::StatusOr<MotionReport> report = testing::EvaluateClip(
@@ -177,6 +187,7 @@ int Main(int argc, char** argv) {
       MotionEvalOptions options = *testing::ModeOptions(mode);
       options.max_iterations = config.max_iterations;
       options.solver.body = config.body;
+      options.standing_rest = config.standing_rest;
       options.cold_every = config.cold_every;
       absl::StatusOr<MotionReport> report = testing::EvaluateClip(
           absl::StrCat(config.clips_dir, "/", clip), options);

@@ -377,7 +377,9 @@ void BvhClip::FramePose(int frame, Pose* pose) const {
   const double* v = values.data() + static_cast<size_t>(frame) * num_channels;
   for (size_t j = 0; j < defs.size(); ++j) {
     Transform& local = pose->local[j];
-    local = defs[j].rest;
+    local.translation = defs[j].rest.translation;
+    local.rotation = Eigen::Quaterniond::Identity();
+    local.scale = defs[j].rest.scale;
     const BvhJointChannels& c = joints[j];
     if (c.position[0] >= 0) {
       local.translation = Eigen::Vector3d(v[c.position[0]], v[c.position[1]],
@@ -408,7 +410,8 @@ absl::string_view OtherFormat(absl::string_view text) {
 }
 
 absl::StatusOr<BvhClip> ParseBvh(absl::string_view text,
-                                 absl::string_view file) {
+                                 absl::string_view file,
+                                 const BvhOptions& options) {
   if (!absl::StartsWith(absl::StripLeadingAsciiWhitespace(text),
                         "HIERARCHY")) {
     if (const absl::string_view other = OtherFormat(text); !other.empty()) {
@@ -417,13 +420,26 @@ absl::StatusOr<BvhClip> ParseBvh(absl::string_view text,
                                       "; a BVH clip starts with HIERARCHY"));
     }
   }
-  return BvhParser(text, file).Parse();
+  absl::StatusOr<BvhClip> clip = BvhParser(text, file).Parse();
+  if (!clip.ok() || options.rest_frame < 0) return clip;
+  if (options.rest_frame >= clip->num_frames) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": rest_frame ", options.rest_frame, " is beyond the clip's ",
+        clip->num_frames, " frames"));
+  }
+  Pose rest;
+  clip->FramePose(options.rest_frame, &rest);
+  for (size_t j = 0; j < rest.local.size(); ++j) {
+    clip->skeleton.def.joints[j].rest.rotation = rest.local[j].rotation;
+  }
+  return clip;
 }
 
-absl::StatusOr<BvhClip> ImportBvh(const std::string& path) {
+absl::StatusOr<BvhClip> ImportBvh(const std::string& path,
+                                  const BvhOptions& options) {
   std::string text;
   if (absl::Status s = ReadFile(path, &text); !s.ok()) return s;
-  return ParseBvh(text, path);
+  return ParseBvh(text, path, options);
 }
 
 Eigen::Vector3d EulerZyxDegrees(const Eigen::Quaterniond& q) {

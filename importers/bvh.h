@@ -3,7 +3,8 @@
 //
 // Conventions: every ROOT / JOINT becomes a ball joint whose rest
 // translation is its OFFSET and whose rest rotation is the identity (the
-// all-zero channel pose); an End Site becomes a fixed leaf joint named
+// all-zero channel pose; BvhOptions::rest_frame takes a frame's instead);
+// an End Site becomes a fixed leaf joint named
 // "<parent>_End". Rotation channels compose left to right in the order
 // written, in degrees (CHANNELS ... Zrotation Yrotation Xrotation is
 // Rz * Ry * Rx). Position channels replace the joint's OFFSET; only the root
@@ -45,16 +46,32 @@ struct BvhClip {
   int extra_frame_lines = 0;
 
   // The pose of frame `frame` (0-based) for `skeleton`, which must be
-  // Skeleton::Create(this->skeleton.def). `pose` is reused.
+  // Skeleton::Create(this->skeleton.def). `pose` is reused. Each joint's
+  // local rotation is its channels' (from the identity, whatever the rest
+  // rotation), its translation its OFFSET or position channels.
   void FramePose(int frame, Pose* pose) const;
+};
+
+struct BvhOptions {
+  // When >= 0, the frame (0-based) whose pose becomes the skeleton's rest
+  // pose: each joint's rest rotation is that frame's rotation (the frames'
+  // poses are unchanged). For a clip whose all-zero pose does not stand (a
+  // Character Creator export holds every limb up, the feet above the
+  // hips) and whose first frame does (a mocap clip's T-pose): the
+  // full-body solver's body model reads the posture and the knees' and
+  // elbows' bend from the rest pose, and retargeting characterises it.
+  // Beyond the clip's frames: InvalidArgument naming rest_frame.
+  int rest_frame = -1;
 };
 
 // Parses BVH text; `file` names the source in errors, which carry the line.
 absl::StatusOr<BvhClip> ParseBvh(absl::string_view text,
-                                 absl::string_view file);
+                                 absl::string_view file,
+                                 const BvhOptions& options = {});
 
 // Reads and parses a .bvh file.
-absl::StatusOr<BvhClip> ImportBvh(const std::string& path);
+absl::StatusOr<BvhClip> ImportBvh(const std::string& path,
+                                  const BvhOptions& options = {});
 
 // Writes `poses` of a single-rooted skeleton as BVH: the root with six
 // channels (Xposition Yposition Zposition Zrotation Yrotation Xrotation),

@@ -32,7 +32,8 @@ absl::StatusOr<ImportedSkeleton> ImportByExtension(
     return s;
   }
   if (extension == "urdf") return ParseUrdf(text, path);
-  absl::StatusOr<BvhClip> clip = ParseBvh(text, path);
+  absl::StatusOr<BvhClip> clip =
+      ParseBvh(text, path, {options.bvh_rest_frame});
   if (!clip.ok()) return clip.status();
   return std::move(clip->skeleton);
 }
@@ -131,7 +132,8 @@ absl::StatusOr<ImportedFile> ImportSkeletonBytes(
       return out;
     }
     case SkeletonFormat::kBvh: {
-      absl::StatusOr<BvhClip> clip = ParseBvh(data, file);
+      absl::StatusOr<BvhClip> clip =
+          ParseBvh(data, file, {options.bvh_rest_frame});
       if (!clip.ok()) return clip.status();
       out.skeleton = ToWire(clip->skeleton, options);
       out.clip = *std::move(clip);

@@ -19,6 +19,7 @@ struct SkeletonFileOptions {
   std::string name;               // Replaces the file's own name when set.
   std::vector<ChainDef> chains;   // Replace or add chains by name.
   int gltf_skin = 0;              // Which skin of a glTF file.
+  int bvh_rest_frame = -1;        // BVH: BvhOptions::rest_frame.
   // False when the file name given is no real one (ImportSkeleton bytes
   // without a file_name): glTF then keeps a generic skin name ("Armature")
   // rather than naming the skeleton after it.

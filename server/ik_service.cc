@@ -343,6 +343,15 @@ grpc::Status IkService::Import(const UnaryCall& call,
   import::SkeletonFileOptions options;
   options.name = request.name();
   options.gltf_skin = request.gltf_skin();
+  if (request.has_bvh_rest_frame()) {
+    if (request.bvh_rest_frame() < 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("bvh_rest_frame: ",
+                                       request.bvh_rest_frame(),
+                                       " is negative (a frame, from 0)"));
+    }
+    options.bvh_rest_frame = request.bvh_rest_frame();
+  }
   for (const v1::Chain& chain : request.chains()) {
     options.chains.push_back({chain.name(), chain.root(), chain.tip()});
   }

@@ -15,6 +15,7 @@ struct RegisterFlags {
   std::string name;
   std::vector<std::string> chains;
   int skin = 0;
+  int rest_frame = -1;
   bool json = false;
   bool print = false;
   bool on_server = false;
@@ -34,6 +35,9 @@ int RunImportOnServer(const Globals& globals, const RegisterFlags& flags,
                             : flags.file.substr(slash + 1));
   request.set_name(options.name);
   request.set_gltf_skin(options.gltf_skin);
+  if (options.bvh_rest_frame >= 0) {
+    request.set_bvh_rest_frame(options.bvh_rest_frame);
+  }
   for (const ChainDef& chain : options.chains) {
     v1::Chain* out = request.add_chains();
     out->set_name(chain.name);
@@ -67,6 +71,7 @@ int RunRegister(const Globals& globals, const RegisterFlags& flags) {
   import::SkeletonFileOptions options;
   options.name = flags.name;
   options.gltf_skin = flags.skin;
+  options.bvh_rest_frame = flags.rest_frame;
   for (const std::string& spec : flags.chains) {
     absl::StatusOr<ChainDef> chain = import::ParseChainSpec(spec);
     if (!chain.ok()) return Fail(chain.status(), kExitUsage);
@@ -180,6 +185,12 @@ void AddRegistryCommands(CLI::App& app, const Globals& globals, Command* run) {
                   "Add or replace a chain: NAME=ROOT:TIP (NAME=ROOT,TIP when "
                   "names hold ':'; repeatable)");
   reg->add_option("--skin", flags->skin, "glTF: which skin")
+      ->check(NonNegative());
+  reg->add_option("--rest-frame", flags->rest_frame,
+                  "BVH: the frame (from 0) whose pose becomes the rest pose, "
+                  "for a clip whose all-zero pose does not stand (a "
+                  "Character Creator export); the full-body solver reads "
+                  "posture and knee and elbow bends from the rest pose")
       ->check(NonNegative());
   reg->add_flag("--json", flags->json, "Print the response as JSON");
   reg->add_flag("--print", flags->print,

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "importers/skeleton_file.h"
 #include "solvers/pose.h"
+#include "tests/testing/sweep.h"
 
 namespace reach::import {
 namespace {
@@ -179,6 +180,52 @@ TEST(BvhImportTest, ForwardKinematicsMatchesDocumentedPositions) {
   EXPECT_NEAR(highest_right, 26.9, 0.3);
   EXPECT_LT(highest_left, 17);
   EXPECT_GT(highest_right, head);
+}
+
+// BvhOptions::rest_frame: the CC rig's zero pose holds the feet above the
+// hips; with frame 0 (its T-pose) as the rest pose the rest stands (by
+// this test's own kinematics), every joint's rest rotation is frame 0's,
+// and the frames' poses are the same as without the option.
+TEST(BvhImportTest, RestFrameMakesAFrameTheRestPose) {
+  BvhOptions first;
+  first.rest_frame = 0;
+  absl::StatusOr<BvhClip> plain = ImportBvh(MocapPath(kClips[4].file));
+  absl::StatusOr<BvhClip> rested = ImportBvh(MocapPath(kClips[4].file), first);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(rested.ok()) << rested.status();
+  absl::StatusOr<Skeleton> skeleton = Skeleton::Create(rested->skeleton.def);
+  ASSERT_TRUE(skeleton.ok()) << skeleton.status();
+  const testing::IndependentGlobals rest =
+      testing::IndependentFk(*skeleton, RestPose(*skeleton));
+  const double hips = rest.position[skeleton->FindJoint("CC_Base_Hip")].y();
+  for (const char* foot : {"CC_Base_L_Foot", "CC_Base_R_Foot"}) {
+    EXPECT_LT(rest.position[skeleton->FindJoint(foot)].y(), hips - 50.0)
+        << foot;
+  }
+  Pose zero, a, b;
+  plain->FramePose(0, &zero);
+  for (size_t j = 0; j < zero.local.size(); ++j) {
+    EXPECT_LE(rested->skeleton.def.joints[j].rest.rotation.angularDistance(
+                  zero.local[j].rotation),
+              1e-12);
+    EXPECT_EQ(plain->skeleton.def.joints[j].rest.rotation.coeffs(),
+              Eigen::Quaterniond::Identity().coeffs());
+  }
+  for (int f : {0, 100, 272}) {
+    plain->FramePose(f, &a);
+    rested->FramePose(f, &b);
+    for (size_t j = 0; j < a.local.size(); ++j) {
+      EXPECT_EQ(a.local[j].rotation.coeffs(), b.local[j].rotation.coeffs());
+      EXPECT_EQ(a.local[j].translation, b.local[j].translation);
+    }
+  }
+  BvhOptions beyond;
+  beyond.rest_frame = kClips[4].frames;
+  const absl::StatusOr<BvhClip> refused =
+      ImportBvh(MocapPath(kClips[4].file), beyond);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("rest_frame 273 is beyond the clip's 273"));
 }
 
 TEST(BvhWriteTest, WrittenMotionReadsBackToTheSamePositions) {

@@ -209,6 +209,35 @@ TEST_F(CliTest, RegisterOnTheServerImportsTheSameSkeleton) {
               HasSubstr("bad_remote.bvh:5: joint 'Hips': unknown keyword"));
 }
 
+// --rest-frame: the Character Creator clip registered with its T-pose
+// frame as the rest pose, locally and on the server alike (the same id);
+// its first joint's rest rotation is no longer the identity.
+TEST_F(CliTest, RegisterWithARestFrame) {
+  const std::string clip = DataPath("mocap/cmu_06_15_shoot_ccrig.bvh");
+  CliRun printed = Reach("register --print --rest-frame 0 " + clip);
+  ASSERT_EQ(printed.exit_code, 0) << printed.err;
+  v1::Skeleton skeleton;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(printed.out, &skeleton).ok())
+      << printed.out;
+  const v1::Quat& q = skeleton.joints(0).rest().rotation();
+  EXPECT_LT(std::abs(q.w()), 1.0 - 1e-6);
+  CliRun local = Reach("register --json --rest-frame 0 " + clip);
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  CliRun remote = Reach("register --on-server --json --rest-frame 0 " + clip);
+  ASSERT_EQ(remote.exit_code, 0) << remote.err;
+  v1::RegisterSkeletonResponse a;
+  v1::ImportSkeletonResponse b;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(local.out, &a).ok());
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(remote.out, &b).ok());
+  EXPECT_EQ(a.skeleton_id(), b.skeleton_id());
+  CliRun beyond = Reach("register --print --rest-frame 9999 " + clip);
+  EXPECT_EQ(beyond.exit_code, 3);  // The file cannot be imported so.
+  EXPECT_THAT(beyond.err, HasSubstr("rest_frame 9999"));
+  CliRun negative = Reach("register --print --rest-frame -1 " + clip);
+  EXPECT_EQ(negative.exit_code, 2);
+}
+
 TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_EQ(Reach("").exit_code, 2);
   EXPECT_EQ(Reach("frobnicate").exit_code, 2);

@@ -111,6 +111,51 @@ TEST_F(ImportTest, BvhWithItsMotion) {
   EXPECT_EQ(response.motion_size(), 0);
 }
 
+// bvh_rest_frame: the Character Creator clip's frame 0 becomes the
+// registered skeleton's rest pose (each joint's rest rotation that frame's,
+// against the file's own parse here), its motion unchanged; a negative
+// frame and one beyond the clip are refused, naming the field.
+TEST_F(ImportTest, BvhRestFrame) {
+  const std::string name = "mocap/cmu_06_15_shoot_ccrig.bvh";
+  v1::ImportSkeletonRequest request = FileRequest(name);
+  request.set_return_motion(true);
+  v1::ImportSkeletonResponse plain, rested;
+  ASSERT_TRUE(Import(request, &plain).ok());
+  request.set_bvh_rest_frame(0);
+  ASSERT_TRUE(Import(request, &rested).ok());
+  EXPECT_TRUE(rested.created());
+  EXPECT_NE(rested.skeleton_id(), plain.skeleton_id());
+  const absl::StatusOr<import::BvhClip> clip =
+      import::ParseBvh(Data(name), name);
+  ASSERT_TRUE(clip.ok()) << clip.status();
+  Pose first;
+  clip->FramePose(0, &first);
+  ASSERT_EQ(rested.skeleton().joints_size(),
+            static_cast<int>(first.local.size()));
+  int turned = 0;
+  for (int j = 0; j < rested.skeleton().joints_size(); ++j) {
+    const v1::Quat& q = rested.skeleton().joints(j).rest().rotation();
+    const Eigen::Quaterniond got(q.w(), q.x(), q.y(), q.z());
+    EXPECT_LE(got.angularDistance(first.local[j].rotation), 1e-9) << j;
+    turned += got.angularDistance(Eigen::Quaterniond::Identity()) > 1e-3;
+  }
+  EXPECT_GT(turned, 10);
+  ASSERT_EQ(rested.motion_size(), plain.motion_size());
+  for (int f = 0; f < plain.motion_size(); f += 50) {
+    EXPECT_EQ(rested.motion(f).SerializeAsString(),
+              plain.motion(f).SerializeAsString())
+        << f;
+  }
+  request.set_bvh_rest_frame(-1);
+  grpc::Status status = Import(request, &rested);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("bvh_rest_frame: -1"));
+  request.set_bvh_rest_frame(273);
+  status = Import(request, &rested);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("rest_frame 273"));
+}
+
 TEST_F(ImportTest, UrdfGltfGlbAndJson) {
   for (const char* name : {"urdf/panda.urdf", "gltf/RiggedFigure.glb",
                            "gltf/arm.gltf"}) {

@@ -177,6 +177,27 @@ UpAxis DeriveUpAxis(const Skeleton& skeleton, int head) {
   return up;
 }
 
+// Whether `pose` stands: both leg chains' tips (the feet) below the root
+// along the axis from the root to the head.
+bool Stands(const Skeleton& skeleton, const Pose& pose) {
+  const int head = FindHeadJoint(skeleton);
+  if (head < 0) return false;
+  const IndependentGlobals g = IndependentFk(skeleton, pose);
+  const Vector3d trunk = g.position[head] - g.position[0];
+  int index = 0;
+  trunk.cwiseAbs().maxCoeff(&index);
+  const double sign = trunk[index] < 0.0 ? -1.0 : 1.0;
+  for (const char* leg : {"left_leg", "right_leg"}) {
+    const int c = skeleton.FindChain(leg);
+    if (c < 0 || skeleton.chain(c).joints.empty()) return false;
+    const int tip = skeleton.chain(c).joints.back();
+    if (!(sign * (g.position[tip][index] - g.position[0][index]) < 0.0)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 absl::StatusOr<BodyRoles> FindBodyRoles(const Skeleton& skeleton) {
   BodyRoles roles;
   const int n = skeleton.num_joints();
@@ -291,6 +312,21 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
   if (!clip.ok()) return clip.status();
   absl::StatusOr<Skeleton> made = Skeleton::Create(clip->skeleton.def);
   if (!made.ok()) return made.status();
+  int rest_frame = -1;
+  // MotionEvalOptions::standing_rest.
+  if (options.standing_rest && !Stands(*made, RestPose(*made))) {
+    Pose first;
+    clip->FramePose(0, &first);
+    if (Stands(*made, first)) {
+      import::BvhOptions from_first;
+      from_first.rest_frame = 0;
+      clip = import::ImportBvh(bvh_path, from_first);
+      if (!clip.ok()) return clip.status();
+      made = Skeleton::Create(clip->skeleton.def);
+      if (!made.ok()) return made.status();
+      rest_frame = 0;
+    }
+  }
   const Skeleton& skeleton = *made;
   absl::StatusOr<BodyRoles> found = FindBodyRoles(skeleton);
   if (!found.ok()) {
@@ -304,6 +340,7 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
   MotionReport report;
   report.clip = Basename(bvh_path);
   report.mode = ModeName(options);
+  report.rest_frame = rest_frame;
   report.height_units = BodySize(skeleton);
   const double h = report.height_units;
   std::string unit_rule = "given";
@@ -352,7 +389,10 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
         up.sign > 0 ? "+" : "-", std::string(1, "XYZ"[up.index]),
         "; height ", absl::StrFormat("%.4g", h), " units = ",
         absl::StrFormat("%.3f", h * report.metres_per_unit), " m (", unit_rule,
-        "); MPJPE over ", mpjpe, " of ", n, " joints"));
+        "); MPJPE over ", mpjpe, " of ", n, " joints",
+        rest_frame >= 0 ? absl::StrCat("; rest pose from frame ", rest_frame,
+                                       " (the all-zero pose does not stand)")
+                        : ""));
   }
 
   // The rest pose's bone lengths and hip-socket distance.
