@@ -9,6 +9,8 @@
 //               trackers|trackers-30hz[,...]]
 //       [--max_iterations N] [--cold_every N] [--body human|none]
 //       [--standing_rest] [--verbose]
+//   --mode all: the six modes of the matrix (the default), also within a
+//   list (all,sparse-30hz).
 //   --body none: the full-body solver without its body model (the goals
 //   alone), for comparison.
 //   --standing_rest: a clip whose all-zero pose does not stand takes its
@@ -109,9 +111,15 @@ int Main(int argc, char** argv) {
         config.clips.push_back(name);
       }
     } else if (arg == "--mode") {
-      if (std::string(v) != "all") {
-        for (absl::string_view m : absl::StrSplit(v, ',', absl::SkipEmpty())) {
-          config.modes.emplace_back(m);
+      // "all" is the six modes of the matrix, alone or in a list.
+      for (absl::string_view m : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+        for (const std::string& mode :
+             m == "all" ? testing::AllModeNames()
+                        : std::vector<std::string>{std::string(m)}) {
+          if (std::find(config.modes.begin(), config.modes.end(), mode) ==
+              config.modes.end()) {
+            config.modes.push_back(mode);
+          }
         }
       }
     } else if (arg == "--max_iterations") {
