@@ -54,6 +54,9 @@ Vector3d Flat(const Vector3d& v, const Vector3d& up) {
 // the nearest of its directions to the shin's rest direction over the foot
 // is that half-angle less the line's own angle from it. 0 where the leg
 // is straight or folded beyond its bones (the reach is judged elsewhere).
+// The ankle's cone bounds the foot's axis (heel to toe) against the shin;
+// a tilt of the shin about an axis across it (a flexion, a lean to the
+// side) swings it as far, so the cone is read as the shin's tilt.
 double AnkleExcess(const BodyModel& model, int side, const Vector3d& socket,
                    const Vector3d& ankle, const Quaterniond& foot) {
   const double cone = model.ankle_cone[side];
@@ -176,7 +179,7 @@ constexpr double kStepRaised = 0.02;
 // of the trunk and the thighs, a little of the arms).
 constexpr double kMovesWithPelvis = 0.6;
 
-// The most the trunk leans forward about the head so that legs whose
+// The most the trunk leans forward about the shoulders so that legs whose
 // ankles cannot tilt the shins further still reach the pelvis (a person's
 // deep squat leans the trunk 40-50 degrees): 60 degrees, radians.
 constexpr double kMostLean = M_PI / 3.0;
