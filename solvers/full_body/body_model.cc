@@ -54,9 +54,11 @@ Vector3d Flat(const Vector3d& v, const Vector3d& up) {
 // the nearest of its directions to the shin's rest direction over the foot
 // is that half-angle less the line's own angle from it. 0 where the leg
 // is straight or folded beyond its bones (the reach is judged elsewhere).
-// The ankle's cone bounds the foot's axis (heel to toe) against the shin;
-// a tilt of the shin about an axis across it (a flexion, a lean to the
-// side) swings it as far, so the cone is read as the shin's tilt.
+// The ankle's cone bounds the foot's axis (heel to toe) against the shin:
+// a flexion (the shin tilting about the axis across the foot) swings it
+// as far, so the cone is read as the shin's tilt. A lean to the side turns
+// the foot about its own axis instead, which the ankle's twist range
+// bounds, not its cone: there the reading is stricter than the joint.
 double AnkleExcess(const BodyModel& model, int side, const Vector3d& socket,
                    const Vector3d& ankle, const Quaterniond& foot) {
   const double cone = model.ankle_cone[side];
