@@ -193,6 +193,11 @@ void Viewer::ApiV1(mg_connection* conn, absl::string_view authorization) {
     request.set_name(QueryParam(info, "name"));
     request.set_gltf_skin(*skin);
     request.set_return_motion(*motion);
+    if (!QueryParam(info, "bvh_rest_frame").empty()) {
+      const absl::StatusOr<int32_t> rest = IntParam(info, "bvh_rest_frame");
+      if (!rest.ok()) return SendStatus(conn, rest.status());
+      request.set_bvh_rest_frame(*rest);
+    }
     if (!ReadBody(conn, route, "application/octet-stream",
                   request.mutable_data())) {
       return;

@@ -274,6 +274,20 @@ const walk = await expect(200, 'POST', '/api/v1/skeletons/import?format=bvh&file
 check(walk.motion.length > 100 && walk.motion[0].rotations.length === walk.skeleton.joints.length &&
       Math.abs(walk.frame_time_s - 1 / 120) < 1e-6,
       `import a BVH: ${walk.motion.length} frames of ${walk.skeleton.joints.length} rotations, 1/120 s`);
+// bvh_rest_frame: the Character Creator clip's T-pose frame as its rest
+// pose (its zero pose holds the limbs up): its hips turn at rest, and a
+// negative frame is refused naming the field.
+const ccBvh = readFileSync(join(repo, 'tests', 'data', 'mocap', 'cmu_06_15_shoot_ccrig.bvh'));
+const ccRested = await expect(200, 'POST', '/api/v1/skeletons/import?format=bvh&file_name=cc.bvh&bvh_rest_frame=0',
+  { as: 'registrar', body: ccBvh, type: 'application/octet-stream', raw: true }, 'import a BVH, rest from frame 0');
+check(maxDiff(ccRested.skeleton.joints[0].rest.rotation, [0, 0, 0, 1]) > 1e-3,
+      'import a BVH, rest from frame 0: the hips turn at rest');
+// (Deleted again: the registrar's quota is three skeletons.)
+await expect(200, 'DELETE', `/api/v1/skeletons/${ccRested.skeleton_id}`, { as: 'registrar' },
+  'delete the rested skeleton');
+names(await expect(400, 'POST', '/api/v1/skeletons/import?format=bvh&file_name=cc.bvh&bvh_rest_frame=-1',
+  { as: 'registrar', body: ccBvh, type: 'application/octet-stream', raw: true }, 'bvh_rest_frame=-1'),
+  ['bvh_rest_frame'], 'bvh_rest_frame=-1');
 const bcnGlb = readFileSync(join(repo, 'tests', 'data', 'rigs', 'BCN_Epileptic.glb'));
 const bcn = await expect(200, 'POST', '/api/v1/skeletons/import?format=gltf&file_name=BCN_Epileptic.glb',
   { as: 'registrar', body: bcnGlb, type: 'application/octet-stream', raw: true }, 'import a GLB');
