@@ -394,6 +394,20 @@ void BvhClip::FramePose(int frame, Pose* pose) const {
   }
 }
 
+absl::Status BvhClip::UseFrameAsRest(int frame) {
+  if (frame < 0 || frame >= num_frames) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rest_frame ", frame, " is beyond the clip's ",
+                     num_frames, " frames"));
+  }
+  Pose rest;
+  FramePose(frame, &rest);
+  for (size_t j = 0; j < rest.local.size(); ++j) {
+    skeleton.def.joints[j].rest.rotation = rest.local[j].rotation;
+  }
+  return absl::OkStatus();
+}
+
 // What a file that is not BVH looks like, by its first bytes; "" when it
 // looks like nothing else.
 absl::string_view OtherFormat(absl::string_view text) {
@@ -422,15 +436,8 @@ absl::StatusOr<BvhClip> ParseBvh(absl::string_view text,
   }
   absl::StatusOr<BvhClip> clip = BvhParser(text, file).Parse();
   if (!clip.ok() || options.rest_frame < 0) return clip;
-  if (options.rest_frame >= clip->num_frames) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file, ": rest_frame ", options.rest_frame, " is beyond the clip's ",
-        clip->num_frames, " frames"));
-  }
-  Pose rest;
-  clip->FramePose(options.rest_frame, &rest);
-  for (size_t j = 0; j < rest.local.size(); ++j) {
-    clip->skeleton.def.joints[j].rest.rotation = rest.local[j].rotation;
+  if (absl::Status s = clip->UseFrameAsRest(options.rest_frame); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", s.message()));
   }
   return clip;
 }

@@ -50,6 +50,12 @@ struct BvhClip {
   // local rotation is its channels' (from the identity, whatever the rest
   // rotation), its translation its OFFSET or position channels.
   void FramePose(int frame, Pose* pose) const;
+
+  // Makes frame `frame`'s pose the skeleton's rest pose: each joint's rest
+  // rotation becomes that frame's (FramePose's poses are unchanged;
+  // BvhOptions::rest_frame). InvalidArgument naming rest_frame when
+  // `frame` is not one of the clip's.
+  absl::Status UseFrameAsRest(int frame);
 };
 
 struct BvhOptions {

@@ -318,10 +318,7 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
     Pose first;
     clip->FramePose(0, &first);
     if (Stands(*made, first)) {
-      import::BvhOptions from_first;
-      from_first.rest_frame = 0;
-      clip = import::ImportBvh(bvh_path, from_first);
-      if (!clip.ok()) return clip.status();
+      if (absl::Status s = clip->UseFrameAsRest(0); !s.ok()) return s;
       made = Skeleton::Create(clip->skeleton.def);
       if (!made.ok()) return made.status();
       rest_frame = 0;
@@ -340,7 +337,6 @@ absl::StatusOr<MotionReport> EvaluateClip(const std::string& bvh_path,
   MotionReport report;
   report.clip = Basename(bvh_path);
   report.mode = ModeName(options);
-  report.rest_frame = rest_frame;
   report.height_units = BodySize(skeleton);
   const double h = report.height_units;
   std::string unit_rule = "given";

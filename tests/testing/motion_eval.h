@@ -107,8 +107,8 @@ struct MotionEvalOptions {
   // A clip whose all-zero pose does not stand (its feet not below its
   // hips: a Character Creator export holds every limb up) is imported with
   // its first frame as the rest pose when that frame stands
-  // (import::BvhOptions::rest_frame; `reach skeleton register
-  // --rest-frame 0`), so the body model has a posture and flexion axes.
+  // (import::BvhClip::UseFrameAsRest; `reach register --rest-frame 0`),
+  // so the body model has a posture and flexion axes.
   bool standing_rest = false;
 };
 
@@ -175,9 +175,6 @@ struct MotionSnapshot {
 struct MotionReport {
   std::string clip;  // File name.
   std::string mode;
-  // The frame the skeleton's rest pose was taken from (-1: the clip's
-  // all-zero pose, which stands).
-  int rest_frame = -1;
   int frames = 0;            // Evaluated frames.
   double fps = 0.0;          // Evaluated rate.
   double clip_fps = 0.0;
